@@ -1,0 +1,61 @@
+/* cmd_config.c — `llmrt config`: the effective configuration (--show, the default action),
+ * or the fully commented template that conf/runtime.ini is generated from (--template). */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "common.h"
+
+static const char usage[] =
+    "usage: llmrt config [-c FILE] [--set K=V] [--show | --template]\n\n"
+    "  --show      print every effective value and where it came from (default, file:line,\n"
+    "              env, --set); validates the file: errors exit 1\n"
+    "  --template  print a runtime.ini with every key at its default and its help\n\n" CLI_COMMON_USAGE;
+
+int cmd_config(int argc, char **argv)
+{
+    enum { OPT_SHOW = CLI_OPT_FIRST_OWN, OPT_TEMPLATE };
+    static const struct option opts[] = {CLI_COMMON_OPTIONS,
+                                          {"show", no_argument, 0, OPT_SHOW},
+                                          {"template", no_argument, 0, OPT_TEMPLATE},
+                                          {0, 0, 0, 0}};
+    cli_common c = {0};
+    int opt, template = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
+        if (opt == OPT_SHOW)
+            continue;
+        if (opt == OPT_TEMPLATE) {
+            template = 1;
+            continue;
+        }
+        int r = cli_common_opt(&c, opt, optarg, "config", usage);
+        if (r < 0)
+            return 2;
+        if (r == 0)
+            return cli_bad_option("config", usage);
+    }
+    if (optind < argc)
+        return cli_usage_error("config", usage, "unexpected argument '%s'", argv[optind]);
+    if (template) {
+        llmrt_config_write_template(stdout);
+        return 0;
+    }
+    llmrt_error err = {0};
+    llmrt_config *cfg;
+    const char *sets[CLI_MAX_SETS + 1];
+    int n = 0;
+    if (c.model_set[0])
+        sets[n++] = c.model_set;
+    for (int i = 0; i < c.n_sets; i++)
+        sets[n++] = c.sets[i];
+    if (llmrt_config_build(c.config_path, sets, n, &cfg, &err) != LLMRT_OK)
+        return cli_fail("config", &err);
+    if (llmrt_config_path(cfg))
+        printf("; effective configuration (file: %s)\n", llmrt_config_path(cfg));
+    else
+        printf("; effective configuration (no file: defaults, environment and --set)\n");
+    llmrt_config_show(cfg, stdout);
+    llmrt_config_free(cfg);
+    return 0;
+}

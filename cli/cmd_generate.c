@@ -1,0 +1,12 @@
+/* cmd_generate.c — placeholder until this subcommand lands (see the open issues). */
+#include <stdio.h>
+
+#include "commands.h"
+
+int cmd_generate(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "llmrt generate: not available in this build yet\n");
+    return 2;
+}

@@ -1,0 +1,12 @@
+/* cmd_logits.c — placeholder until this subcommand lands (see the open issues). */
+#include <stdio.h>
+
+#include "commands.h"
+
+int cmd_logits(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "llmrt logits: not available in this build yet\n");
+    return 2;
+}

@@ -1,0 +1,106 @@
+/* common.c — shared option handling and error reporting for subcommands. */
+#include "common.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "llmrt %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n\n%s", usage);
+    va_end(ap);
+    return 2;
+}
+
+int cli_bad_option(const char *cmd, const char *usage)
+{
+    fprintf(stderr, "\n%s", usage);
+    (void)cmd;
+    return 2;
+}
+
+int cli_common_opt(cli_common *c, int opt, const char *arg, const char *cmd, const char *usage)
+{
+    switch (opt) {
+    case 'c':
+        c->config_path = arg;
+        return 1;
+    case CLI_OPT_SET:
+        if (c->n_sets >= CLI_MAX_SETS) {
+            cli_usage_error(cmd, usage, "too many --set options (at most %d)", CLI_MAX_SETS);
+            return -1;
+        }
+        c->sets[c->n_sets++] = arg;
+        return 1;
+    case CLI_OPT_MODEL:
+        snprintf(c->model_set, sizeof c->model_set, "model.path=%s", arg);
+        return 1;
+    case CLI_OPT_HELP:
+        fputs(usage, stdout);
+        exit(0);
+    }
+    return 0;
+}
+
+int cli_fail(const char *cmd, const llmrt_error *err)
+{
+    fprintf(stderr, "llmrt %s: error: %s\n", cmd, err->msg[0] ? err->msg : llmrt_status_str(err->code));
+    return 1;
+}
+
+int cli_open_runtime(cli_common *c, llmrt_runtime **out)
+{
+    llmrt_error err = {0};
+    const char *sets[CLI_MAX_SETS + 1];
+    int n = 0;
+    if (c->model_set[0])
+        sets[n++] = c->model_set; /* --model first, so an explicit --set model.path wins */
+    for (int i = 0; i < c->n_sets; i++)
+        sets[n++] = c->sets[i];
+    if (llmrt_runtime_open(c->config_path, sets, n, out, &err) != LLMRT_OK) {
+        fprintf(stderr, "llmrt: error: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+int cli_parse_ids(const char *s, int32_t **out)
+{
+    size_t cap = 16, n = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids)
+        return -1;
+    const char *p = s;
+    while (*p) {
+        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n')
+            p++;
+        if (!*p)
+            break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX ||
+            (*end && *end != ',' && *end != ' ' && *end != '\t' && *end != '\n')) {
+            free(ids);
+            return -1;
+        }
+        if (n == cap) {
+            int32_t *g = realloc(ids, (cap *= 2) * sizeof *ids);
+            if (!g) {
+                free(ids);
+                return -1;
+            }
+            ids = g;
+        }
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    *out = ids;
+    return (int)n;
+}

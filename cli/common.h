@@ -1,0 +1,47 @@
+/* common.h — what every subcommand shares: -c FILE, --set k=v, --model DIR, --help,
+ * usage errors (exit 2) and runtime errors (exit 1). */
+#ifndef LLMRT_CLI_COMMON_H
+#define LLMRT_CLI_COMMON_H
+
+#include <getopt.h>
+
+#include "runtime.h"
+
+#define CLI_MAX_SETS 64
+
+typedef struct cli_common {
+    const char *config_path;
+    const char *sets[CLI_MAX_SETS + 1];
+    int n_sets;
+    char model_set[4200]; /* "model.path=<dir>" from --model */
+} cli_common;
+
+/* Long options every subcommand accepts; put CLI_COMMON_OPTIONS first in its table. */
+enum { CLI_OPT_SET = 1000, CLI_OPT_MODEL, CLI_OPT_HELP, CLI_OPT_FIRST_OWN };
+#define CLI_COMMON_OPTIONS                                                                    \
+    {"config", required_argument, 0, 'c'}, {"set", required_argument, 0, CLI_OPT_SET},         \
+        {"model", required_argument, 0, CLI_OPT_MODEL}, {"help", no_argument, 0, CLI_OPT_HELP}
+#define CLI_COMMON_USAGE                                                                      \
+    "common options:\n"                                                                       \
+    "  -c, --config FILE      runtime.ini to read (default: built-in defaults)\n"             \
+    "  --set SECTION.KEY=VAL  override one config key (repeatable)\n"                         \
+    "  --model DIR            model folder (short for --set model.path=DIR)\n"                \
+    "  --help                 this text\n"
+
+/* Handle a common option from getopt_long. Returns 1 when consumed, 0 when not a common
+ * option, -1 on error (message printed). --help prints `usage` and exits 0. */
+int cli_common_opt(cli_common *c, int opt, const char *arg, const char *cmd, const char *usage);
+/* Print "llmrt <cmd>: <message>" and the usage; returns 2 (exit code for usage errors). */
+int cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* getopt's own complaint (unknown option / missing argument) → usage, exit code 2. */
+int cli_bad_option(const char *cmd, const char *usage);
+/* Open config + registry from the common options. Prints the error and returns 1 on failure. */
+int cli_open_runtime(cli_common *c, llmrt_runtime **out);
+/* Print "llmrt <cmd>: error: <msg>" for a runtime failure; returns 1. */
+int cli_fail(const char *cmd, const llmrt_error *err);
+
+/* Parse "1,2,3" (or space separated) into ids; returns count or -1 on a bad token. */
+int cli_parse_ids(const char *s, int32_t **out);
+
+#endif

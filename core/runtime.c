@@ -1,0 +1,157 @@
+/* runtime.c — config + host services + registry, and opening backend/memory instances. */
+#include "runtime.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "log.h"
+
+static void host_log(void *ctx, llmrt_log_level level, const char *who, const char *fmt, ...)
+{
+    (void)ctx;
+    va_list ap;
+    va_start(ap, fmt);
+    llmrt_vlog(level, who, fmt, ap);
+    va_end(ap);
+}
+
+static const char *host_config_get(void *ctx, const char *key)
+{
+    return llmrt_config_get((const llmrt_config *)ctx, key);
+}
+
+llmrt_status llmrt_runtime_open_config(llmrt_config *cfg, llmrt_runtime **out, llmrt_error *err)
+{
+    llmrt_status st = LLMRT_OK;
+    llmrt_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt) {
+        llmrt_config_free(cfg);
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory");
+    }
+    rt->cfg = cfg;
+    llmrt_log_level level;
+    if (llmrt_log_parse_level(llmrt_config_get(cfg, "runtime.log_level"), &level))
+        llmrt_log_set_level(level);
+    rt->host.struct_size = sizeof rt->host;
+    rt->host.abi_version = LLMRT_ABI_VERSION;
+    rt->host.ctx = cfg;
+    rt->host.log = host_log;
+    rt->host.config_get = host_config_get;
+    TRY(llmrt_registry_new(&rt->host, &rt->reg, err));
+    llmrt_registry_scan_default(rt->reg, llmrt_config_get(cfg, "runtime.plugin_dir"));
+    *out = rt;
+    return LLMRT_OK;
+cleanup:
+    llmrt_runtime_close(rt);
+    return st;
+}
+
+llmrt_status llmrt_runtime_open(const char *ini_path, const char *const *sets, int n_sets,
+                                llmrt_runtime **out, llmrt_error *err)
+{
+    llmrt_config *cfg = NULL;
+    llmrt_status st = llmrt_config_build(ini_path, sets, n_sets, &cfg, err);
+    if (st)
+        return st;
+    return llmrt_runtime_open_config(cfg, out, err);
+}
+
+void llmrt_runtime_close(llmrt_runtime *rt)
+{
+    if (!rt)
+        return;
+    llmrt_registry_free(rt->reg);
+    llmrt_config_free(rt->cfg);
+    free(rt);
+}
+
+/* "not found" message listing what is there and where we looked. */
+static llmrt_status missing_plugin(llmrt_runtime *rt, llmrt_plugin_kind kind, const char *name,
+                                   const char *key, llmrt_error *err)
+{
+    char names[512];
+    llmrt_registry_names(rt->reg, kind, names, sizeof names);
+    return llmrt_fail(err, LLMRT_ERR_NOT_FOUND,
+                      "%s = %s (%s): no %s plugin named '%s' (available: %s; searched %s; "
+                      "`llmrt plugins` lists rejected files)",
+                      key, name, llmrt_config_origin(rt->cfg, key), llmrt_plugin_kind_name(kind),
+                      name, names, llmrt_registry_search_path(rt->reg));
+}
+
+llmrt_status llmrt_runtime_backend_open(llmrt_runtime *rt, llmrt_backend_ref *out,
+                                        llmrt_error *err)
+{
+    const char *want = llmrt_config_get(rt->cfg, "runtime.backend");
+    const char *name = want;
+    if (strcmp(want, "auto") == 0) {
+        name = "cpu";
+        const llmrt_plugin_entry *cuda = llmrt_registry_find(rt->reg, LLMRT_PLUGIN_BACKEND, "cuda");
+        if (cuda) {
+            const llmrt_backend_vtable *vt = cuda->desc->vtable;
+            llmrt_device_info info;
+            int32_t count = 0;
+            llmrt_error perr = {0};
+            if (vt->probe(&info, 1, &count, &perr) == LLMRT_OK && count > 0)
+                name = "cuda";
+            else
+                LOG_DEBUG("runtime.backend = auto: no CUDA device (%s); using cpu",
+                          perr.msg[0] ? perr.msg : "none visible");
+        }
+    }
+    const llmrt_plugin_entry *e = llmrt_registry_find(rt->reg, LLMRT_PLUGIN_BACKEND, name);
+    if (!e)
+        return missing_plugin(rt, LLMRT_PLUGIN_BACKEND, name, "runtime.backend", err);
+    const llmrt_backend_vtable *vt = e->desc->vtable;
+    char section[96];
+    snprintf(section, sizeof section, "backend.%s", name);
+    llmrt_backend *b = NULL;
+    llmrt_status st = vt->create(&rt->host, llmrt_config_plugin_section(rt->cfg, section), &b, err);
+    if (st) {
+        llmrt_error_prefix(err, "backend '%s'", name);
+        return st;
+    }
+    out->vt = vt;
+    out->b = b;
+    out->name = e->desc->name;
+    return LLMRT_OK;
+}
+
+void llmrt_runtime_backend_close(llmrt_backend_ref *b)
+{
+    if (b && b->b) {
+        b->vt->destroy(b->b);
+        b->b = NULL;
+    }
+}
+
+llmrt_status llmrt_runtime_memory_open(llmrt_runtime *rt, const llmrt_backend_ref *b,
+                                       llmrt_memory_ref *out, llmrt_error *err)
+{
+    const char *name = llmrt_config_get(rt->cfg, "memory.plugin");
+    const llmrt_plugin_entry *e = llmrt_registry_find(rt->reg, LLMRT_PLUGIN_MEMORY, name);
+    if (!e)
+        return missing_plugin(rt, LLMRT_PLUGIN_MEMORY, name, "memory.plugin", err);
+    const llmrt_memory_vtable *vt = e->desc->vtable;
+    char section[96];
+    snprintf(section, sizeof section, "memory.%s", name);
+    llmrt_memory *m = NULL;
+    llmrt_status st = vt->create(&rt->host, llmrt_config_plugin_section(rt->cfg, section), b, &m, err);
+    if (st) {
+        llmrt_error_prefix(err, "memory plugin '%s'", name);
+        return st;
+    }
+    out->vt = vt;
+    out->m = m;
+    out->name = e->desc->name;
+    return LLMRT_OK;
+}
+
+void llmrt_runtime_memory_close(llmrt_memory_ref *m)
+{
+    if (m && m->m) {
+        m->vt->destroy(m->m);
+        m->m = NULL;
+    }
+}
