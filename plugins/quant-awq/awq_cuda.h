@@ -1,0 +1,61 @@
+/* awq_cuda.h — the seam between the quant-awq plugin (plain C, awq.c) and its CUDA kernels
+ * (awq_cuda.cu, built only when CMake finds CUDA).
+ *
+ * Why: awq.c owns the format (probe, tensor validation, error messages) and dispatches on the
+ * backend's name; the CUDA file owns only device layout and kernels. awq.c has already checked
+ * every dtype and shape before calling awq_cuda_load, so the CUDA side may rely on:
+ *   in % group == 0, out % 8 == 0, group in {32, 64, 128}, in > 0, out > 0.
+ *
+ * Packed layout of the inputs (AutoAWQ "gemm", see awq_pack.h for the nibble order):
+ *   qweight int32 [in, out/8]          eight 4-bit q values of columns 8c..8c+7 per word
+ *   qzeros  int32 [in/group, out/8]    eight 4-bit zero points, same nibble order
+ *   scales  f16   [in/group, out]      IEEE half bits
+ *   w[o][i] = (q[i][o] - z[i/group][o]) * s[i/group][o]
+ *
+ * Every function fills err (message naming what failed) and returns its status; nothing
+ * prints, exits or aborts. Kernels run on the backend's stream (native_handle "cuda.stream");
+ * awq_cuda_forward neither allocates nor synchronizes, so it can be captured in a graph. */
+#ifndef LLMRT_QUANT_AWQ_CUDA_H
+#define LLMRT_QUANT_AWQ_CUDA_H
+
+#include <stdint.h>
+
+#include <llmrt/backend.h>
+#include <llmrt/plugin.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct awq_cuda_ctx awq_cuda_ctx;       /* one per quant instance (stream, scratch) */
+typedef struct awq_cuda_linear awq_cuda_linear; /* one loaded linear on the device */
+
+/* Create the per-instance context on a "cuda" backend. The backend outlives the context. */
+llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cuda_ctx **out,
+                             llmrt_error *err);
+void awq_cuda_destroy(awq_cuda_ctx *ctx);
+
+/* Copy one linear to the device (any repacking is the CUDA side's choice). The host arrays
+ * are only valid during the call (checkpoint mmap, little-endian).
+ *   qweight [in, out/8], qzeros [in/group, out/8], scales [in/group, out] (f16 bits) */
+llmrt_status awq_cuda_load(awq_cuda_ctx *ctx, const int32_t *qweight, const int32_t *qzeros,
+                           const uint16_t *scales, int64_t in, int64_t out, int64_t group,
+                           awq_cuda_linear **out_linear, llmrt_error *err);
+void awq_cuda_free(awq_cuda_ctx *ctx, awq_cuda_linear *l);
+
+/* y [n, out] = x [n, in] · Wᵀ on the device, fp32 accumulation, enqueued on the stream.
+ * x, y: device pointers, f32, row-major. */
+llmrt_status awq_cuda_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
+                              const float *x, int32_t n, llmrt_error *err);
+
+/* Device bytes the linear occupies (for load reports). */
+uint64_t awq_cuda_bytes(const awq_cuda_linear *l);
+
+/* Dense W as f32 [out, in] in host memory (tests): synchronous. */
+llmrt_status awq_cuda_dequant(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *out,
+                              llmrt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
