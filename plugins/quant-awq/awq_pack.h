@@ -18,15 +18,28 @@
 
 #include <stdint.h>
 
-/* Column (0..7 within its group of eight) → nibble index in the word. */
-static const int awq_reverse_order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-/* Nibble index → column: AutoAWQ's order_map. */
-static const int awq_order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+#if defined(__CUDACC__)
+#define AWQ_HD __host__ __device__
+#else
+#define AWQ_HD
+#endif
+
+/* Column j (0..7 within its group of eight) → nibble index: 0,4,1,5,2,6,3,7. */
+static inline AWQ_HD int awq_nibble_of_column(int j)
+{
+    return (j >> 1) + 4 * (j & 1);
+}
+
+/* Nibble index k → column: AutoAWQ's order_map, 0,2,4,6,1,3,5,7. */
+static inline AWQ_HD int awq_column_of_nibble(int k)
+{
+    return 2 * (k & 3) + (k >> 2);
+}
 
 /* The 4-bit value of column j (0..7) of a packed word. */
-static inline uint32_t awq_nibble(uint32_t word, int j)
+static inline AWQ_HD uint32_t awq_nibble(uint32_t word, int j)
 {
-    return (word >> (4 * awq_reverse_order[j])) & 0xfu;
+    return (word >> (4 * awq_nibble_of_column(j))) & 0xfu;
 }
 
 #endif
