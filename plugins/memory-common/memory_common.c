@@ -1,0 +1,246 @@
+/* memory_common.c — see memory_common.h. Policy only: every byte of memory and every copy
+ * goes through the backend's mechanisms (host_alloc, dev_alloc, host_device_ptr, copy). */
+#include "memory_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct llmrt_memory {
+    memc_policy pol;
+    const llmrt_host *host;
+    llmrt_backend_ref be;
+    int fallback_error;  /* memory.fallback = error */
+    int logged_fallback; /* the fallback is logged once */
+    int n_buffers, n_fallback_buffers;
+    llmrt_mem_stats st;
+};
+
+/* Per-buffer bookkeeping kept in llmrt_mem_buffer.priv. */
+typedef struct buf_priv {
+    uint32_t host_flags; /* what host[] was allocated with (0 after a fallback) */
+    int halves;          /* 1 or 2 distinct host allocations */
+    int zero_copy;
+} buf_priv;
+
+static int parse_bool(const char *v, int *out)
+{
+    if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
+        return *out = 1, 1;
+    if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "0"))
+        return *out = 0, 1;
+    return 0;
+}
+
+llmrt_status memc_create(const memc_policy *policy, const llmrt_host *host,
+                         const llmrt_section *cfg, const llmrt_backend_ref *backend,
+                         llmrt_memory **out, llmrt_error *err)
+{
+    memc_policy pol = *policy;
+    for (size_t i = 0; cfg && i < cfg->n; i++) {
+        if (strcmp(cfg->keys[i], "double_buffer") == 0 && policy->double_buffer) {
+            if (!parse_bool(cfg->values[i], &pol.double_buffer))
+                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                                  "%s: [memory.%s] double_buffer = '%s' is not a boolean (use "
+                                  "true or false)",
+                                  cfg->where[i], pol.name, cfg->values[i]);
+            continue;
+        }
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "%s: unknown key '%s' in [memory.%s] (%s)", cfg->where[i],
+                          cfg->keys[i], pol.name,
+                          policy->double_buffer ? "known keys: double_buffer"
+                                                : "this plugin has no keys of its own");
+    }
+    if ((pol.host_flags & LLMRT_HOST_MAPPED) &&
+        !(backend->vt->caps(backend->b) & LLMRT_BACKEND_CAP_MAPPED_HOST) && host)
+        host->log(host->ctx, LLMRT_LOG_WARN, pol.name,
+                  "backend '%s' cannot map host memory for the device", backend->name);
+    llmrt_memory *m = calloc(1, sizeof *m);
+    if (!m)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory");
+    m->pol = pol;
+    m->host = host;
+    m->be = *backend;
+    const char *fb = host && host->config_get ? host->config_get(host->ctx, "memory.fallback") : NULL;
+    m->fallback_error = fb && strcmp(fb, "error") == 0;
+    snprintf(m->st.path_in_use, sizeof m->st.path_in_use, "%s", pol.name);
+    *out = m;
+    return LLMRT_OK;
+}
+
+void memc_destroy(llmrt_memory *m) { free(m); }
+
+static void free_halves(llmrt_memory *m, void *host[2], int halves)
+{
+    for (int h = 0; h < halves; h++)
+        if (host[h])
+            m->be.vt->host_free(m->be.b, host[h]);
+}
+
+/* Allocate `halves` host buffers with `flags`; on failure frees what it got. */
+static llmrt_status alloc_halves(llmrt_memory *m, size_t bytes, uint32_t flags, int halves,
+                                 void *host[2], llmrt_error *err)
+{
+    host[0] = host[1] = NULL;
+    for (int h = 0; h < halves; h++) {
+        llmrt_status st = m->be.vt->host_alloc(m->be.b, bytes, flags, &host[h], err);
+        if (st) {
+            free_halves(m, host, h);
+            host[0] = host[1] = NULL;
+            return st;
+        }
+    }
+    if (halves == 1)
+        host[1] = host[0];
+    return LLMRT_OK;
+}
+
+static void account(llmrt_memory *m, uint32_t flags, size_t bytes, int sign)
+{
+    uint64_t *slot = (flags & LLMRT_HOST_MAPPED)   ? &m->st.host_mapped_bytes
+                     : (flags & LLMRT_HOST_PINNED) ? &m->st.host_pinned_bytes
+                                                   : &m->st.host_pageable_bytes;
+    *slot += sign > 0 ? bytes : -(uint64_t)bytes;
+}
+
+llmrt_status memc_buffer_alloc(llmrt_memory *m, size_t bytes, llmrt_mem_dir dir,
+                               llmrt_mem_buffer *out, llmrt_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (bytes == 0)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "%s: buffer of 0 bytes", m->pol.name);
+    buf_priv *p = calloc(1, sizeof *p);
+    if (!p)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory");
+    p->halves = m->pol.double_buffer ? 2 : 1;
+    p->host_flags = m->pol.host_flags;
+    p->zero_copy = m->pol.zero_copy;
+    llmrt_status st = alloc_halves(m, bytes, p->host_flags, p->halves, out->host, err);
+    if (st != LLMRT_OK && p->host_flags != 0) {
+        if (m->fallback_error) {
+            char reason[LLMRT_ERROR_MSG_MAX / 2];
+            snprintf(reason, sizeof reason, "%s", err->msg);
+            const char *kind = (p->host_flags & LLMRT_HOST_MAPPED) ? "mapped" : "pinned";
+            free(p);
+            return llmrt_fail(err, st,
+                              "%s: cannot allocate %zu bytes of %s host memory (%s) and "
+                              "memory.fallback = error",
+                              m->pol.name, bytes, kind, reason);
+        }
+        if (!m->logged_fallback && m->host)
+            m->host->log(m->host->ctx, LLMRT_LOG_WARN, m->pol.name,
+                         "cannot %s host memory (%s); falling back to pageable memory "
+                         "(memory.fallback = pageable)",
+                         (p->host_flags & LLMRT_HOST_MAPPED) ? "map" : "pin", err->msg);
+        m->logged_fallback = 1;
+        m->st.fallbacks++;
+        m->n_fallback_buffers++;
+        p->host_flags = 0;
+        p->halves = 1; /* pageable memory: the driver stages copies; one half suffices */
+        p->zero_copy = 0;
+        st = alloc_halves(m, bytes, 0, 1, out->host, err);
+    }
+    if (st) {
+        free(p);
+        return st;
+    }
+    if (p->zero_copy) {
+        for (int h = 0; h < 2 && st == LLMRT_OK; h++)
+            st = m->be.vt->host_device_ptr(m->be.b, out->host[h], &out->device[h], err);
+    } else {
+        st = m->be.vt->dev_alloc(m->be.b, bytes, &out->device[0], err);
+        out->device[1] = out->device[0];
+        if (st == LLMRT_OK)
+            m->st.device_bytes += bytes;
+    }
+    if (st) {
+        free_halves(m, out->host, p->halves);
+        free(p);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    out->bytes = bytes;
+    out->dir = dir;
+    out->path = (p->host_flags & LLMRT_HOST_MAPPED)   ? LLMRT_MEM_PATH_MAPPED
+                : (p->host_flags & LLMRT_HOST_PINNED) ? LLMRT_MEM_PATH_PINNED
+                                                      : LLMRT_MEM_PATH_PAGEABLE;
+    out->priv = p;
+    account(m, p->host_flags, bytes * (size_t)p->halves, +1);
+    m->n_buffers++;
+    if (m->n_fallback_buffers == m->n_buffers)
+        snprintf(m->st.path_in_use, sizeof m->st.path_in_use, "pageable (fallback from %s)",
+                 m->pol.name);
+    else if (m->n_fallback_buffers)
+        snprintf(m->st.path_in_use, sizeof m->st.path_in_use, "%s (partial fallback to pageable)",
+                 m->pol.name);
+    return LLMRT_OK;
+}
+
+void memc_buffer_free(llmrt_memory *m, llmrt_mem_buffer *buf)
+{
+    buf_priv *p = buf->priv;
+    if (!p)
+        return;
+    if (!p->zero_copy && buf->device[0]) {
+        m->be.vt->dev_free(m->be.b, buf->device[0]);
+        m->st.device_bytes -= buf->bytes;
+    }
+    free_halves(m, buf->host, p->halves);
+    account(m, p->host_flags, buf->bytes * (size_t)p->halves, -1);
+    m->n_buffers--;
+    if (!p->host_flags && m->pol.host_flags)
+        m->n_fallback_buffers--;
+    free(p);
+    memset(buf, 0, sizeof *buf);
+}
+
+static llmrt_status check_args(llmrt_memory *m, const llmrt_mem_buffer *buf, int half,
+                               size_t bytes, llmrt_error *err)
+{
+    if (!buf->priv || half < 0 || half > 1 || bytes > buf->bytes)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "%s: bad copy request (half %d, %zu of %zu bytes)", m->pol.name, half,
+                          bytes, buf->bytes);
+    return LLMRT_OK;
+}
+
+llmrt_status memc_to_device(llmrt_memory *m, llmrt_mem_buffer *buf, int half, size_t bytes,
+                            llmrt_error *err)
+{
+    llmrt_status st = check_args(m, buf, half, bytes, err);
+    if (st || ((buf_priv *)buf->priv)->zero_copy || bytes == 0)
+        return st;
+    st = m->be.vt->copy(m->be.b, buf->device[half], buf->host[half], bytes, LLMRT_COPY_H2D, err);
+    if (st == LLMRT_OK)
+        m->st.h2d_copies++, m->st.h2d_bytes += bytes;
+    return st;
+}
+
+llmrt_status memc_to_host(llmrt_memory *m, llmrt_mem_buffer *buf, int half, size_t bytes,
+                          llmrt_error *err)
+{
+    llmrt_status st = check_args(m, buf, half, bytes, err);
+    if (st || ((buf_priv *)buf->priv)->zero_copy || bytes == 0)
+        return st;
+    st = m->be.vt->copy(m->be.b, buf->host[half], buf->device[half], bytes, LLMRT_COPY_D2H, err);
+    if (st == LLMRT_OK)
+        m->st.d2h_copies++, m->st.d2h_bytes += bytes;
+    return st;
+}
+
+uint32_t memc_caps(llmrt_memory *m)
+{
+    if (m->n_fallback_buffers) /* any pageable buffer makes the whole step pageable */
+        return 0;
+    uint32_t caps = 0;
+    if (m->pol.zero_copy)
+        caps |= LLMRT_MEM_CAP_ZERO_COPY;
+    if (m->pol.copies_capturable)
+        caps |= LLMRT_MEM_CAP_COPIES_CAPTURABLE;
+    if (m->pol.double_buffer)
+        caps |= LLMRT_MEM_CAP_DOUBLE_BUFFERED;
+    return caps;
+}
+
+void memc_stats(llmrt_memory *m, llmrt_mem_stats *out) { *out = m->st; }

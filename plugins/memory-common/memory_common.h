@@ -1,0 +1,46 @@
+/* memory_common.h — the policy machinery shared by the pageable, pinned and uva memory
+ * plugins. Each plugin is its own .so (so it can be swapped in runtime.ini) but the three
+ * differ only in a small policy: which host memory to ask the backend for, whether to
+ * double-buffer, and whether kernels read the host memory directly (zero-copy). Pinning
+ * can fail; then the buffer falls back to the pageable policy (memory.fallback = pageable)
+ * or allocation fails (memory.fallback = error). Compiled into each memory plugin. */
+#ifndef LLMRT_MEMORY_COMMON_H
+#define LLMRT_MEMORY_COMMON_H
+
+#include <llmrt/memory.h>
+
+typedef struct memc_policy {
+    const char *name;       /* plugin name: "pinned" */
+    uint32_t host_flags;    /* backend host_alloc flags: 0, PINNED, PINNED|MAPPED */
+    int double_buffer;      /* two host halves, so the host fills step N+1 while N runs */
+    int zero_copy;          /* kernels use the mapped device address of the host memory */
+    int copies_capturable;  /* copies from this memory may be captured in a graph */
+} memc_policy;
+
+/* Create an instance following `policy`; validates the plugin section (key double_buffer
+ * when the policy double-buffers) and reads memory.fallback from the host. */
+llmrt_status memc_create(const memc_policy *policy, const llmrt_host *host,
+                         const llmrt_section *cfg, const llmrt_backend_ref *backend,
+                         llmrt_memory **out, llmrt_error *err);
+void memc_destroy(llmrt_memory *m);
+llmrt_status memc_buffer_alloc(llmrt_memory *m, size_t bytes, llmrt_mem_dir dir,
+                               llmrt_mem_buffer *out, llmrt_error *err);
+void memc_buffer_free(llmrt_memory *m, llmrt_mem_buffer *buf);
+llmrt_status memc_to_device(llmrt_memory *m, llmrt_mem_buffer *buf, int half, size_t bytes,
+                            llmrt_error *err);
+llmrt_status memc_to_host(llmrt_memory *m, llmrt_mem_buffer *buf, int half, size_t bytes,
+                          llmrt_error *err);
+uint32_t memc_caps(llmrt_memory *m);
+void memc_stats(llmrt_memory *m, llmrt_mem_stats *out);
+
+/* The vtable every memory plugin exports (all members are the memc_* functions above, with
+ * create bound to the plugin's policy by the plugin's own create). */
+#define MEMC_VTABLE(create_fn)                                                               \
+    {                                                                                        \
+        .struct_size = sizeof(llmrt_memory_vtable), .create = (create_fn),                   \
+        .destroy = memc_destroy, .buffer_alloc = memc_buffer_alloc,                          \
+        .buffer_free = memc_buffer_free, .to_device = memc_to_device,                        \
+        .to_host = memc_to_host, .caps = memc_caps, .stats = memc_stats,                     \
+    }
+
+#endif

@@ -1,0 +1,39 @@
+/* memory_pageable.c — the "pageable" host-memory strategy plugin.
+ * Pageable host memory (malloc): the driver stages every copy; copies run outside CUDA graphs. The baseline.
+ * The policy is the table below; the machinery is shared (../memory-common). */
+#include <llmrt/memory.h>
+
+#include "memory_common.h"
+
+static const memc_policy policy = {
+    .name = "pageable",
+    .host_flags = 0,
+    .double_buffer = 0,
+    .zero_copy = 0,
+    .copies_capturable = 0,
+};
+
+static llmrt_status create(const llmrt_host *host, const llmrt_section *cfg,
+                           const llmrt_backend_ref *backend, llmrt_memory **out, llmrt_error *err)
+{
+    return memc_create(&policy, host, cfg, backend, out, err);
+}
+
+static const llmrt_memory_vtable vtable = MEMC_VTABLE(create);
+
+static const llmrt_plugin_desc desc = {
+    .struct_size = sizeof(llmrt_plugin_desc),
+    .abi_version = LLMRT_ABI_VERSION,
+    .kind = LLMRT_PLUGIN_MEMORY,
+    .name = "pageable",
+    .version = "1.0.0",
+    .description = "Pageable host memory (malloc): the driver stages every copy; copies run outside CUDA graphs. The baseline.",
+    .license = "MIT",
+    .vtable = &vtable,
+    .init = NULL,
+};
+
+LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)
+{
+    return index == 0 ? &desc : NULL;
+}
