@@ -1,4 +1,318 @@
-/* cmd_doctor.c — placeholder, replaced in this change. */
+/* cmd_doctor.c — `llmrt doctor`: check this machine for what llmrt needs and say which host
+ * memory path to use. Each finding is one line with a status and, when something is wrong,
+ * a one-line remedy. Exit 1 when something needed is missing (no usable backend, no memory
+ * plugins, the configured backend unavailable).
+ *
+ * Why: the memory path that is fastest differs by platform (WSL2 caps pinned memory,
+ * containers cap RLIMIT_MEMLOCK and /dev/shm); measuring beats guessing. */
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "commands.h"
-int cmd_doctor(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "llmrt doctor: not available yet\n"); return 2; }
+#include "common.h"
+
+static const char usage[] =
+    "usage: llmrt doctor [-c FILE] [--set K=V] [--pin-cap-gb N] [--no-probe]\n\n"
+    "Reports CUDA devices, WSL2, how much host memory can really be pinned (probed in steps\n"
+    "up to --pin-cap-gb, default 4), RLIMIT_MEMLOCK, /dev/shm, CPUs and memory limits, and\n"
+    "recommends a memory plugin. Exit 1 when something needed is missing.\n\n" CLI_COMMON_USAGE;
+
+static int n_bad;
+
+static void finding(const char *status, const char *what, const char *remedy, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void finding(const char *status, const char *what, const char *remedy, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("[%-4s] %-14s ", status, what);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (remedy)
+        printf("       %-14s remedy: %s\n", "", remedy);
+    if (strcmp(status, "FAIL") == 0)
+        n_bad++;
+}
+
+static double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* "MemTotal:  123 kB" → bytes; 0 when absent. */
+static unsigned long long meminfo(const char *key)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long v = 0;
+    size_t kl = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
+            v = strtoull(line + kl + 1, NULL, 10) * 1024ull;
+            break;
+        }
+    if (f)
+        fclose(f);
+    return v;
+}
+
+static void read_first_line(const char *path, char *buf, size_t n)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (fgets(buf, (int)n, f))
+        buf[strcspn(buf, "\n")] = 0;
+    fclose(f);
+}
+
+static int is_wsl2(char *version, size_t n)
+{
+    read_first_line("/proc/version", version, n);
+    return strstr(version, "microsoft") || strstr(version, "Microsoft") || strstr(version, "WSL");
+}
+
+static void check_cpu_memory(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned long long total = meminfo("MemTotal"), avail = meminfo("MemAvailable");
+    finding("ok", "cpu/memory", NULL, "%ld CPUs, %.1f GiB memory (%.1f GiB available)", cpus,
+            gib((double)total), gib((double)avail));
+    char limit[128];
+    read_first_line("/sys/fs/cgroup/memory.max", limit, sizeof limit);
+    if (!limit[0])
+        read_first_line("/sys/fs/cgroup/memory/memory.limit_in_bytes", limit, sizeof limit);
+    unsigned long long lim = strtoull(limit, NULL, 10);
+    if (!limit[0] || strcmp(limit, "max") == 0 || lim == 0 || lim >= total)
+        finding("ok", "memory limit", NULL, "none below physical memory (cgroup: %s)",
+                limit[0] ? limit : "not found");
+    else
+        finding("warn", "memory limit", "raise the container's memory limit to fit the model and "
+                "its KV cache", "cgroup limits this process to %.1f GiB", gib((double)lim));
+}
+
+static void check_platform(int *wsl)
+{
+    struct utsname u;
+    uname(&u);
+    char version[512];
+    *wsl = is_wsl2(version, sizeof version);
+    if (*wsl)
+        finding("warn", "platform", "WSL2 caps pinned memory; prefer the probe below over "
+                "assumptions, and compare paths with `llmrt bench -c conf/pinned.ini -c "
+                "conf/pageable.ini`", "WSL2 detected (kernel %s)", u.release);
+    else
+        finding("ok", "platform", NULL, "%s %s (not WSL2)", u.sysname, u.release);
+}
+
+static void check_shm(void)
+{
+    struct statvfs sv;
+    if (statvfs("/dev/shm", &sv) != 0) {
+        finding("warn", "/dev/shm", "mount a tmpfs on /dev/shm (docker: --shm-size=8g)",
+                "not mounted");
+        return;
+    }
+    double size = (double)sv.f_blocks * sv.f_frsize;
+    if (size < 1024.0 * 1024 * 1024)
+        finding("warn", "/dev/shm", "enlarge /dev/shm (docker: --shm-size=8g); small shm "
+                "breaks multi-process tools and IPC-heavy clients",
+                "%.0f MiB (small)", size / (1024.0 * 1024.0));
+    else
+        finding("ok", "/dev/shm", NULL, "%.1f GiB (%.1f GiB free)", gib(size),
+                gib((double)sv.f_bavail * sv.f_frsize));
+}
+
+static void format_limit(rlim_t v, char *buf, size_t n)
+{
+    if (v == RLIM_INFINITY)
+        snprintf(buf, n, "unlimited");
+    else
+        snprintf(buf, n, "%.1f MiB", (double)v / (1024.0 * 1024.0));
+}
+
+/* Pin host memory through the backend in 256 MiB steps up to `cap` bytes.
+ * Returns bytes pinned; *seconds = time spent pinning. */
+static double probe_pinned(const llmrt_backend_ref *be, double cap, double *seconds, char *why,
+                           size_t why_n)
+{
+    const size_t step = 256u << 20;
+    void *blocks[256];
+    int n = 0;
+    double t0 = now_s();
+    why[0] = 0;
+    while (n < 256 && (double)(n + 1) * step <= cap) {
+        llmrt_error err = {0};
+        if (be->vt->host_alloc(be->b, step, LLMRT_HOST_PINNED, &blocks[n], &err) != LLMRT_OK) {
+            snprintf(why, why_n, "%s", err.msg);
+            break;
+        }
+        memset(blocks[n], 1, step); /* touch it: pinned memory must really be resident */
+        n++;
+    }
+    *seconds = now_s() - t0;
+    for (int i = 0; i < n; i++)
+        be->vt->host_free(be->b, blocks[i]);
+    return (double)n * step;
+}
+
+int cmd_doctor(int argc, char **argv)
+{
+    enum { OPT_CAP = CLI_OPT_FIRST_OWN, OPT_NO_PROBE };
+    static const struct option opts[] = {CLI_COMMON_OPTIONS,
+                                          {"pin-cap-gb", required_argument, 0, OPT_CAP},
+                                          {"no-probe", no_argument, 0, OPT_NO_PROBE},
+                                          {0, 0, 0, 0}};
+    cli_common c = {0};
+    double cap_gb = 4.0;
+    int probe = 1, opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
+        if (opt == OPT_CAP) {
+            char *end;
+            cap_gb = strtod(optarg, &end);
+            if (*end || cap_gb <= 0 || cap_gb > 1024)
+                return cli_usage_error("doctor", usage, "--pin-cap-gb wants a number of GiB in "
+                                       "(0, 1024], got '%s'", optarg);
+            continue;
+        }
+        if (opt == OPT_NO_PROBE) {
+            probe = 0;
+            continue;
+        }
+        int r = cli_common_opt(&c, opt, optarg, "doctor", usage);
+        if (r < 0)
+            return 2;
+        if (r == 0)
+            return cli_bad_option("doctor", usage);
+    }
+    if (optind < argc)
+        return cli_usage_error("doctor", usage, "unexpected argument '%s'", argv[optind]);
+    llmrt_runtime *rt;
+    if (cli_open_runtime(&c, &rt))
+        return 1;
+    n_bad = 0;
+    printf("llmrt doctor (llmrt %s)\n\n", LLMRT_VERSION);
+    check_cpu_memory();
+    int wsl = 0;
+    check_platform(&wsl);
+
+    /* CUDA devices, through the CUDA backend plugin's probe (no instance needed). */
+    int gpus = 0;
+    const llmrt_plugin_entry *cuda = llmrt_registry_find(rt->reg, LLMRT_PLUGIN_BACKEND, "cuda");
+    if (!cuda) {
+        finding("info", "cuda", "build with a CUDA toolkit (-DLLMRT_CUDA=ON) to use NVIDIA GPUs",
+                "no CUDA backend plugin in this build");
+    } else {
+        llmrt_device_info info[8];
+        int32_t count = 0;
+        llmrt_error err = {0};
+        const llmrt_backend_vtable *vt = cuda->desc->vtable;
+        if (vt->probe(info, 8, &count, &err) != LLMRT_OK || count == 0) {
+            finding("info", "cuda", wsl ? "install the NVIDIA driver on Windows (not inside WSL2)"
+                                        : "install the NVIDIA driver, or expose the GPU to this "
+                                          "container (--gpus all)",
+                    "no CUDA device (%s)", err.msg[0] ? err.msg : "none visible");
+        } else {
+            gpus = count;
+            for (int i = 0; i < count && i < 8; i++)
+                finding("ok", "cuda", NULL,
+                        "device %d: %s, compute %d.%d, %d SMs, %.1f GiB free of %.1f GiB, "
+                        "driver %d.%d, runtime %d.%d",
+                        i, info[i].name, info[i].cc_major, info[i].cc_minor,
+                        info[i].multiprocessors, gib((double)info[i].mem_free),
+                        gib((double)info[i].mem_total), info[i].driver_version / 1000,
+                        info[i].driver_version % 1000 / 10, info[i].runtime_version / 1000,
+                        info[i].runtime_version % 1000 / 10);
+        }
+    }
+
+    /* Plugins. */
+    size_t n_plugins = llmrt_registry_count(rt->reg), n_rej = llmrt_registry_rejected_count(rt->reg);
+    char mem_names[256];
+    llmrt_registry_names(rt->reg, LLMRT_PLUGIN_MEMORY, mem_names, sizeof mem_names);
+    if (n_plugins == 0)
+        finding("FAIL", "plugins", "set LLMRT_PLUGIN_PATH or runtime.plugin_dir to the folder "
+                "holding the plugin .so files", "none found (searched %s)",
+                llmrt_registry_search_path(rt->reg));
+    else
+        finding(n_rej ? "warn" : "ok", "plugins", n_rej ? "see `llmrt plugins` for the reasons"
+                                                        : NULL,
+                "%zu loaded, %zu rejected; memory plugins: %s", n_plugins, n_rej, mem_names);
+    if (!llmrt_registry_find(rt->reg, LLMRT_PLUGIN_MEMORY, "pageable"))
+        finding("FAIL", "memory", "reinstall llmrt (the memory-pageable plugin is missing)",
+                "no pageable memory plugin");
+
+    /* Backend and pinned-memory probe. */
+    struct rlimit rl;
+    getrlimit(RLIMIT_MEMLOCK, &rl);
+    char lim[64];
+    format_limit(rl.rlim_cur, lim, sizeof lim);
+    llmrt_backend_ref be = {0};
+    llmrt_error err = {0};
+    double pinned = 0, secs = 0;
+    char why[LLMRT_ERROR_MSG_MAX] = "";
+    if (llmrt_runtime_backend_open(rt, &be, &err) != LLMRT_OK) {
+        finding("FAIL", "backend", "check runtime.backend and `llmrt plugins`", "%s", err.msg);
+    } else {
+        llmrt_device_info info;
+        if (be.vt->device_info(be.b, &info, &err) == LLMRT_OK)
+            finding("ok", "backend", NULL, "%s (runtime.backend = %s): %s", be.name,
+                    llmrt_config_get(rt->cfg, "runtime.backend"), info.name);
+        double cap = cap_gb * 1024 * 1024 * 1024;
+        double avail = (double)meminfo("MemAvailable");
+        if (avail > 0 && cap > avail / 2)
+            cap = avail / 2; /* never push the machine into swap or the OOM killer */
+        if (probe) {
+            pinned = probe_pinned(&be, cap, &secs, why, sizeof why);
+            const char *how = strcmp(be.name, "cuda") == 0 ? "cudaHostAlloc" : "mlock";
+            if (pinned <= 0)
+                finding("warn", "pinned memory", "raise the limit (ulimit -l unlimited; docker: "
+                        "--ulimit memlock=-1) or use memory.plugin = pageable",
+                        "cannot pin even 256 MiB via %s (%s); RLIMIT_MEMLOCK %s", how, why, lim);
+            else
+                finding(why[0] ? "warn" : "ok", "pinned memory",
+                        why[0] ? "pinned buffers beyond this fall back to pageable "
+                                 "(memory.fallback)" : NULL,
+                        "pinned %.2f GiB via %s in %.2f s (%.2f s/GiB)%s%s; RLIMIT_MEMLOCK %s",
+                        gib(pinned), how, secs, secs / gib(pinned),
+                        why[0] ? ", then refused: " : " (probe cap reached)", why, lim);
+        } else {
+            finding("info", "pinned memory", NULL, "probe skipped (--no-probe); RLIMIT_MEMLOCK %s",
+                    lim);
+        }
+        llmrt_runtime_backend_close(&be);
+    }
+    check_shm();
+
+    /* Recommendation. */
+    printf("\n");
+    if (gpus == 0)
+        printf("recommendation: memory.plugin = pageable — no GPU, so host and device memory "
+               "are the same and the path changes little; any plugin works on the CPU backend.\n");
+    else if (probe && pinned <= 0)
+        printf("recommendation: memory.plugin = pageable — this machine refuses to pin memory; "
+               "pinned and uva would fall back to pageable anyway.\n");
+    else
+        printf("recommendation: memory.plugin = pinned — page-locked step buffers give truly "
+               "async, graph-captured copies%s. Compare with `llmrt bench -c conf/pinned.ini "
+               "-c conf/uva.ini -c conf/pageable.ini`.\n",
+               wsl ? " (WSL2: the probe above shows how much the cap leaves)" : "");
+    llmrt_runtime_close(rt);
+    if (n_bad)
+        printf("\n%d problem(s) need attention.\n", n_bad);
+    return n_bad ? 1 : 0;
+}

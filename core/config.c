@@ -378,6 +378,7 @@ typedef struct ini_ctx {
     const char *path;
     char *dir;
     int line;
+    int err_line; /* line of the first error the handler found */
     llmrt_status st;
     llmrt_error *err;
 } ini_ctx;
@@ -398,14 +399,15 @@ static int ini_on_value(void *user, const char *section, const char *name, const
         return 1; /* keep only the first error */
     char where[1200];
     snprintf(where, sizeof where, "%s:%d", c->path, c->line);
-    if (!section[0]) {
-        c->st = llmrt_fail(c->err, LLMRT_ERR_INVALID_ARG,
-                           "%s: key '%s' is outside any [section]", where, name);
-        return 1;
-    }
     if (!name) /* section header alone (INI_CALL_HANDLER_ON_NEW_SECTION builds) */
         return 1;
-    c->st = set_value(c->cfg, section, name, value ? value : "", where, c->dir, c->err);
+    if (!section[0])
+        c->st = llmrt_fail(c->err, LLMRT_ERR_INVALID_ARG,
+                           "%s: key '%s' is outside any [section]", where, name);
+    else
+        c->st = set_value(c->cfg, section, name, value ? value : "", where, c->dir, c->err);
+    if (c->st != LLMRT_OK)
+        c->err_line = c->line;
     return 1;
 }
 
@@ -429,8 +431,8 @@ llmrt_status llmrt_config_load_file(llmrt_config *cfg, const char *path, llmrt_e
     int bad_line = ini_parse_stream(ini_read_line, &c, ini_on_value, &c);
     fclose(c.f);
     free(c.dir);
-    if (c.st != LLMRT_OK)
-        return c.st;
+    if (c.st != LLMRT_OK && !(bad_line > 0 && bad_line < c.err_line))
+        return c.st; /* the earlier of a value error and a syntax error is reported */
     if (bad_line > 0)
         return llmrt_fail(err, LLMRT_ERR_FORMAT,
                           "%s:%d: syntax error (expected '[section]', 'key = value' or a "

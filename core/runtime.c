@@ -76,8 +76,9 @@ static llmrt_status missing_plugin(llmrt_runtime *rt, llmrt_plugin_kind kind, co
     return llmrt_fail(err, LLMRT_ERR_NOT_FOUND,
                       "%s = %s (%s): no %s plugin named '%s' (available: %s; searched %s; "
                       "`llmrt plugins` lists rejected files)",
-                      key, name, llmrt_config_origin(rt->cfg, key), llmrt_plugin_kind_name(kind),
-                      name, names, llmrt_registry_search_path(rt->reg));
+                      key, llmrt_config_get(rt->cfg, key), llmrt_config_origin(rt->cfg, key),
+                      llmrt_plugin_kind_name(kind), name, names,
+                      llmrt_registry_search_path(rt->reg));
 }
 
 llmrt_status llmrt_runtime_backend_open(llmrt_runtime *rt, llmrt_backend_ref *out,

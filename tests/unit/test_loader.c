@@ -1,0 +1,143 @@
+/* test_loader.c — the plugin loader against deliberately broken plugins (tests/plugins):
+ * each failure gives its own specific message naming the file, a bad plugin never hides the
+ * good ones, and built-in registration validates the same way. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llmrt/memory.h>
+
+#include "registry.h"
+#include "test_util.h"
+
+static char broken_dir[4096];
+static llmrt_host host;
+
+static const char *reason_for(llmrt_registry *reg, const char *file)
+{
+    for (size_t i = 0; i < llmrt_registry_rejected_count(reg); i++) {
+        const llmrt_rejection *r = llmrt_registry_rejected_at(reg, i);
+        const char *base = strrchr(r->path, '/');
+        if (base && strcmp(base + 1, file) == 0)
+            return r->reason;
+    }
+    return NULL;
+}
+
+static void expect_reason(llmrt_registry *reg, const char *file, const char *a, const char *b)
+{
+    const char *r = reason_for(reg, file);
+    ck_assert_msg(r != NULL, "%s was not rejected", file);
+    ck_assert_msg(strstr(r, a) && (!b || strstr(r, b)), "%s: unexpected reason '%s' (want '%s'%s%s)",
+                  file, r, a, b ? " and " : "", b ? b : "");
+}
+
+START_TEST(test_broken_plugins_each_rejected)
+{
+    llmrt_registry *reg;
+    llmrt_error err = {0};
+    ck_assert_int_eq(llmrt_registry_new(&host, &reg, &err), LLMRT_OK);
+    char *tmp = tu_mkdtemp();
+    char *fake = tu_write_file(tmp, "not_elf.so", "this is not a shared object\n");
+    llmrt_registry_scan_dir(reg, broken_dir);
+    ck_assert_int_ne(llmrt_registry_load_file(reg, fake, &err), LLMRT_OK);
+
+    expect_reason(reg, "not_elf.so", "not an ELF shared object", NULL);
+    expect_reason(reg, "unresolved.so", "dlopen failed", "llmrt_test_symbol_that_does_not_exist");
+    expect_reason(reg, "no_symbol.so", "missing symbol llmrt_plugin_get", NULL);
+    expect_reason(reg, "null_desc.so", "returned NULL", NULL);
+    expect_reason(reg, "abi_major.so", "ABI major version mismatch", "expected 1.x, found 2.0");
+    expect_reason(reg, "abi_minor.so", "needs ABI 1.99", "expected minor <= 0");
+    expect_reason(reg, "bad_kind.so", "unknown plugin kind 9", NULL);
+    expect_reason(reg, "null_vtable.so", "NULL vtable", NULL);
+    expect_reason(reg, "null_member.so", "required vtable member 'to_device' is NULL", NULL);
+    expect_reason(reg, "init_fails.so", "init failed", "simulated init failure: no widget attached");
+    /* dup_a.so sorts first and wins; dup_b.so is rejected naming both files */
+    expect_reason(reg, "dup_b.so", "duplicate plugin memory:dup", "dup_a.so");
+
+    /* the good ones are all there */
+    const llmrt_plugin_entry *good = llmrt_registry_find(reg, LLMRT_PLUGIN_MEMORY, "good");
+    ck_assert_ptr_nonnull(good);
+    ck_assert_msg(strstr(good->path, "good.so"), "%s", good->path);
+    ck_assert_ptr_nonnull(llmrt_registry_find(reg, LLMRT_PLUGIN_MEMORY, "dup"));
+    ck_assert_ptr_null(llmrt_registry_find(reg, LLMRT_PLUGIN_MEMORY, "initfails"));
+    ck_assert_uint_eq(llmrt_registry_count(reg), 2);
+    ck_assert_uint_eq(llmrt_registry_rejected_count(reg), 11);
+
+    /* scanning the same folder again loads nothing twice and rejects nothing new */
+    llmrt_registry_scan_dir(reg, broken_dir);
+    ck_assert_uint_eq(llmrt_registry_count(reg), 2);
+    ck_assert_uint_eq(llmrt_registry_rejected_count(reg), 11);
+
+    char names[256];
+    llmrt_registry_names(reg, LLMRT_PLUGIN_MEMORY, names, sizeof names);
+    ck_assert_str_eq(names, "dup, good");
+    llmrt_registry_names(reg, LLMRT_PLUGIN_MODEL, names, sizeof names);
+    ck_assert_str_eq(names, "(none)");
+    free(fake);
+    tu_rmtree(tmp);
+    free(tmp);
+    llmrt_registry_free(reg);
+}
+END_TEST
+
+/* Built-in registration goes through the same validation. */
+static llmrt_status noop_create(const llmrt_host *h, const llmrt_section *c,
+                                const llmrt_backend_ref *b, llmrt_memory **o, llmrt_error *e)
+{
+    return LLMRT_OK;
+}
+
+START_TEST(test_builtin_registration)
+{
+    llmrt_registry *reg;
+    llmrt_error err = {0};
+    ck_assert_int_eq(llmrt_registry_new(&host, &reg, &err), LLMRT_OK);
+    static llmrt_memory_vtable vt = {.struct_size = sizeof(llmrt_memory_vtable)};
+    static llmrt_plugin_desc d = {sizeof(llmrt_plugin_desc), LLMRT_ABI_VERSION, LLMRT_PLUGIN_MEMORY,
+                                  "builtin", "1", "test", "MIT", &vt, NULL};
+    ck_assert_int_eq(llmrt_registry_add(reg, &d, "<builtin>", &err), LLMRT_ERR_ABI);
+    ck_assert_msg(strstr(err.msg, "required vtable member 'create' is NULL"), "%s", err.msg);
+    vt.create = noop_create;
+    vt.destroy = (void (*)(llmrt_memory *))free;
+    vt.buffer_alloc = (void *)1, vt.buffer_free = (void *)1, vt.to_device = (void *)1;
+    vt.to_host = (void *)1, vt.caps = (void *)1, vt.stats = (void *)1;
+    ck_assert_int_eq(llmrt_registry_add(reg, &d, "<builtin>", &err), LLMRT_OK);
+    ck_assert_int_eq(llmrt_registry_add(reg, &d, "<builtin-again>", &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "duplicate plugin memory:builtin") && strstr(err.msg, "<builtin>"),
+                  "%s", err.msg);
+    d.name = "Bad Name!";
+    ck_assert_int_eq(llmrt_registry_add(reg, &d, "<builtin>", &err), LLMRT_ERR_ABI);
+    ck_assert_msg(strstr(err.msg, "invalid plugin name"), "%s", err.msg);
+    d.name = "builtin";
+    d.struct_size = 8;
+    ck_assert_int_eq(llmrt_registry_add(reg, &d, "<builtin>", &err), LLMRT_ERR_ABI);
+    ck_assert_msg(strstr(err.msg, "struct_size"), "%s", err.msg);
+    /* a vtable that claims to be smaller than its required members */
+    d.struct_size = sizeof d;
+    d.name = "small";
+    vt.struct_size = 16;
+    ck_assert_int_eq(llmrt_registry_add(reg, &d, "<builtin>", &err), LLMRT_ERR_ABI);
+    ck_assert_msg(strstr(err.msg, "too small"), "%s", err.msg);
+    vt.struct_size = sizeof vt;
+    llmrt_registry_free(reg);
+}
+END_TEST
+
+int main(void)
+{
+    snprintf(broken_dir, sizeof broken_dir, "%s/tests/broken-plugins", tu_env("LLMRT_BUILD_DIR"));
+    host.struct_size = sizeof host;
+    host.abi_version = LLMRT_ABI_VERSION;
+    Suite *s = suite_create("loader");
+    TCase *tc = tcase_create("loader");
+    tcase_add_test(tc, test_broken_plugins_each_rejected);
+    tcase_add_test(tc, test_builtin_registration);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
