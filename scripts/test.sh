@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# test.sh — the test job (CI runs exactly this): install missing packages, build, run every
+# test through ctest, then build again with AddressSanitizer + UndefinedBehaviorSanitizer and
+# run the tests once more. GPU tests exit 77 (skipped) where no CUDA device is visible.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${LLMRT_JOBS:-$(nproc)}
+
+echo "== build (release) =="
+scripts/build.sh build
+echo "== tests (release) =="
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+if [[ "${LLMRT_SKIP_SANITIZE:-0}" != 1 ]]; then
+  echo "== build (ASan+UBSan, CPU only) =="
+  LLMRT_CUDA=OFF scripts/build.sh build-asan -DLLMRT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+  echo "== tests (ASan+UBSan) =="
+  # Leak checking stays on; dlopen'ed plugins are never unloaded by design (see registry.c).
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "${LLMRT_ASAN_EXCLUDE:-^$}"
+fi
+echo "== all tests passed =="

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The SDK as a third party sees it: install llmrt into a temporary prefix, build the example
+# plugin in tests/example-plugin against that prefix only (CMake package and pkg-config),
+# and load it with the installed llmrt binary.
+set -euo pipefail
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+cmake --install "$LLMRT_BUILD_DIR" --prefix "$prefix" >/dev/null
+test -f "$prefix/include/llmrt/plugin.h"
+test -f "$prefix/lib/cmake/llmrt/llmrtConfig.cmake"
+
+# 1. CMake: find_package(llmrt) from the prefix, nothing from the source tree.
+cmake -S "$LLMRT_SOURCE_DIR/tests/example-plugin" -B "$tmp/build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
+ninja -C "$tmp/build" >/dev/null
+ninja -C "$tmp/build" install >/dev/null
+test -f "$prefix/lib/llmrt/plugins/memory-example.so"
+
+# Only llmrt_plugin_get is exported.
+exported=$(nm -D --defined-only "$prefix/lib/llmrt/plugins/memory-example.so" | awk '$2=="T"{print $3}')
+[[ "$exported" == "llmrt_plugin_get" ]] || { echo "FAIL: exports: $exported"; exit 1; }
+
+# The installed binary finds its plugins (exe-relative) and the example beside them.
+out=$("$prefix/bin/llmrt" plugins)
+grep -q "^memory  *example  *0.1.0  *1.0 " <<<"$out" || { echo "FAIL: example not listed:"; echo "$out"; exit 1; }
+grep -q "^memory  *pinned " <<<"$out" || { echo "FAIL: installed plugins not found:"; echo "$out"; exit 1; }
+"$prefix/bin/llmrt" config --set memory.plugin=example --show | grep -q "^plugin = example"
+
+# 2. pkg-config: a plugin compiled with nothing but `pkg-config --cflags llmrt`.
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+mkdir -p "$tmp/pc"
+cc -std=c11 -shared -fPIC -fvisibility=hidden $(pkg-config --cflags llmrt) \
+  "$LLMRT_SOURCE_DIR/tests/example-plugin/memory_example.c" -o "$tmp/pc/memory-example.so"
+[[ "$(pkg-config --variable=plugindir llmrt)" == "$prefix/lib/llmrt/plugins" ]]
+out=$(LLMRT_PLUGIN_PATH="$tmp/pc" "$prefix/bin/llmrt" plugins)
+# the pkg-config build is found first (LLMRT_PLUGIN_PATH) and the installed copy is then a duplicate
+grep -q "^memory  *example .*$tmp/pc/memory-example.so" <<<"$out" || { echo "FAIL: pkg-config build not loaded:"; echo "$out"; exit 1; }
+grep -q "duplicate plugin memory:example" <<<"$out" || { echo "FAIL: duplicate not reported"; echo "$out"; exit 1; }
+echo "ok: SDK install, CMake package, pkg-config, example plugin"
