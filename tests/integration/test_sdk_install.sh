@@ -31,7 +31,7 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 mkdir -p "$tmp/pc"
 cc -std=c11 -shared -fPIC -fvisibility=hidden $(pkg-config --cflags llmrt) \
   "$LLMRT_SOURCE_DIR/tests/example-plugin/memory_example.c" -o "$tmp/pc/memory-example.so"
-[[ "$(pkg-config --variable=plugindir llmrt)" == "$prefix/lib/llmrt/plugins" ]]
+[[ "$(realpath "$(pkg-config --variable=plugindir llmrt)")" == "$(realpath "$prefix/lib/llmrt/plugins")" ]]
 out=$(LLMRT_PLUGIN_PATH="$tmp/pc" "$prefix/bin/llmrt" plugins)
 # the pkg-config build is found first (LLMRT_PLUGIN_PATH) and the installed copy is then a duplicate
 grep -q "^memory  *example .*$tmp/pc/memory-example.so" <<<"$out" || { echo "FAIL: pkg-config build not loaded:"; echo "$out"; exit 1; }
