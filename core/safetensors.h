@@ -41,6 +41,9 @@ const llmrt_checkpoint *llmrt_st_model_checkpoint(llmrt_st_model *m);
 /* Finish the progress display (prints the final line with totals). */
 void llmrt_st_model_progress_done(llmrt_st_model *m);
 uint64_t llmrt_st_model_total_bytes(const llmrt_st_model *m);
+/* The files of the model, in the order they were opened (index order, or name order). */
+size_t llmrt_st_model_file_count(const llmrt_st_model *m);
+const llmrt_st_file *llmrt_st_model_file(const llmrt_st_model *m, size_t i);
 
 /* ---- writing (mkmodel, tests) ---- */
 typedef struct llmrt_st_writer llmrt_st_writer;
@@ -48,7 +51,9 @@ typedef struct llmrt_st_writer llmrt_st_writer;
 llmrt_status llmrt_st_writer_open(const char *path, llmrt_st_writer **out, llmrt_error *err);
 llmrt_status llmrt_st_writer_add(llmrt_st_writer *w, const char *name, llmrt_dtype dtype,
                                  int32_t ndim, const int64_t *shape, llmrt_error *err);
-/* Writes the header; afterwards call write_data once per tensor, in declaration order. */
+/* Writes the header; afterwards write every tensor's bytes in declaration order. The data is
+ * one byte stream: a tensor may be written in several calls, or several tensors in one;
+ * close checks that exactly the declared number of bytes arrived. */
 llmrt_status llmrt_st_writer_begin_data(llmrt_st_writer *w, llmrt_error *err);
 llmrt_status llmrt_st_writer_write(llmrt_st_writer *w, const void *data, size_t bytes,
                                    llmrt_error *err);
