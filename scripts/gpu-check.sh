@@ -2,7 +2,7 @@
 # gpu-check.sh — everything llmrt runs on the GPU machine, in one call, ending with a short
 # table. Run from the repository root there, after scripts/gpu-pack.sh here (the device call
 # carries .device). Steps (default: all that apply):
-#   fixtures  tools/make_fixtures.py → $OUT/fixtures.tar (transformers references)
+#   fixtures  tools/make_fixtures.py → $FIXTAR (transformers references)
 #   tokref    HF tokenizers reference ids / chat renders / encode speed (when the scripts exist)
 #   tests     every ctest test (GPU tests run for real here; others as a sanity check)
 #   bench     8B-shaped AWQ checkpoint (llmrt mkmodel, if absent), kernel and decode benchmarks
@@ -10,8 +10,11 @@
 # Logs go to $OUT (files come back to the development machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The device returns at most 8 files from $OUT: logs are written to $L and packed into
+# $OUT/gpu-logs.tar.gz at the end; fixtures and reference sets travel as tar files.
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
+L=$(mktemp -d)
 steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(fixtures tokref tests bench ab)
 want() { local s; for s in "${steps[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
@@ -30,48 +33,48 @@ fi
 export LD_LIBRARY_PATH=$PWD/build-gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 llmrt=$PWD/build-gpu/bin/llmrt
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
-  > "$OUT/nvidia-smi.txt" 2>&1
-row "gpu" "$(tail -1 "$OUT/nvidia-smi.txt")"
+  > "$L/nvidia-smi.txt" 2>&1
+row "gpu" "$(tail -1 "$L/nvidia-smi.txt")"
 commit=$(cat .device/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 row "commit" "$commit"
 
 if [[ -x $llmrt ]]; then
-  "$llmrt" plugins > "$OUT/plugins.txt" 2>&1
-  "$llmrt" doctor --pin-cap-gb 8 > "$OUT/doctor.txt" 2>&1
-  row "doctor" "exit $? ($(grep -c '^\[ok' "$OUT/doctor.txt") ok); $(grep '^recommendation' "$OUT/doctor.txt" | cut -c1-60)"
-  grep 'pinned memory' "$OUT/doctor.txt" | head -1 | cut -c1-110 | sed 's/^/    /'
+  "$llmrt" plugins > "$L/plugins.txt" 2>&1
+  "$llmrt" doctor --pin-cap-gb 8 > "$L/doctor.txt" 2>&1
+  row "doctor" "exit $? ($(grep -c '^\[ok' "$L/doctor.txt") ok); $(grep '^recommendation' "$L/doctor.txt" | cut -c1-60)"
+  grep 'pinned memory' "$L/doctor.txt" | head -1 | cut -c1-110 | sed 's/^/    /'
 fi
 
 # ---- transformers references ----
 if want fixtures && [[ -f tools/make_fixtures.py ]]; then
-  rm -rf "$OUT/fixtures"
-  if PYTHONUNBUFFERED=1 python3 tools/make_fixtures.py --out "$OUT/fixtures" > "$OUT/fixtures.log" 2>&1; then
-    tar -C "$OUT" -cf "$OUT/fixtures.tar" fixtures && rm -rf "$OUT/fixtures"
-    row "fixtures" "ok ($(du -h "$OUT/fixtures.tar" | cut -f1))"
+  rm -rf "$L/fixtures"
+  if PYTHONUNBUFFERED=1 python3 tools/make_fixtures.py --out "$L/fixtures" > "$L/fixtures.log" 2>&1; then
+    tar -C "$L" -cf "$OUT/fixtures.tar" fixtures && rm -rf "$L/fixtures"
+    row "fixtures" "ok ($(du -h "$L/fixtures.tar" | cut -f1))"
   else
-    row "fixtures" "FAILED (see fixtures.log): $(tail -1 "$OUT/fixtures.log" | cut -c1-80)"
+    row "fixtures" "FAILED (see fixtures.log): $(tail -1 "$L/fixtures.log" | cut -c1-80)"
   fi
 fi
 if want tokref; then
   for s in tools/make_tokenizer_refs.py tools/make_chat_refs.py tools/bench_hf_tokenizer.py; do
     [[ -f $s ]] || continue
     name=$(basename "$s" .py)
-    if python3 "$s" --out "$OUT/$name" > "$OUT/$name.log" 2>&1; then
-      [[ -d "$OUT/$name" ]] && tar -C "$OUT" -cf "$OUT/$name.tar" "$name" && rm -rf "$OUT/${name:?}"
-      row "$name" "ok: $(tail -1 "$OUT/$name.log" | cut -c1-70)"
+    if python3 "$s" --out "$L/$name" > "$L/$name.log" 2>&1; then
+      [[ -d "$L/$name" ]] && tar -C "$L" -cf "$OUT/$name.tar" "$name" && rm -rf "$L/${name:?}"
+      row "$name" "ok: $(tail -1 "$L/$name.log" | cut -c1-70)"
     else
-      row "$name" "FAILED: $(tail -1 "$OUT/$name.log" | cut -c1-70)"
+      row "$name" "FAILED: $(tail -1 "$L/$name.log" | cut -c1-70)"
     fi
   done
 fi
 
 # ---- tests ----
 if want tests && [[ -d build-gpu ]]; then
-  ctest --test-dir build-gpu --output-on-failure -j8 > "$OUT/ctest.log" 2>&1
-  row "ctest (all)" "$(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
-  grep -E '\*\*\*(Failed|Exception|Timeout)' "$OUT/ctest.log" | head -12 | sed 's/^/    /'
+  ctest --test-dir build-gpu --output-on-failure -j8 > "$L/ctest.log" 2>&1
+  row "ctest (all)" "$(grep -E 'tests passed|tests failed' "$L/ctest.log" | tail -1)"
+  grep -E '\*\*\*(Failed|Exception|Timeout)' "$L/ctest.log" | head -12 | sed 's/^/    /'
   ctest --test-dir build-gpu -N -R 'cuda|gpu' 2>/dev/null | grep -c 'Test *#' | xargs -I{} echo "    {} GPU tests (names matching cuda|gpu)"
-  grep -E 'cuda|gpu' "$OUT/ctest.log" | grep -E 'Skipped' | head -5 | sed 's/^/    skipped: /'
+  grep -E 'cuda|gpu' "$L/ctest.log" | grep -E 'Skipped' | head -5 | sed 's/^/    skipped: /'
 fi
 
 # ---- benchmarks ----
@@ -79,37 +82,39 @@ model8b=${LLMRT_8B_DIR:-/tmp/qwen3-8b-awq}
 if want bench || want ab; then
   if [[ ! -f $model8b/config.json ]]; then
     start=$(date +%s.%N)
-    "$llmrt" mkmodel --preset qwen3-8b --quant awq --group-size 128 --seed 1 -o "$model8b" > "$OUT/mkmodel.log" 2>&1
+    "$llmrt" mkmodel --preset qwen3-8b --quant awq --group-size 128 --seed 1 -o "$model8b" > "$L/mkmodel.log" 2>&1
     row "mkmodel qwen3-8b awq" "exit $?, $(echo "$(date +%s.%N) - $start" | bc | cut -c1-5) s, $(du -sh "$model8b" | cut -f1)"
   fi
 fi
 if want bench; then
   if [[ -x build-gpu/bin/llmrt-cuda-bench ]]; then
-    build-gpu/bin/llmrt-cuda-bench > "$OUT/kernels.txt" 2>&1
+    build-gpu/bin/llmrt-cuda-bench > "$L/kernels.txt" 2>&1
     row "kernel bench" "exit $? (kernels.txt)"
-    tail -25 "$OUT/kernels.txt" | sed 's/^/    /'
+    tail -25 "$L/kernels.txt" | sed 's/^/    /'
   fi
   for mem in pageable pinned uva; do
     for ctx in 128 2048; do
       "$llmrt" generate --model "$model8b" --set memory.plugin=$mem --set cache.kv_tokens=16384 \
         --prompt-ids "$(seq -s, 1 $ctx)" --max-tokens 256 --ignore-eos --print-ids \
-        > "$OUT/gen-$mem-$ctx.txt" 2> "$OUT/gen-$mem-$ctx.log"
-      row "decode $mem ctx=$ctx" "$(grep -iE 'ITL|decode' "$OUT/gen-$mem-$ctx.log" | tail -1 | cut -c1-90)"
+        > "$L/gen-$mem-$ctx.txt" 2> "$L/gen-$mem-$ctx.log"
+      row "decode $mem ctx=$ctx" "$(grep -iE 'ITL|decode' "$L/gen-$mem-$ctx.log" | tail -1 | cut -c1-90)"
     done
   done
 fi
 if want ab && [[ -f conf/pinned.ini ]]; then
   "$llmrt" bench --model "$model8b" -c conf/pageable.ini -c conf/pinned.ini -c conf/uva.ini \
     --input-len 128 --output-len 128 --rounds 2 --requests 3 \
-    --json "$OUT/ab-latency.json" --plot "$OUT/ab-latency.png" > "$OUT/ab-latency.txt" 2>&1
+    --json "$L/ab-latency.json" --plot "$L/ab-latency.png" > "$L/ab-latency.txt" 2>&1
   row "bench A/B latency" "exit $? (ab-latency.txt)"
-  grep -E 'faster|slower|no significant' "$OUT/ab-latency.txt" | head -4 | sed 's/^/    /'
+  grep -E 'faster|slower|no significant' "$L/ab-latency.txt" | head -4 | sed 's/^/    /'
   "$llmrt" bench --model "$model8b" -c conf/pageable.ini -c conf/pinned.ini -c conf/uva.ini \
     --input-len 128 --output-len 128 --concurrency 1,2,4,8,16,32 \
-    --json "$OUT/ab-load.json" --plot "$OUT/ab-load.png" > "$OUT/ab-load.txt" 2>&1
+    --json "$L/ab-load.json" --plot "$L/ab-load.png" > "$L/ab-load.txt" 2>&1
   row "bench A/B load" "exit $? (ab-load.txt)"
 fi
 
+for f in ab-latency.png ab-load.png; do [[ -f $L/$f ]] && cp "$L/$f" "$OUT/"; done
+tar -C "$L" -czf "$OUT/gpu-logs.tar.gz" .
 echo
 echo "==== gpu-check summary ($(( $(date +%s) - t0 )) s) ===="
 printf '%s\n' "${summary[@]}"
