@@ -50,7 +50,7 @@ if want fixtures && [[ -f tools/make_fixtures.py ]]; then
   rm -rf "$L/fixtures"
   if PYTHONUNBUFFERED=1 python3 tools/make_fixtures.py --out "$L/fixtures" > "$L/fixtures.log" 2>&1; then
     tar -C "$L" -cf "$OUT/fixtures.tar" fixtures && rm -rf "$L/fixtures"
-    row "fixtures" "ok ($(du -h "$L/fixtures.tar" | cut -f1))"
+    row "fixtures" "ok ($(du -h "$OUT/fixtures.tar" | cut -f1))"
   else
     row "fixtures" "FAILED (see fixtures.log): $(tail -1 "$L/fixtures.log" | cut -c1-80)"
   fi
