@@ -1,12 +1,240 @@
-/* cmd_mkmodel.c — placeholder until this subcommand lands (see the open issues). */
+/* cmd_mkmodel.c — `llmrt mkmodel`: write a synthetic Qwen3 checkpoint in Hugging Face layout
+ * (core/mkmodel.c does the work), and `--inspect DIR` to list any checkpoint's tensors as
+ * llmrt's reader sees them after validating every header.
+ *
+ * Its own option table: here --config means a Hugging Face config.json to take the shapes
+ * from, not a runtime.ini, so the common options do not apply. */
+#include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "commands.h"
+#include "common.h"
+#include "hf_config.h"
+#include "mkmodel.h"
+#include "safetensors.h"
+
+static const char usage[] =
+    "usage: llmrt mkmodel (--preset NAME | --config config.json) [options] -o DIR\n"
+    "       llmrt mkmodel --inspect DIR\n\n"
+    "Write a Qwen3 checkpoint with deterministic random weights, in exactly the Hugging Face\n"
+    "layout: config.json, generation_config.json, model.safetensors (or shards +\n"
+    "model.safetensors.index.json when larger than the shard size).\n\n"
+    "  --preset NAME       shapes of a preset: tiny (CPU tests), qwen3-0.6b, qwen3-8b\n"
+    "  --config FILE       shapes from a Hugging Face config.json (model_type qwen3)\n"
+    "  --quant awq|none    awq: decoder linears in AutoAWQ gemm int4 layout (fp16 model);\n"
+    "                      none: dense (default)\n"
+    "  --group-size N      AWQ group size (default 128)\n"
+    "  --dtype f16|bf16|f32  dense dtype (default: the config's, bf16 for presets; f16 for awq)\n"
+    "  --seed S            weights are a function of the seed only (default 0)\n"
+    "  --shard-mb N        largest shard in MB of 10^6 bytes, fractions allowed (default 2000)\n"
+    "  --tie, --no-tie     tie lm_head to embed_tokens or not (default: the preset's/config's)\n"
+    "  --threads N         fill threads (default: one per CPU); the bytes do not depend on it\n"
+    "  -o, --output DIR    output folder (created; files of an earlier mkmodel run replaced)\n"
+    "  -q, --quiet         no progress display and no summary\n"
+    "  --inspect DIR       validate DIR's checkpoint and list its tensors: name dtype [shape] file\n"
+    "  --help              this text\n";
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!s[0] || s[0] == '-')
+        return 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static int cmp_view_name(const void *a, const void *b)
+{
+    const llmrt_tensor_view *x = *(const llmrt_tensor_view *const *)a;
+    const llmrt_tensor_view *y = *(const llmrt_tensor_view *const *)b;
+    return strcmp(x->name, y->name);
+}
+
+/* Every tensor of the checkpoint, sorted by name, one per line. */
+static int inspect(const char *dir)
+{
+    llmrt_error err = {0};
+    llmrt_st_model *m = NULL;
+    if (llmrt_st_model_open(dir, 0, &m, &err) != LLMRT_OK) {
+        fprintf(stderr, "llmrt mkmodel: error: %s\n", err.msg);
+        return 1;
+    }
+    size_t n = 0, nf = llmrt_st_model_file_count(m);
+    for (size_t i = 0; i < nf; i++)
+        n += llmrt_st_file_count(llmrt_st_model_file(m, i));
+    const llmrt_tensor_view **v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) {
+        llmrt_st_model_close(m);
+        fprintf(stderr, "llmrt mkmodel: error: out of memory\n");
+        return 1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nf; i++) {
+        const llmrt_st_file *f = llmrt_st_model_file(m, i);
+        for (size_t t = 0; t < llmrt_st_file_count(f); t++)
+            v[k++] = llmrt_st_file_at(f, t);
+    }
+    qsort(v, n, sizeof *v, cmp_view_name);
+    for (size_t i = 0; i < n; i++) {
+        const char *base = strrchr(v[i]->file, '/');
+        printf("%s %s [", v[i]->name, llmrt_dtype_name(v[i]->dtype));
+        for (int32_t d = 0; d < v[i]->ndim; d++)
+            printf("%s%lld", d ? ", " : "", (long long)v[i]->shape[d]);
+        printf("] %s\n", base ? base + 1 : v[i]->file);
+    }
+    printf("# %zu tensors, %llu bytes in %zu file%s\n", n,
+           (unsigned long long)llmrt_st_model_total_bytes(m), nf, nf == 1 ? "" : "s");
+    free(v);
+    llmrt_st_model_close(m);
+    return 0;
+}
 
 int cmd_mkmodel(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "llmrt mkmodel: not available in this build yet\n");
-    return 2;
+    enum {
+        OPT_PRESET = 1000, OPT_CONFIG, OPT_QUANT, OPT_GROUP, OPT_DTYPE, OPT_SEED, OPT_SHARD,
+        OPT_TIE, OPT_NO_TIE, OPT_THREADS, OPT_INSPECT, OPT_HELP
+    };
+    static const struct option opts[] = {
+        {"preset", required_argument, 0, OPT_PRESET},
+        {"config", required_argument, 0, OPT_CONFIG},
+        {"quant", required_argument, 0, OPT_QUANT},
+        {"group-size", required_argument, 0, OPT_GROUP},
+        {"dtype", required_argument, 0, OPT_DTYPE},
+        {"seed", required_argument, 0, OPT_SEED},
+        {"shard-mb", required_argument, 0, OPT_SHARD},
+        {"tie", no_argument, 0, OPT_TIE},
+        {"no-tie", no_argument, 0, OPT_NO_TIE},
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"output", required_argument, 0, 'o'},
+        {"quiet", no_argument, 0, 'q'},
+        {"inspect", required_argument, 0, OPT_INSPECT},
+        {"help", no_argument, 0, OPT_HELP},
+        {0, 0, 0, 0}};
+    const char *preset = NULL, *config = NULL, *out = NULL, *inspect_dir = NULL;
+    const char *quant = "none", *dtype = NULL;
+    uint64_t group = 128, seed = 0, threads = 0;
+    double shard_mb = 0;
+    int tie = -1, quiet = 0, opt;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "o:q", opts, NULL)) != -1) {
+        switch (opt) {
+        case OPT_PRESET: preset = optarg; break;
+        case OPT_CONFIG: config = optarg; break;
+        case OPT_QUANT: quant = optarg; break;
+        case OPT_DTYPE: dtype = optarg; break;
+        case OPT_TIE: tie = 1; break;
+        case OPT_NO_TIE: tie = 0; break;
+        case 'o': out = optarg; break;
+        case 'q': quiet = 1; break;
+        case OPT_INSPECT: inspect_dir = optarg; break;
+        case OPT_HELP: fputs(usage, stdout); return 0;
+        case OPT_GROUP:
+            if (!parse_u64(optarg, &group) || group == 0 || group > 1u << 20)
+                return cli_usage_error("mkmodel", usage, "--group-size '%s': expected a positive "
+                                       "integer such as 128", optarg);
+            break;
+        case OPT_SEED:
+            if (!parse_u64(optarg, &seed))
+                return cli_usage_error("mkmodel", usage, "--seed '%s': expected a non-negative "
+                                       "integer", optarg);
+            break;
+        case OPT_SHARD: {
+            char *end;
+            errno = 0;
+            shard_mb = strtod(optarg, &end);
+            if (errno || *end || end == optarg || !(shard_mb * 1e6 >= 1.0) || shard_mb > 1e12)
+                return cli_usage_error("mkmodel", usage, "--shard-mb '%s': expected a positive "
+                                       "number of MB (fractions allowed: 0.1 = 100000 bytes)",
+                                       optarg);
+            break;
+        }
+        case OPT_THREADS:
+            if (!parse_u64(optarg, &threads) || threads == 0 || threads > 1024)
+                return cli_usage_error("mkmodel", usage, "--threads '%s': expected a positive "
+                                       "integer", optarg);
+            break;
+        default:
+            return cli_bad_option("mkmodel", usage);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("mkmodel", usage, "unexpected argument '%s'", argv[optind]);
+    if (inspect_dir) {
+        if (preset || config || out)
+            return cli_usage_error("mkmodel", usage, "--inspect takes no other options");
+        return inspect(inspect_dir);
+    }
+    if (!preset == !config)
+        return cli_usage_error("mkmodel", usage, "give exactly one of --preset NAME or --config FILE");
+    if (!out)
+        return cli_usage_error("mkmodel", usage, "missing -o DIR (the output folder)");
+
+    llmrt_mkmodel_opts o;
+    llmrt_mkmodel_opts_init(&o);
+    llmrt_error err = {0};
+    if (strcmp(quant, "awq") == 0)
+        o.awq = 1;
+    else if (strcmp(quant, "none") != 0)
+        return cli_usage_error("mkmodel", usage, "--quant '%s': expected awq or none", quant);
+
+    if (preset) {
+        if (llmrt_mkmodel_preset(preset, &o.cfg, &err) != LLMRT_OK)
+            return cli_usage_error("mkmodel", usage, "%s", err.msg);
+    } else {
+        if (llmrt_hf_config_parse_file(config, &o.cfg, &err) != LLMRT_OK)
+            return cli_fail("mkmodel", &err);
+        if (strcmp(o.cfg.model_type, "qwen3") != 0) {
+            fprintf(stderr, "llmrt mkmodel: error: %s: model_type is '%s'; mkmodel writes "
+                    "Qwen3 checkpoints (model_type \"qwen3\")\n", config, o.cfg.model_type);
+            llmrt_hf_config_free(&o.cfg);
+            return 1;
+        }
+        llmrt_hf_config_free(&o.cfg); /* its quantization_config is replaced by --quant */
+    }
+
+    if (dtype) {
+        if (strcmp(dtype, "f16") == 0)
+            o.dtype = LLMRT_DTYPE_F16;
+        else if (strcmp(dtype, "bf16") == 0)
+            o.dtype = LLMRT_DTYPE_BF16;
+        else if (strcmp(dtype, "f32") == 0)
+            o.dtype = LLMRT_DTYPE_F32;
+        else
+            return cli_usage_error("mkmodel", usage, "--dtype '%s': expected f16, bf16 or f32",
+                                   dtype);
+        if (o.awq && o.dtype != LLMRT_DTYPE_F16)
+            return cli_usage_error("mkmodel", usage, "--dtype %s with --quant awq: AWQ "
+                                   "checkpoints are float16 (as AutoAWQ writes them); use "
+                                   "--dtype f16 or leave it out", dtype);
+    } else if (o.awq) {
+        o.dtype = LLMRT_DTYPE_F16;
+    } else if (o.cfg.dtype != LLMRT_DTYPE_INVALID) {
+        o.dtype = o.cfg.dtype;
+    }
+    if (tie >= 0)
+        o.cfg.tie_word_embeddings = tie;
+    o.group_size = (int32_t)group;
+    o.seed = seed;
+    if (shard_mb > 0)
+        o.shard_bytes = (uint64_t)(shard_mb * 1e6 + 0.5);
+    o.threads = (int)threads;
+    o.show_progress = !quiet;
+
+    llmrt_mkmodel_result res;
+    if (llmrt_mkmodel_write(out, &o, &res, &err) != LLMRT_OK)
+        return cli_fail("mkmodel", &err);
+    if (!quiet)
+        fprintf(stderr, "llmrt mkmodel: wrote %s: %u tensors, %.1f MB in %u safetensors file%s, "
+                "%.2f s\n", out, res.n_tensors, (double)res.bytes / 1e6, res.n_shards,
+                res.n_shards == 1 ? "" : "s", res.seconds);
+    return 0;
 }

@@ -308,19 +308,29 @@ cleanup:
     return st;
 }
 
+llmrt_status llmrt_hf_config_parse_file(const char *path, llmrt_hf_config *out, llmrt_error *err)
+{
+    char *text = NULL;
+    memset(out, 0, sizeof *out);
+    out->bos_id = -1;
+    llmrt_status st = read_text(path, &text, err);
+    if (st == LLMRT_OK)
+        st = llmrt_hf_config_parse(text, path, out, err);
+    free(text);
+    return st;
+}
+
 llmrt_status llmrt_hf_config_load(const char *dir, llmrt_hf_config *out, llmrt_error *err)
 {
     llmrt_status st = LLMRT_OK;
     char path[4096], gpath[4096];
-    char *text = NULL;
     json_t *gen = NULL;
     memset(out, 0, sizeof *out);
     out->bos_id = -1;
 
     snprintf(path, sizeof path, "%s/config.json", dir);
     snprintf(gpath, sizeof gpath, "%s/generation_config.json", dir);
-    TRY(read_text(path, &text, err));
-    TRY(llmrt_hf_config_parse(text, path, out, err));
+    TRY(llmrt_hf_config_parse_file(path, out, err));
 
     struct stat sb;
     if (stat(gpath, &sb) == 0) {
@@ -343,7 +353,6 @@ cleanup:
         out->bos_id = -1;
     }
     json_decref(gen);
-    free(text);
     return st;
 }
 

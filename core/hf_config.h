@@ -38,6 +38,8 @@ typedef struct llmrt_hf_config {
 /* Parse config.json text. `where` names the file in messages. */
 llmrt_status llmrt_hf_config_parse(const char *json_text, const char *where,
                                    llmrt_hf_config *out, llmrt_error *err);
+/* Read and parse one config.json file (no generation_config.json). */
+llmrt_status llmrt_hf_config_parse_file(const char *path, llmrt_hf_config *out, llmrt_error *err);
 /* Read <dir>/config.json and, when present, <dir>/generation_config.json (eos ids). */
 llmrt_status llmrt_hf_config_load(const char *dir, llmrt_hf_config *out, llmrt_error *err);
 void llmrt_hf_config_free(llmrt_hf_config *c);

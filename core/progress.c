@@ -37,6 +37,7 @@ void llmrt_progress_init(llmrt_progress *p, FILE *out, int tty, const char *labe
     p->total_items = total_items;
     p->t0 = llmrt_progress_now();
     p->last_draw = -1.0;
+    p->quiet_s = 0.5;
     pthread_mutex_init(&p->lock, NULL);
 }
 
@@ -93,6 +94,8 @@ static void draw_plain(llmrt_progress *p, double now)
         return;
     int tenth = (int)(f * 10.0);
     if (tenth <= p->last_tenth || tenth >= 10) /* 100% is the final line's job */
+        return;
+    if (now - p->t0 < p->quiet_s)
         return;
     p->last_tenth = tenth;
     char bytes[64];

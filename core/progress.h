@@ -22,6 +22,8 @@ typedef struct llmrt_progress {
     double t0;            /* monotonic seconds at init */
     double last_draw;     /* tty: time of the last redraw */
     int last_tenth;       /* plain: last 10% step printed */
+    double quiet_s;       /* plain: no step lines during the first quiet_s seconds (a job
+                             that short needs only the final line); 0.5 by default */
     int drawn;            /* tty: a bar is on screen; the final line replaces it */
     int finished;
     pthread_mutex_t lock;
