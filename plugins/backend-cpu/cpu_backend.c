@@ -1,0 +1,252 @@
+/* cpu_backend.c — the CPU backend plugin: descriptor, vtable, instance lifecycle, the
+ * [backend.cpu] section and device information.
+ *
+ * Why: the reference backend that runs everywhere (and CI's backend). Device memory is host
+ * memory (caps HOST_IS_DEVICE | MAPPED_HOST), ops run synchronously on the calling thread
+ * plus a persistent thread pool, graphs and on-device sampling are absent (NULL).
+ *
+ * [backend.cpu]
+ *   threads = 0     ; worker threads including the caller; 0 = one per core available */
+#include "cpu_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#define CPU_MAX_THREADS 1024
+
+static const char *const known_keys[] = {"threads"};
+#define N_KNOWN_KEYS (sizeof known_keys / sizeof known_keys[0])
+
+/* Cores this process may run on (affinity mask), else online cores. */
+static int available_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 64;
+    int prev[64], cur[64];
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof cur);
+    }
+    return prev[lb];
+}
+
+static const char *where_of(const llmrt_section *cfg, size_t i)
+{
+    return cfg->where && cfg->where[i] ? cfg->where[i] : "runtime.ini";
+}
+
+/* Validate [backend.cpu]; *threads gets the requested count (0 = auto). */
+static llmrt_status parse_config(const llmrt_section *cfg, int *threads, llmrt_error *err)
+{
+    *threads = 0;
+    if (!cfg)
+        return LLMRT_OK;
+    const char *name = cfg->name ? cfg->name : "backend.cpu";
+    for (size_t i = 0; i < cfg->n; i++) {
+        const char *key = cfg->keys[i], *val = cfg->values[i] ? cfg->values[i] : "";
+        if (strcmp(key, "threads") == 0) {
+            char *end = NULL;
+            errno = 0;
+            long v = strtol(val, &end, 10);
+            while (end && (*end == ' ' || *end == '\t'))
+                end++;
+            if (end == val || !end || *end || errno || v < 0 || v > CPU_MAX_THREADS)
+                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                                  "%s: [%s] threads = '%s' is not valid (expected an integer from "
+                                  "0 to %d; 0 = one thread per available core)",
+                                  where_of(cfg, i), name, val, CPU_MAX_THREADS);
+            *threads = (int)v;
+            continue;
+        }
+        const char *best = NULL;
+        int bd = 1 << 30;
+        for (size_t k = 0; k < N_KNOWN_KEYS; k++) {
+            int d = edit_distance(key, known_keys[k]);
+            if (d < bd)
+                bd = d, best = known_keys[k];
+        }
+        if (best && bd <= 2 + (int)strlen(best) / 4)
+            return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                              "%s: unknown key '%s' in [%s] (did you mean '%s'?)", where_of(cfg, i),
+                              key, name, best);
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "%s: unknown key '%s' in [%s] (known keys: threads)", where_of(cfg, i),
+                          key, name);
+    }
+    return LLMRT_OK;
+}
+
+static void device_name(char *out, size_t n, int threads)
+{
+    struct utsname u;
+    const char *arch = uname(&u) == 0 ? u.machine : "unknown";
+    snprintf(out, n, "%s CPU (%d thread%s)", arch, threads, threads == 1 ? "" : "s");
+}
+
+static llmrt_status fill_info(llmrt_device_info *out, int threads, llmrt_error *err)
+{
+    memset(out, 0, sizeof *out);
+    device_name(out->name, sizeof out->name, threads);
+    out->multiprocessors = threads;
+    return cpu_meminfo(&out->mem_total, &out->mem_free, err);
+}
+
+static llmrt_status cpu_probe(llmrt_device_info *out, int32_t max, int32_t *count, llmrt_error *err)
+{
+    *count = 1;
+    if (max >= 1 && out)
+        return fill_info(&out[0], available_cores(), err);
+    return LLMRT_OK;
+}
+
+static void cpu_destroy(llmrt_backend *b)
+{
+    if (!b)
+        return;
+    cpu_pool_destroy(b->pool);
+    cpu_memory_release_all(b);
+    pthread_mutex_destroy(&b->mem_mu);
+    free(b);
+}
+
+static llmrt_status cpu_create(const llmrt_host *host, const llmrt_section *cfg, llmrt_backend **out,
+                               llmrt_error *err)
+{
+    *out = NULL;
+    int threads = 0;
+    llmrt_status st = parse_config(cfg, &threads, err);
+    if (st != LLMRT_OK)
+        return st;
+    if (threads == 0)
+        threads = available_cores();
+    llmrt_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "cpu backend: out of memory");
+    b->host = host;
+    b->n_threads = threads;
+    pthread_mutex_init(&b->mem_mu, NULL);
+    st = cpu_pool_create(threads, &b->pool, err);
+    if (st != LLMRT_OK) {
+        cpu_destroy(b);
+        return st;
+    }
+    if (host && host->log)
+        host->log(host->ctx, LLMRT_LOG_DEBUG, "cpu", "cpu backend: %d thread%s", threads,
+                  threads == 1 ? "" : "s");
+    *out = b;
+    return LLMRT_OK;
+}
+
+static uint32_t cpu_caps(llmrt_backend *b)
+{
+    return LLMRT_BACKEND_CAP_HOST_IS_DEVICE | LLMRT_BACKEND_CAP_MAPPED_HOST;
+}
+
+static llmrt_status cpu_device_info(llmrt_backend *b, llmrt_device_info *out, llmrt_error *err)
+{
+    return fill_info(out, b->n_threads, err);
+}
+
+static llmrt_status cpu_synchronize(llmrt_backend *b, llmrt_error *err)
+{
+    return LLMRT_OK; /* ops complete before they return */
+}
+
+static void *cpu_native_handle(llmrt_backend *b, const char *what)
+{
+    return NULL;
+}
+
+static void cpu_parallel_for(llmrt_backend *b, int64_t n, void (*fn)(void *, int64_t, int64_t),
+                             void *ctx)
+{
+    cpu_pool_run(b->pool, n, 0, fn, ctx);
+}
+
+static llmrt_status cpu_mem_info(llmrt_backend *b, uint64_t *free_bytes, uint64_t *total_bytes,
+                                 llmrt_error *err)
+{
+    return cpu_meminfo(total_bytes, free_bytes, err);
+}
+
+static const llmrt_backend_vtable cpu_vtable = {
+    .struct_size = sizeof(llmrt_backend_vtable),
+    .probe = cpu_probe,
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .caps = cpu_caps,
+    .device_info = cpu_device_info,
+    .dev_alloc = cpu_dev_alloc,
+    .dev_free = cpu_dev_free,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_host_free,
+    .host_register = cpu_host_register,
+    .host_unregister = cpu_host_unregister,
+    .host_device_ptr = cpu_host_device_ptr,
+    .copy = cpu_copy,
+    .synchronize = cpu_synchronize,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .event_sync = cpu_event_sync,
+    .event_elapsed_ms = cpu_event_elapsed_ms,
+    .graph_begin = NULL,
+    .graph_end = NULL,
+    .graph_launch = NULL,
+    .graph_destroy = NULL,
+    .embedding = cpu_embedding,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .kv_store = cpu_kv_store,
+    .attention = cpu_attention,
+    .silu_mul = cpu_silu_mul,
+    .add = cpu_add,
+    .gemm = cpu_gemm,
+    .argmax = cpu_argmax,
+    .sample = NULL,
+    .native_handle = cpu_native_handle,
+    .parallel_for = cpu_parallel_for,
+    .mem_info = cpu_mem_info,
+};
+
+static const llmrt_plugin_desc cpu_desc = {
+    .struct_size = sizeof(llmrt_plugin_desc),
+    .abi_version = LLMRT_ABI_VERSION,
+    .kind = LLMRT_PLUGIN_BACKEND,
+    .name = "cpu",
+    .version = "1.0.0",
+    .description = "Reference CPU backend: f32 ops on a thread pool, mlock for pinned memory",
+    .license = "MIT",
+    .vtable = &cpu_vtable,
+    .init = NULL,
+};
+
+LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)
+{
+    return index == 0 ? &cpu_desc : NULL;
+}

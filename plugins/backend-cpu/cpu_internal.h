@@ -1,0 +1,137 @@
+/* cpu_internal.h — what the files of the CPU backend share: the instance struct, the op
+ * entry points the vtable (cpu_backend.c) points at, and row converters.
+ *
+ * Why: one concept per file (pool, memory mechanisms, elementwise ops, attention, GEMM),
+ * one vtable. Nothing here is visible outside the .so (-fvisibility=hidden). */
+#ifndef LLMRT_CPU_INTERNAL_H
+#define LLMRT_CPU_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <llmrt/backend.h>
+
+#include "cpu_pool.h"
+
+typedef struct cpu_host_range cpu_host_range; /* cpu_memory.c */
+
+struct llmrt_backend {
+    const llmrt_host *host; /* may be NULL (tests) */
+    cpu_pool *pool;
+    int n_threads;
+    pthread_mutex_t mem_mu;   /* guards ranges */
+    cpu_host_range *ranges;   /* host_alloc'd and registered host memory (uthash) */
+};
+
+/* Run fn over [0, n) on the pool, or inline when the whole job is smaller than about
+ * `min_work` items' worth of parallel overhead (cost: rough work per item, any unit that
+ * makes n * cost comparable to CPU_PAR_MIN_WORK). */
+#define CPU_PAR_MIN_WORK 32768
+static inline void cpu_parallel(llmrt_backend *b, int64_t n, int64_t cost, int64_t grain,
+                                cpu_pool_fn fn, void *ctx)
+{
+    if (n * cost < CPU_PAR_MIN_WORK)
+        fn(ctx, 0, n);
+    else
+        cpu_pool_run(b->pool, n, grain, fn, ctx);
+}
+
+/* ---- memory mechanisms (cpu_memory.c) ---- */
+llmrt_status cpu_dev_alloc(llmrt_backend *b, size_t bytes, void **out, llmrt_error *err);
+void cpu_dev_free(llmrt_backend *b, void *p);
+llmrt_status cpu_host_alloc(llmrt_backend *b, size_t bytes, uint32_t flags, void **out,
+                            llmrt_error *err);
+void cpu_host_free(llmrt_backend *b, void *p);
+llmrt_status cpu_host_register(llmrt_backend *b, void *p, size_t bytes, uint32_t flags,
+                               llmrt_error *err);
+void cpu_host_unregister(llmrt_backend *b, void *p);
+llmrt_status cpu_host_device_ptr(llmrt_backend *b, void *host, void **dev, llmrt_error *err);
+void cpu_memory_release_all(llmrt_backend *b);
+llmrt_status cpu_copy(llmrt_backend *b, void *dst, const void *src, size_t bytes,
+                      llmrt_copy_kind kind, llmrt_error *err);
+llmrt_status cpu_event_create(llmrt_backend *b, llmrt_event **out, llmrt_error *err);
+void cpu_event_destroy(llmrt_backend *b, llmrt_event *e);
+llmrt_status cpu_event_record(llmrt_backend *b, llmrt_event *e, llmrt_error *err);
+llmrt_status cpu_event_sync(llmrt_backend *b, llmrt_event *e, llmrt_error *err);
+llmrt_status cpu_event_elapsed_ms(llmrt_backend *b, llmrt_event *start, llmrt_event *end,
+                                  float *ms, llmrt_error *err);
+/* MemTotal / MemAvailable from /proc/meminfo, in bytes. */
+llmrt_status cpu_meminfo(uint64_t *total, uint64_t *available, llmrt_error *err);
+
+/* ---- ops (cpu_ops.c, cpu_attention.c, cpu_gemm.c); contracts in backend.h ---- */
+llmrt_status cpu_embedding(llmrt_backend *b, float *out, const llmrt_tensor *table,
+                           const int32_t *ids, int32_t n, llmrt_error *err);
+llmrt_status cpu_rmsnorm(llmrt_backend *b, float *out, const float *x, const llmrt_tensor *w,
+                         int32_t rows, int32_t d, float eps, llmrt_error *err);
+llmrt_status cpu_rope(llmrt_backend *b, float *x, const int32_t *positions, int32_t n,
+                      int32_t heads, int32_t head_dim, float theta, llmrt_error *err);
+llmrt_status cpu_silu_mul(llmrt_backend *b, float *out, const float *gate, const float *up,
+                          int64_t n, llmrt_error *err);
+llmrt_status cpu_add(llmrt_backend *b, float *out, const float *a, const float *c, int64_t n,
+                     llmrt_error *err);
+llmrt_status cpu_argmax(llmrt_backend *b, int32_t *out, const float *logits, int32_t rows,
+                        int32_t vocab, llmrt_error *err);
+llmrt_status cpu_kv_store(llmrt_backend *b, void *k_cache, void *v_cache, llmrt_dtype kv_dtype,
+                          const float *k, const float *v, const int32_t *slot_mapping, int32_t n,
+                          int32_t n_kv_heads, int32_t head_dim, llmrt_error *err);
+llmrt_status cpu_attention(llmrt_backend *b, float *out, const float *q,
+                           const llmrt_attn_params *p, llmrt_error *err);
+llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
+                      int32_t n, llmrt_error *err);
+
+/* ---- row converters: vectorisable, bit-identical to llmrt_load_f ---- */
+
+static inline uint32_t cpu_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline float cpu_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* IEEE half → float without branches: shift exponent+mantissa into place and rescale by
+ * 2^112 (exact for normals and subnormals); exponent 31 (inf/nan) is forced to 255 first. */
+static inline float cpu_f16_to_f32(uint16_t h)
+{
+    uint32_t em = (uint32_t)(h & 0x7fffu) << 13;
+    uint32_t infnan = ((h & 0x7c00u) == 0x7c00u) ? 0x7f800000u : 0u;
+    float mag = cpu_bits_f32(em | infnan) * 0x1p112f;
+    return cpu_bits_f32(cpu_f32_bits(mag) | ((uint32_t)(h & 0x8000u) << 16));
+}
+
+static inline float cpu_bf16_to_f32(uint16_t h)
+{
+    return cpu_bits_f32((uint32_t)h << 16);
+}
+
+/* dst[i] = src[i] as f32, i < n; src F32/F16/BF16. */
+static inline void cpu_row_to_f32(float *restrict dst, const void *restrict src, llmrt_dtype t,
+                                  int64_t n)
+{
+    if (t == LLMRT_DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    } else if (t == LLMRT_DTYPE_BF16) {
+        const uint16_t *s = src;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = cpu_bf16_to_f32(s[i]);
+    } else {
+        const uint16_t *s = src;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = cpu_f16_to_f32(s[i]);
+    }
+}
+
+/* 1 when t is a float dtype a weight or cache may have. */
+static inline int cpu_is_float_dtype(llmrt_dtype t)
+{
+    return t == LLMRT_DTYPE_F32 || t == LLMRT_DTYPE_F16 || t == LLMRT_DTYPE_BF16;
+}
+
+#endif

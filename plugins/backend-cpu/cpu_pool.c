@@ -1,0 +1,179 @@
+/* cpu_pool.c — see cpu_pool.h.
+ *
+ * Protocol: the caller publishes a job (fn, ctx, n, grain, next = 0), sets `pending` to the
+ * number of workers and bumps `generation` under the mutex (so a worker that checked the
+ * generation under the mutex and went to sleep cannot miss the wakeup). Every participant,
+ * the caller included, takes chunks from `next` until the range is exhausted. Workers then
+ * decrement `pending`; the last one signals `done` under the mutex. */
+#include "cpu_pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+/* Spin iterations before sleeping: a few tens of microseconds, about the gap between two
+ * ops of a decode step. */
+#define POOL_SPIN 20000
+
+struct cpu_pool {
+    int n_threads; /* including the caller */
+    pthread_t *workers;
+    int n_started;
+
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* generation changed or stop */
+    pthread_cond_t done; /* pending reached 0 */
+    atomic_uint_fast64_t generation;
+    atomic_int pending;
+    atomic_int stop;
+    atomic_flag busy; /* a job is running: nested or concurrent calls run inline */
+
+    /* the current job (written before generation is bumped) */
+    cpu_pool_fn fn;
+    void *ctx;
+    int64_t n, grain;
+    atomic_int_fast64_t next;
+};
+
+static void run_chunks(cpu_pool *p)
+{
+    for (;;) {
+        int64_t begin = atomic_fetch_add(&p->next, p->grain);
+        if (begin >= p->n)
+            break;
+        int64_t end = begin + p->grain < p->n ? begin + p->grain : p->n;
+        p->fn(p->ctx, begin, end);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    cpu_pool *p = arg;
+    uint64_t seen = 0;
+    for (;;) {
+        for (int k = 0; k < POOL_SPIN && atomic_load(&p->generation) == seen &&
+                        !atomic_load(&p->stop);
+             k++)
+            CPU_RELAX();
+        if (atomic_load(&p->generation) == seen) {
+            pthread_mutex_lock(&p->mu);
+            while (atomic_load(&p->generation) == seen && !atomic_load(&p->stop))
+                pthread_cond_wait(&p->wake, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop))
+            break;
+        seen = atomic_load(&p->generation);
+        run_chunks(p);
+        if (atomic_fetch_sub(&p->pending, 1) == 1) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+    return NULL;
+}
+
+llmrt_status cpu_pool_create(int n_threads, cpu_pool **out, llmrt_error *err)
+{
+    *out = NULL;
+    if (n_threads < 1)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "cpu backend: thread count %d must be >= 1",
+                          n_threads);
+    cpu_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "cpu backend: out of memory for the thread pool");
+    p->n_threads = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->stop, 0);
+    atomic_flag_clear(&p->busy);
+    atomic_init(&p->next, 0);
+    if (n_threads > 1) {
+        p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
+        if (!p->workers) {
+            cpu_pool_destroy(p);
+            return llmrt_fail(err, LLMRT_ERR_NOMEM, "cpu backend: out of memory for the thread pool");
+        }
+        for (int i = 0; i < n_threads - 1; i++) {
+            int rc = pthread_create(&p->workers[i], NULL, worker_main, p);
+            if (rc != 0) {
+                cpu_pool_destroy(p);
+                return llmrt_fail(err, LLMRT_ERR_LIMIT,
+                                  "cpu backend: could not start worker thread %d of %d (%s); "
+                                  "set [backend.cpu] threads to a smaller number",
+                                  i + 1, n_threads - 1, strerror(rc));
+            }
+            p->n_started++;
+        }
+    }
+    *out = p;
+    return LLMRT_OK;
+}
+
+void cpu_pool_destroy(cpu_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->stop, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_started; i++)
+        pthread_join(p->workers[i], NULL);
+    free(p->workers);
+    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+int cpu_pool_threads(const cpu_pool *p)
+{
+    return p->n_threads;
+}
+
+void cpu_pool_run(cpu_pool *p, int64_t n, int64_t grain, cpu_pool_fn fn, void *ctx)
+{
+    if (n <= 0)
+        return;
+    if (grain <= 0)
+        grain = (n + p->n_threads - 1) / p->n_threads;
+    if (p->n_threads == 1 || grain >= n || atomic_flag_test_and_set(&p->busy)) {
+        fn(ctx, 0, n);
+        return;
+    }
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n = n;
+    p->grain = grain;
+    atomic_store(&p->next, 0);
+    atomic_store(&p->pending, p->n_threads - 1);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add(&p->generation, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+
+    run_chunks(p);
+
+    for (int k = 0; k < POOL_SPIN && atomic_load(&p->pending) > 0; k++)
+        CPU_RELAX();
+    if (atomic_load(&p->pending) > 0) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->pending) > 0)
+            pthread_cond_wait(&p->done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
+    atomic_flag_clear(&p->busy);
+}
