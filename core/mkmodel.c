@@ -6,9 +6,9 @@
  * shard is then streamed: while the main thread write()s one 32 MB buffer, worker threads
  * fill the other.
  *
- * Values: element i of a tensor is fmix64(key + i * golden) with key derived from the seed
- * and the tensor's name (splitmix64's output function over a counter), so any element can
- * be computed on its own and the bytes do not depend on thread count or chunking.
+ * Values: random words are fmix64(key + k * golden) with key derived from the seed and the
+ * tensor's name (splitmix64's output function over a counter), so any element can be
+ * computed on its own and the bytes do not depend on thread count or chunking (fill_range).
  *   dense weights  uniform(-a, a), a = 0.02 * sqrt(3): std 0.02 (like initializer_range)
  *   norm weights   1 + uniform(-0.05, 0.05)
  *   AWQ qweight/qzeros  random 32-bit words: every 4-bit weight q and zero point z uniform
@@ -105,6 +105,7 @@ typedef struct plan_tensor {
     int32_t ndim;
     int64_t shape[2];
     fill_kind fill;
+    const void *table; /* value table for float fills (set before writing) */
     uint64_t key;   /* generator key from seed and name */
     uint64_t bytes;
     uint32_t shard; /* 0-based */
@@ -291,50 +292,73 @@ cleanup:
 
 /* ---- filling ---- */
 
-static const float DENSE_A = 0.034641016f;   /* 0.02 * sqrt(3) */
-static const float NORM_A = 0.05f;
-static const float AWQ_SCALE = 0.0030678599f; /* 0.02 / sqrt(42.5) */
+static const double DENSE_A = 0.034641016151377546; /* 0.02 * sqrt(3): std 0.02 */
+static const double NORM_A = 0.05;
+static const double AWQ_SCALE = 0.0030678599553894816; /* 0.02 / sqrt(42.5) */
 
-/* Uniform in [0, 1) from the top 24 bits. */
-static inline float unit24(uint64_t r) { return (float)(r >> 40) * (1.0f / 16777216.0f); }
+/* Float values come from 16 random bits through a 65536-entry table: r -> the value for
+ * uniform u = (r + 0.5) / 65536, already in the tensor's dtype. Four elements per 64-bit
+ * random word, a table lookup each: no float conversion in the loop. */
+typedef struct fill_tables {
+    uint16_t dense16[65536], norm16[65536], scale16[65536]; /* F16 or BF16 as planned */
+    float dense32[65536], norm32[65536];
+} fill_tables;
 
-/* Elements [start, start + count) of tensor t into out (which holds exactly those). */
+static void build_tables(fill_tables *ft, llmrt_dtype dtype)
+{
+    for (uint32_t r = 0; r < 65536; r++) {
+        double u = ((double)r + 0.5) / 65536.0;
+        float dense = (float)(DENSE_A * (2.0 * u - 1.0));
+        float norm = (float)(1.0 + NORM_A * (2.0 * u - 1.0));
+        ft->dense32[r] = dense;
+        ft->norm32[r] = norm;
+        ft->dense16[r] = dtype == LLMRT_DTYPE_BF16 ? llmrt_f32_to_bf16(dense) : llmrt_f32_to_f16(dense);
+        ft->norm16[r] = dtype == LLMRT_DTYPE_BF16 ? llmrt_f32_to_bf16(norm) : llmrt_f32_to_f16(norm);
+        ft->scale16[r] = llmrt_f32_to_f16((float)(AWQ_SCALE * (0.75 + 0.5 * u)));
+    }
+}
+
+/* Elements [start, start + count) of tensor t into out (which holds exactly those).
+ * Element i is lane i % L of word fmix64(key + (i / L) * GOLDEN), L = 2 for 32-bit random
+ * words (AWQ qweight/qzeros) and 4 for 16-bit table indices. */
 static void fill_range(const plan_tensor *t, uint64_t start, uint64_t count, void *out)
 {
-    uint64_t base = t->key + start * GOLDEN;
-    switch (t->fill) {
-    case FILL_BITS: {
-        uint32_t *o = out;
-        for (uint64_t i = 0; i < count; i++)
-            o[i] = (uint32_t)fmix64(base + i * GOLDEN);
-        break;
-    }
-    case FILL_SCALE: {
-        uint16_t *o = out;
-        for (uint64_t i = 0; i < count; i++)
-            o[i] = llmrt_f32_to_f16(AWQ_SCALE * (0.75f + 0.5f * unit24(fmix64(base + i * GOLDEN))));
-        break;
-    }
-    case FILL_DENSE:
-    case FILL_NORM: {
-        float a = t->fill == FILL_DENSE ? DENSE_A : NORM_A;
-        float c = t->fill == FILL_DENSE ? 0.0f : 1.0f;
-        if (t->dtype == LLMRT_DTYPE_F32) {
-            float *o = out;
-            for (uint64_t i = 0; i < count; i++)
-                o[i] = c + a * (2.0f * unit24(fmix64(base + i * GOLDEN)) - 1.0f);
-        } else if (t->dtype == LLMRT_DTYPE_F16) {
-            uint16_t *o = out;
-            for (uint64_t i = 0; i < count; i++)
-                o[i] = llmrt_f32_to_f16(c + a * (2.0f * unit24(fmix64(base + i * GOLDEN)) - 1.0f));
-        } else {
-            uint16_t *o = out;
-            for (uint64_t i = 0; i < count; i++)
-                o[i] = llmrt_f32_to_bf16(c + a * (2.0f * unit24(fmix64(base + i * GOLDEN)) - 1.0f));
+    uint64_t i = start, end = start + count;
+    if (t->fill == FILL_BITS) {
+        uint32_t *o = (uint32_t *)out - start;
+        while (i < end) {
+            uint64_t w = fmix64(t->key + (i >> 1) * GOLDEN);
+            if (!(i & 1) && i + 1 < end) {
+                o[i] = (uint32_t)w;
+                o[i + 1] = (uint32_t)(w >> 32);
+                i += 2;
+            } else {
+                o[i] = (uint32_t)(w >> (32 * (i & 1)));
+                i++;
+            }
         }
-        break;
+        return;
     }
+    if (t->dtype == LLMRT_DTYPE_F32) {
+        const float *tab = t->table;
+        float *o = (float *)out - start;
+        for (; i < end; i++)
+            o[i] = tab[(fmix64(t->key + (i >> 2) * GOLDEN) >> (16 * (i & 3))) & 0xffff];
+        return;
     }
+    const uint16_t *tab = t->table;
+    uint16_t *o = (uint16_t *)out - start;
+    for (; i < end && (i & 3); i++) /* up to a word boundary */
+        o[i] = tab[(fmix64(t->key + (i >> 2) * GOLDEN) >> (16 * (i & 3))) & 0xffff];
+    for (; i + 4 <= end; i += 4) {
+        uint64_t w = fmix64(t->key + (i >> 2) * GOLDEN);
+        o[i] = tab[w & 0xffff];
+        o[i + 1] = tab[(w >> 16) & 0xffff];
+        o[i + 2] = tab[(w >> 32) & 0xffff];
+        o[i + 3] = tab[w >> 48];
+    }
+    for (; i < end; i++)
+        o[i] = tab[(fmix64(t->key + (i >> 2) * GOLDEN) >> (16 * (i & 3))) & 0xffff];
 }
 
 typedef struct fill_task {
@@ -658,6 +682,7 @@ llmrt_status llmrt_mkmodel_write(const char *dir, const llmrt_mkmodel_opts *o,
     llmrt_status st = LLMRT_OK;
     plan p = {0};
     uint8_t *buf[2] = {NULL, NULL};
+    fill_tables *tables = NULL;
     llmrt_progress prog;
     int prog_on = 0;
     json_t *j = NULL;
@@ -681,7 +706,19 @@ llmrt_status llmrt_mkmodel_write(const char *dir, const llmrt_mkmodel_opts *o,
         threads = MAX_THREADS;
     buf[0] = malloc(CHUNK_BYTES);
     buf[1] = malloc(CHUNK_BYTES);
-    TRY_ALLOC(err, buf[0] && buf[1], "mkmodel fill buffers");
+    tables = malloc(sizeof *tables);
+    TRY_ALLOC(err, buf[0] && buf[1] && tables, "mkmodel fill buffers");
+    build_tables(tables, o->dtype);
+    for (size_t i = 0; i < p.n; i++) {
+        plan_tensor *t = &p.t[i];
+        int f32 = t->dtype == LLMRT_DTYPE_F32;
+        if (t->fill == FILL_DENSE)
+            t->table = f32 ? (const void *)tables->dense32 : tables->dense16;
+        else if (t->fill == FILL_NORM)
+            t->table = f32 ? (const void *)tables->norm32 : tables->norm16;
+        else if (t->fill == FILL_SCALE)
+            t->table = tables->scale16;
+    }
 
     if (o->show_progress) {
         llmrt_progress_init(&prog, stderr, llmrt_progress_is_tty(stderr), "writing", "tensors",
@@ -714,6 +751,7 @@ cleanup:
         llmrt_progress_free(&prog);
     free(buf[0]);
     free(buf[1]);
+    free(tables);
     free(p.t);
     return st;
 }
