@@ -641,7 +641,7 @@ static int is_our_weights(const struct dirent *d)
     char tail[32];
     if (strcmp(d->d_name, "model.safetensors") == 0)
         return 1;
-    return strlen(d->d_name) == 35 &&
+    return strlen(d->d_name) == 32 && /* model-00001-of-00004.safetensors */
            sscanf(d->d_name, "model-%5u-of-%5u%31s", &a, &b, tail) == 3 &&
            strcmp(tail, ".safetensors") == 0;
 }

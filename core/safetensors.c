@@ -210,15 +210,11 @@ llmrt_status llmrt_st_parse(const char *name, const uint8_t *data, size_t size,
              "%s: header length %llu runs past the end of the file (%zu bytes after the "
              "length field; file truncated?)",
              name, (unsigned long long)hlen, size - 8);
-    if (hlen < 2 || data[8] != '{')
-        FAIL(err, LLMRT_ERR_FORMAT, "%s: header does not start with '{' (not a safetensors file?)",
-             name);
-
     json_error_t jerr;
     root = json_loadb((const char *)data + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
-        FAIL(err, LLMRT_ERR_FORMAT, "%s: bad JSON header at line %d column %d: %s", name,
-             jerr.line, jerr.column, jerr.text);
+        FAIL(err, LLMRT_ERR_FORMAT, "%s: bad JSON header (%llu bytes) at line %d column %d: %s",
+             name, (unsigned long long)hlen, jerr.line, jerr.column, jerr.text);
     if (!json_is_object(root))
         FAIL(err, LLMRT_ERR_FORMAT, "%s: header is %s, expected a JSON object", name,
              json_type_name(root));

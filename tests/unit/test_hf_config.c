@@ -1,0 +1,330 @@
+/* test_hf_config.c — config.json parsing: both spellings in the wild (rope_theta/torch_dtype
+ * of released Qwen3 checkpoints, rope_parameters/dtype of transformers 5), head_dim from the
+ * config (not hidden/heads), tied embeddings, eos lists merged with generation_config.json,
+ * quantization_config handed on as JSON, and errors that name the file and the key. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hf_config.h"
+#include "test_util.h"
+
+/* The released Qwen3-0.6B config.json (transformers 4.51 spelling). */
+static const char qwen3_06b[] =
+    "{\n"
+    "  \"architectures\": [\"Qwen3ForCausalLM\"],\n"
+    "  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n"
+    "  \"bos_token_id\": 151643,\n"
+    "  \"eos_token_id\": 151645,\n"
+    "  \"head_dim\": 128,\n"
+    "  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 1024,\n"
+    "  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 3072,\n"
+    "  \"max_position_embeddings\": 40960,\n"
+    "  \"max_window_layers\": 28,\n"
+    "  \"model_type\": \"qwen3\",\n"
+    "  \"num_attention_heads\": 16,\n"
+    "  \"num_hidden_layers\": 28,\n"
+    "  \"num_key_value_heads\": 8,\n"
+    "  \"rms_norm_eps\": 1e-06,\n"
+    "  \"rope_scaling\": null,\n"
+    "  \"rope_theta\": 1000000,\n"
+    "  \"sliding_window\": null,\n"
+    "  \"tie_word_embeddings\": true,\n"
+    "  \"torch_dtype\": \"bfloat16\",\n"
+    "  \"transformers_version\": \"4.51.0\",\n"
+    "  \"use_cache\": true,\n"
+    "  \"use_sliding_window\": false,\n"
+    "  \"vocab_size\": 151936\n"
+    "}\n";
+
+/* A minimal transformers 5 style config: dtype, rope_parameters, eos list. */
+static const char tf5[] =
+    "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", \"vocab_size\": 512,"
+    " \"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2,"
+    " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 32,"
+    " \"dtype\": \"float16\", \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 5000.0},"
+    " \"eos_token_id\": [7, 9, 7], \"bos_token_id\": null}";
+
+static void expect_error(const char *json, const char *a, const char *b)
+{
+    llmrt_hf_config c;
+    llmrt_error err = {0};
+    ck_assert_msg(llmrt_hf_config_parse(json, "cfg/config.json", &c, &err) != LLMRT_OK,
+                  "accepted: %s", json);
+    ck_assert_msg(strstr(err.msg, "cfg/config.json") && strstr(err.msg, a) &&
+                      (!b || strstr(err.msg, b)),
+                  "message '%s' lacks '%s' / '%s'", err.msg, a, b ? b : "");
+    ck_assert_ptr_null(c.quant_json);
+}
+
+/* The extent [*start, *end) of member "key": value in `base` (value nesting respected). */
+static void member(const char *base, const char *key, const char **start, const char **vstart,
+                   const char **end)
+{
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(base, pat);
+    ck_assert_msg(p != NULL, "no key %s", key);
+    const char *e = p + strlen(pat);
+    *vstart = e;
+    int depth = 0;
+    while (*e && (depth || (*e != ',' && *e != '}'))) {
+        depth += (*e == '{' || *e == '[') - (*e == '}' || *e == ']');
+        e++;
+    }
+    *start = p;
+    *end = e;
+}
+
+/* `base` with the value of `key` replaced by `value` (which may add members after it). */
+static char *with(const char *base, const char *key, const char *value)
+{
+    const char *p, *v, *e;
+    member(base, key, &p, &v, &e);
+    char *out = malloc(strlen(base) + strlen(value) + 1);
+    sprintf(out, "%.*s%s%s", (int)(v - base), base, value, e);
+    return out;
+}
+
+/* `base` without member `key` and one of the commas around it. */
+static char *without(const char *base, const char *key)
+{
+    const char *p, *v, *e;
+    member(base, key, &p, &v, &e);
+    if (*e == ',') {
+        e++;
+        while (*e == ' ' || *e == '\n')
+            e++;
+    } else {
+        while (p > base && (p[-1] == ' ' || p[-1] == '\n'))
+            p--;
+        if (p > base && p[-1] == ',')
+            p--;
+    }
+    char *out = malloc(strlen(base) + 1);
+    sprintf(out, "%.*s%s", (int)(p - base), base, e);
+    return out;
+}
+
+START_TEST(test_released_qwen3_config)
+{
+    llmrt_hf_config c;
+    llmrt_error err = {0};
+    ck_assert_int_eq(llmrt_hf_config_parse(qwen3_06b, "config.json", &c, &err), LLMRT_OK);
+    ck_assert_str_eq(c.architecture, "Qwen3ForCausalLM");
+    ck_assert_str_eq(c.model_type, "qwen3");
+    ck_assert_int_eq(c.vocab_size, 151936);
+    ck_assert_int_eq(c.hidden_size, 1024);
+    ck_assert_int_eq(c.intermediate_size, 3072);
+    ck_assert_int_eq(c.num_hidden_layers, 28);
+    ck_assert_int_eq(c.num_attention_heads, 16);
+    ck_assert_int_eq(c.num_key_value_heads, 8);
+    ck_assert_int_eq(c.head_dim, 128); /* not 1024 / 16 */
+    ck_assert_int_eq(c.max_position_embeddings, 40960);
+    ck_assert_double_eq(c.rms_norm_eps, 1e-6);
+    ck_assert_double_eq(c.rope_theta, 1000000.0);
+    ck_assert_int_eq(c.tie_word_embeddings, 1);
+    ck_assert_int_eq(c.dtype, LLMRT_DTYPE_BF16);
+    ck_assert_int_eq(c.n_eos, 1);
+    ck_assert_int_eq(c.eos_ids[0], 151645);
+    ck_assert_int_eq(c.bos_id, 151643);
+    ck_assert_ptr_null(c.quant_json);
+    llmrt_hf_config_free(&c);
+}
+END_TEST
+
+START_TEST(test_transformers5_spelling)
+{
+    llmrt_hf_config c;
+    llmrt_error err = {0};
+    ck_assert_int_eq(llmrt_hf_config_parse(tf5, "config.json", &c, &err), LLMRT_OK);
+    ck_assert_int_eq(c.dtype, LLMRT_DTYPE_F16);
+    ck_assert_double_eq(c.rope_theta, 5000.0);
+    ck_assert_int_eq(c.head_dim, 32);
+    ck_assert_int_eq(c.n_eos, 2); /* [7, 9, 7] without the duplicate */
+    ck_assert_int_eq(c.eos_ids[0], 7);
+    ck_assert_int_eq(c.eos_ids[1], 9);
+    ck_assert_int_eq(c.bos_id, -1);
+    /* absent keys take transformers' Qwen3Config defaults */
+    ck_assert_int_eq(c.tie_word_embeddings, 0);
+    ck_assert_int_eq(c.max_position_embeddings, 32768);
+    ck_assert_double_eq(c.rms_norm_eps, 1e-6);
+    llmrt_hf_config_free(&c);
+
+    /* top-level rope_theta wins over rope_parameters; neither: 10000 */
+    char *s = with(tf5, "head_dim", "32, \"rope_theta\": 250000");
+    ck_assert_int_eq(llmrt_hf_config_parse(s, "config.json", &c, &err), LLMRT_OK);
+    ck_assert_double_eq(c.rope_theta, 250000.0);
+    free(s);
+    s = without(tf5, "rope_parameters");
+    ck_assert_int_eq(llmrt_hf_config_parse(s, "config.json", &c, &err), LLMRT_OK);
+    ck_assert_double_eq(c.rope_theta, 10000.0);
+    free(s);
+    /* "dtype" null falls back to torch_dtype; "torch." prefix accepted; absent: INVALID */
+    s = with(tf5, "dtype", "null, \"torch_dtype\": \"torch.float32\"");
+    ck_assert_int_eq(llmrt_hf_config_parse(s, "config.json", &c, &err), LLMRT_OK);
+    ck_assert_int_eq(c.dtype, LLMRT_DTYPE_F32);
+    free(s);
+    s = without(tf5, "dtype");
+    ck_assert_int_eq(llmrt_hf_config_parse(s, "config.json", &c, &err), LLMRT_OK);
+    ck_assert_int_eq(c.dtype, LLMRT_DTYPE_INVALID);
+    free(s);
+}
+END_TEST
+
+START_TEST(test_head_dim_and_kv_heads_defaults)
+{
+    llmrt_hf_config c;
+    llmrt_error err = {0};
+    char *a = without(tf5, "head_dim");
+    ck_assert_int_eq(llmrt_hf_config_parse(a, "config.json", &c, &err), LLMRT_OK);
+    ck_assert_int_eq(c.head_dim, 16); /* 64 / 4, only because head_dim is absent */
+    char *b = without(a, "num_key_value_heads");
+    ck_assert_int_eq(llmrt_hf_config_parse(b, "config.json", &c, &err), LLMRT_OK);
+    ck_assert_int_eq(c.num_key_value_heads, 4); /* = num_attention_heads */
+    char *d = with(a, "hidden_size", "66");
+    expect_error(d, "'head_dim' is absent", "hidden_size 66 is not divisible");
+    free(a);
+    free(b);
+    free(d);
+}
+END_TEST
+
+START_TEST(test_tied_and_quant)
+{
+    llmrt_hf_config c;
+    llmrt_error err = {0};
+    char *s = with(tf5, "dtype",
+                   "\"float16\", \"tie_word_embeddings\": true, \"quantization_config\": "
+                   "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128, "
+                   "\"zero_point\": true, \"version\": \"gemm\", \"modules_to_not_convert\": null}");
+    ck_assert_int_eq(llmrt_hf_config_parse(s, "config.json", &c, &err), LLMRT_OK);
+    ck_assert_int_eq(c.tie_word_embeddings, 1);
+    ck_assert_ptr_nonnull(c.quant_json);
+    ck_assert_str_eq(c.quant_json, "{\"quant_method\":\"awq\",\"bits\":4,\"group_size\":128,"
+                                   "\"zero_point\":true,\"version\":\"gemm\","
+                                   "\"modules_to_not_convert\":null}");
+    llmrt_hf_config_free(&c);
+    ck_assert_ptr_null(c.quant_json);
+    free(s);
+    s = with(tf5, "dtype", "\"float16\", \"tie_word_embeddings\": false, \"quantization_config\": null");
+    ck_assert_int_eq(llmrt_hf_config_parse(s, "config.json", &c, &err), LLMRT_OK);
+    ck_assert_int_eq(c.tie_word_embeddings, 0);
+    ck_assert_ptr_null(c.quant_json);
+    free(s);
+}
+END_TEST
+
+START_TEST(test_errors_name_file_and_key)
+{
+    expect_error("{\"architectures\": [", "bad JSON", "line 1");
+    expect_error("[1]", "top level is an array", NULL);
+    char *s;
+#define EXPECT_WITHOUT(key, a, b)                                                            \
+    s = without(tf5, key);                                                                    \
+    expect_error(s, a, b);                                                                    \
+    free(s)
+#define EXPECT_WITH(key, val, a, b)                                                          \
+    s = with(tf5, key, val);                                                                  \
+    expect_error(s, a, b);                                                                    \
+    free(s)
+    EXPECT_WITHOUT("architectures", "missing key 'architectures'", "Qwen3ForCausalLM");
+    EXPECT_WITHOUT("model_type", "missing key 'model_type'", NULL);
+    EXPECT_WITHOUT("vocab_size", "missing key 'vocab_size'", NULL);
+    EXPECT_WITHOUT("hidden_size", "missing key 'hidden_size'", NULL);
+    EXPECT_WITHOUT("intermediate_size", "missing key 'intermediate_size'", NULL);
+    EXPECT_WITHOUT("num_hidden_layers", "missing key 'num_hidden_layers'", NULL);
+    EXPECT_WITHOUT("num_attention_heads", "missing key 'num_attention_heads'", NULL);
+    EXPECT_WITH("architectures", "[]", "'architectures' is an empty list", NULL);
+    EXPECT_WITH("architectures", "\"Qwen3ForCausalLM\"", "'architectures' is a string",
+                "non-empty list");
+    EXPECT_WITH("architectures", "[3]", "'architectures[0]' is an integer", "expected a string");
+    EXPECT_WITH("hidden_size", "\"64\"", "key 'hidden_size' is a string", "expected an integer");
+    EXPECT_WITH("hidden_size", "64.0", "key 'hidden_size' is a real number", NULL);
+    EXPECT_WITH("hidden_size", "0", "key 'hidden_size' is 0", NULL);
+    EXPECT_WITH("vocab_size", "4294967296", "key 'vocab_size' is 4294967296", NULL);
+    EXPECT_WITH("head_dim", "-1", "key 'head_dim' is -1", NULL);
+    EXPECT_WITH("dtype", "\"int8\"", "dtype 'int8' is not supported", "bfloat16, float16 or float32");
+    EXPECT_WITH("dtype", "16", "key 'dtype' is an integer", NULL);
+    EXPECT_WITH("rope_parameters", "{\"rope_theta\": \"big\"}", "'rope_parameters.rope_theta' is a string",
+                NULL);
+    EXPECT_WITH("rope_parameters", "[]", "'rope_parameters' is an array", NULL);
+    EXPECT_WITH("head_dim", "32, \"rms_norm_eps\": -1", "'rms_norm_eps' is -1", "positive");
+    EXPECT_WITH("head_dim", "32, \"tie_word_embeddings\": 1", "'tie_word_embeddings' is an integer",
+                "true or false");
+    EXPECT_WITH("head_dim", "32, \"quantization_config\": \"awq\"", "'quantization_config' is a string",
+                NULL);
+    EXPECT_WITH("eos_token_id", "\"</s>\"", "'eos_token_id'", "integer");
+    EXPECT_WITH("eos_token_id", "[1, 2, 3, 4, 5, 6, 7, 8, 9]", "more than 8", NULL);
+    EXPECT_WITH("bos_token_id", "[1]", "'bos_token_id' is an array", NULL);
+#undef EXPECT_WITH
+#undef EXPECT_WITHOUT
+}
+END_TEST
+
+START_TEST(test_load_merges_generation_config)
+{
+    char *d = tu_mkdtemp();
+    free(tu_write_file(d, "config.json", qwen3_06b));
+    llmrt_hf_config c;
+    llmrt_error err = {0};
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_OK);
+    ck_assert_int_eq(c.n_eos, 1);
+    free(tu_write_file(d, "generation_config.json",
+                       "{\"bos_token_id\": 151643, \"do_sample\": true,"
+                       " \"eos_token_id\": [151645, 151643], \"temperature\": 0.6}"));
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_OK);
+    ck_assert_int_eq(c.n_eos, 2);
+    ck_assert_int_eq(c.eos_ids[0], 151645);
+    ck_assert_int_eq(c.eos_ids[1], 151643);
+    ck_assert_int_eq(c.head_dim, 128);
+    llmrt_hf_config_free(&c);
+
+    /* generation_config supplies bos when config.json has none */
+    char *s = without(tf5, "bos_token_id");
+    free(tu_write_file(d, "config.json", s));
+    free(s);
+    free(tu_write_file(d, "generation_config.json", "{\"bos_token_id\": 3, \"eos_token_id\": 9}"));
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_OK);
+    ck_assert_int_eq(c.bos_id, 3);
+    ck_assert_int_eq(c.n_eos, 2); /* 7, 9 from config; 9 again not added */
+
+    free(tu_write_file(d, "generation_config.json", "{\"eos_token_id\": [1,"));
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "generation_config.json: bad JSON"), "%s", err.msg);
+    free(tu_write_file(d, "generation_config.json", "{\"eos_token_id\": \"x\"}"));
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "generation_config.json: key 'eos_token_id'"), "%s", err.msg);
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", d);
+    remove(path);
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, path) && strstr(err.msg, "cannot open"), "%s", err.msg);
+    tu_rmtree(d);
+    free(d);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("hf_config");
+    TCase *tc = tcase_create("hf_config");
+    tcase_add_test(tc, test_released_qwen3_config);
+    tcase_add_test(tc, test_transformers5_spelling);
+    tcase_add_test(tc, test_head_dim_and_kv_heads_defaults);
+    tcase_add_test(tc, test_tied_and_quant);
+    tcase_add_test(tc, test_errors_name_file_and_key);
+    tcase_add_test(tc, test_load_merges_generation_config);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
