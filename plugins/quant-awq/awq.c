@@ -1,0 +1,417 @@
+/* awq.c — the quant-awq plugin: recognises AutoAWQ "gemm" checkpoints, validates and loads
+ * their linears, and dispatches y = x·Wᵀ to the backend's kernel (awq_cpu.c on "cpu",
+ * awq_cuda.cu on "cuda").
+ *
+ * Why: AWQ int4 is the format the decode benchmarks run. What is not supported (other bit
+ * widths, the GEMV/Marlin/ExLlama layouts, no zero point, compressed-tensors packing) is
+ * refused at probe time with the field that decides it, instead of producing wrong numbers.
+ *
+ * Tensors of a linear at `prefix` (AutoAWQ WQLinear_GEMM):
+ *   prefix.qweight int32 [in, out/8]        prefix.qzeros int32 [in/group, out/8]
+ *   prefix.scales  f16   [in/group, out]    w[o][i] = (q[i][o] - z[i/group][o]) * s[i/group][o]
+ * (nibble order in awq_pack.h). A linear without qweight is dense in the checkpoint
+ * (modules_to_not_convert, lm_head): linear_load answers NOT_FOUND and the model loads it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+
+#include <llmrt/quant.h>
+
+#include "awq_cpu.h"
+#include "awq_cuda.h"
+
+typedef enum { AWQ_ON_CPU = 1, AWQ_ON_CUDA = 2 } awq_target;
+
+struct llmrt_quant {
+    llmrt_backend_ref backend;
+    awq_target target;
+    int64_t group;
+    float *scratch; /* CPU: group sums of x, grown on demand */
+    int64_t scratch_cap;
+    awq_cuda_ctx *cuda; /* NULL unless target is CUDA and CUDA support is built in */
+};
+
+struct llmrt_qlinear {
+    int64_t in, out;
+    awq_cpu_linear *cpu;
+    awq_cuda_linear *cuda;
+};
+
+/* ---- quantization_config ---- */
+
+typedef struct awq_params {
+    int64_t bits, group;
+} awq_params;
+
+/* An integer field, or `def` when absent; -1 status when present but not an integer. */
+static int get_int(json_t *obj, const char *k1, const char *k2, int64_t def, int64_t *out)
+{
+    json_t *v = json_object_get(obj, k1);
+    if (!v && k2)
+        v = json_object_get(obj, k2);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_integer(v))
+        return -1;
+    *out = (int64_t)json_integer_value(v);
+    return 0;
+}
+
+static int is_pack_quantized(json_t *root)
+{
+    json_t *fmt = json_object_get(root, "format");
+    if (json_is_string(fmt) && strcasecmp(json_string_value(fmt), "pack-quantized") == 0)
+        return 1;
+    json_t *groups = json_object_get(root, "config_groups");
+    const char *key;
+    json_t *grp;
+    if (json_is_object(groups))
+        json_object_foreach(groups, key, grp) {
+            json_t *gf = json_object_get(grp, "format");
+            if (json_is_string(gf) && strcasecmp(json_string_value(gf), "pack-quantized") == 0)
+                return 1;
+        }
+    return 0;
+}
+
+/* The shared decision of probe and create. */
+static llmrt_status parse_config(const char *text, awq_params *p, llmrt_error *err)
+{
+    llmrt_status st = LLMRT_OK;
+    json_error_t jerr;
+    json_t *root = json_loads(text ? text : "", 0, &jerr);
+    if (!root)
+        return llmrt_fail(err, LLMRT_ERR_FORMAT,
+                          "quant-awq: quantization_config is not valid JSON (line %d, column %d: %s)",
+                          jerr.line, jerr.column, jerr.text);
+    if (!json_is_object(root)) {
+        st = llmrt_fail(err, LLMRT_ERR_NOT_FOUND, "quant-awq: quantization_config is not an object");
+        goto cleanup;
+    }
+    json_t *method = json_object_get(root, "quant_method");
+    const char *m = json_is_string(method) ? json_string_value(method) : "";
+    if (strcasecmp(m, "compressed-tensors") == 0) {
+        if (is_pack_quantized(root))
+            st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                            "compressed-tensors pack-quantized checkpoints are not supported (AWQ "
+                            "GEMM layout only); use an AutoAWQ export (quantization_config "
+                            "quant_method \"awq\", version \"gemm\") or the unquantized model");
+        else
+            st = llmrt_fail(err, LLMRT_ERR_NOT_FOUND,
+                            "quant-awq: compressed-tensors is not an AWQ format");
+        goto cleanup;
+    }
+    if (strcasecmp(m, "awq") != 0) {
+        st = llmrt_fail(err, LLMRT_ERR_NOT_FOUND, "quant-awq: quant_method '%s' is not \"awq\"", m);
+        goto cleanup;
+    }
+    /* AwqConfig's defaults (transformers) when a field is absent: bits 4, group_size 128,
+     * zero_point true, version "gemm"; AutoAWQ's own files spell bits/group w_bit/q_group_size. */
+    if (get_int(root, "bits", "w_bit", 4, &p->bits) != 0) {
+        st = llmrt_fail(err, LLMRT_ERR_FORMAT, "AWQ quantization_config: bits must be an integer");
+        goto cleanup;
+    }
+    if (p->bits != 4) {
+        st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                        "AWQ quantization_config: bits = %lld is not supported (quant-awq runs "
+                        "4-bit weights only: bits = 4)",
+                        (long long)p->bits);
+        goto cleanup;
+    }
+    if (get_int(root, "group_size", "q_group_size", 128, &p->group) != 0) {
+        st = llmrt_fail(err, LLMRT_ERR_FORMAT,
+                        "AWQ quantization_config: group_size must be an integer");
+        goto cleanup;
+    }
+    if (p->group != 32 && p->group != 64 && p->group != 128) {
+        st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                        "AWQ quantization_config: group_size = %lld is not supported (supported: "
+                        "32, 64, 128)",
+                        (long long)p->group);
+        goto cleanup;
+    }
+    json_t *zp = json_object_get(root, "zero_point");
+    if (zp && !json_is_null(zp) && !json_is_true(zp)) {
+        st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                        "AWQ quantization_config: zero_point = %s is not supported (quant-awq "
+                        "needs asymmetric weights with zero points: zero_point = true)",
+                        json_is_false(zp) ? "false" : "a non-boolean");
+        goto cleanup;
+    }
+    json_t *ver = json_object_get(root, "version");
+    if (ver && !json_is_null(ver)) {
+        const char *v = json_is_string(ver) ? json_string_value(ver) : "(not a string)";
+        if (strcasecmp(v, "gemm") != 0) {
+            st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                            "AWQ quantization_config: version = \"%s\" is not supported (quant-awq "
+                            "reads the GEMM packing only: version = \"gemm\")",
+                            v);
+            goto cleanup;
+        }
+    }
+cleanup:
+    json_decref(root);
+    return st;
+}
+
+static llmrt_status awq_probe(const char *quant_config_json, llmrt_error *err)
+{
+    awq_params p;
+    return parse_config(quant_config_json, &p, err);
+}
+
+/* ---- instance ---- */
+
+static llmrt_status awq_create(const llmrt_host *host, const llmrt_section *cfg,
+                               const char *quant_config_json, const llmrt_backend_ref *backend,
+                               llmrt_quant **out, llmrt_error *err)
+{
+    *out = NULL;
+    awq_params p;
+    llmrt_status st = parse_config(quant_config_json, &p, err);
+    if (st != LLMRT_OK)
+        return st;
+    if (cfg && cfg->n > 0)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "%s: unknown key '%s' in [%s] (quant-awq has no settings)",
+                          cfg->where && cfg->where[0] ? cfg->where[0] : "runtime.ini", cfg->keys[0],
+                          cfg->name ? cfg->name : "quant.awq");
+    if (!backend || !backend->vt || !backend->name)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "quant-awq: no backend given");
+    awq_target target;
+    if (strcmp(backend->name, "cpu") == 0)
+        target = AWQ_ON_CPU;
+    else if (strcmp(backend->name, "cuda") == 0)
+        target = AWQ_ON_CUDA;
+    else
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "quant-awq has kernels for the cpu and cuda backends, not '%s'",
+                          backend->name);
+    llmrt_quant *q = calloc(1, sizeof *q);
+    if (!q)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "quant-awq: out of memory");
+    q->backend = *backend;
+    q->target = target;
+    q->group = p.group;
+#ifdef AWQ_HAVE_CUDA
+    if (target == AWQ_ON_CUDA) {
+        st = awq_cuda_create(backend, &q->cuda, err);
+        if (st != LLMRT_OK) {
+            free(q);
+            return st;
+        }
+    }
+#endif
+    *out = q;
+    return LLMRT_OK;
+}
+
+static void awq_destroy(llmrt_quant *q)
+{
+    if (!q)
+        return;
+#ifdef AWQ_HAVE_CUDA
+    if (q->cuda)
+        awq_cuda_destroy(q->cuda);
+#endif
+    free(q->scratch);
+    free(q);
+}
+
+/* ---- linears ---- */
+
+static void shape_str(char *buf, size_t n, int32_t ndim, const int64_t *shape)
+{
+    size_t len = (size_t)snprintf(buf, n, "[");
+    for (int32_t i = 0; i < ndim && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (len < n)
+        snprintf(buf + len, n - len, "]");
+}
+
+/* Find prefix.suffix and check it is `dt` [d0, d1]. */
+static llmrt_status find_checked(const llmrt_checkpoint *ck, const char *prefix, const char *suffix,
+                                 llmrt_dtype dt, int64_t d0, int64_t d1, llmrt_tensor_view *v,
+                                 llmrt_error *err)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s.%s", prefix, suffix);
+    if (!ck->has(ck->ctx, name))
+        return llmrt_fail(err, LLMRT_ERR_FORMAT,
+                          "quant-awq: %s is missing: an AWQ linear needs %s.qweight, %s.qzeros and "
+                          "%s.scales",
+                          name, prefix, prefix, prefix);
+    llmrt_status st = ck->find(ck->ctx, name, v, err);
+    if (st != LLMRT_OK)
+        return st;
+    int64_t want[2] = {d0, d1};
+    if (v->dtype != dt || v->ndim != 2 || v->shape[0] != d0 || v->shape[1] != d1) {
+        char ws[64], fs[96];
+        shape_str(ws, sizeof ws, 2, want);
+        shape_str(fs, sizeof fs, v->ndim, v->shape);
+        return llmrt_fail(err, LLMRT_ERR_FORMAT,
+                          "quant-awq: %s%s%s: expected %s %s, found %s %s", name,
+                          v->file ? " in " : "", v->file ? v->file : "", llmrt_dtype_name(dt), ws,
+                          llmrt_dtype_name(v->dtype), fs);
+    }
+    if (!v->data || v->bytes != (size_t)(d0 * d1) * llmrt_dtype_size(dt))
+        return llmrt_fail(err, LLMRT_ERR_FORMAT,
+                          "quant-awq: %s: the checkpoint gives %zu bytes of data for %s [%lld, %lld] "
+                          "(%zu expected)",
+                          name, v->bytes, llmrt_dtype_name(dt), (long long)d0, (long long)d1,
+                          (size_t)(d0 * d1) * llmrt_dtype_size(dt));
+    return LLMRT_OK;
+}
+
+static llmrt_status awq_linear_load(llmrt_quant *q, const llmrt_checkpoint *ckpt, const char *prefix,
+                                    int64_t in, int64_t out, llmrt_qlinear **out_l, llmrt_error *err)
+{
+    *out_l = NULL;
+    char name[512];
+    snprintf(name, sizeof name, "%s.qweight", prefix);
+    if (!ckpt->has(ckpt->ctx, name))
+        return llmrt_fail(err, LLMRT_ERR_NOT_FOUND,
+                          "quant-awq: %s is not in the checkpoint (the linear is dense)", name);
+    const int64_t g = q->group;
+    if (in <= 0 || out <= 0 || in % g != 0)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "quant-awq: %s: in_features %lld is not a multiple of group_size %lld",
+                          prefix, (long long)in, (long long)g);
+    if (out % 8 != 0)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "quant-awq: %s: out_features %lld is not a multiple of 8 (eight 4-bit "
+                          "values per int32)",
+                          prefix, (long long)out);
+    llmrt_tensor_view qw, qz, sc;
+    llmrt_status st = find_checked(ckpt, prefix, "qweight", LLMRT_DTYPE_I32, in, out / 8, &qw, err);
+    if (st == LLMRT_OK)
+        st = find_checked(ckpt, prefix, "qzeros", LLMRT_DTYPE_I32, in / g, out / 8, &qz, err);
+    if (st == LLMRT_OK)
+        st = find_checked(ckpt, prefix, "scales", LLMRT_DTYPE_F16, in / g, out, &sc, err);
+    if (st != LLMRT_OK)
+        return st;
+
+    llmrt_qlinear *l = calloc(1, sizeof *l);
+    if (!l)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "quant-awq: out of memory");
+    l->in = in;
+    l->out = out;
+    if (q->target == AWQ_ON_CPU) {
+        st = awq_cpu_load(&q->backend, qw.data, qz.data, sc.data, in, out, g, &l->cpu, err);
+    } else {
+#ifdef AWQ_HAVE_CUDA
+        st = awq_cuda_load(q->cuda, qw.data, qz.data, sc.data, in, out, g, &l->cuda, err);
+#else
+        st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                        "quant-awq was built without CUDA: it cannot load %s on the cuda backend "
+                        "(rebuild with a CUDA toolkit, LLMRT_CUDA=ON)",
+                        prefix);
+#endif
+    }
+    if (st != LLMRT_OK) {
+        free(l);
+        return st;
+    }
+    *out_l = l;
+    return LLMRT_OK;
+}
+
+static void awq_linear_free(llmrt_quant *q, llmrt_qlinear *l)
+{
+    if (!l)
+        return;
+    if (l->cpu)
+        awq_cpu_free(&q->backend, l->cpu);
+#ifdef AWQ_HAVE_CUDA
+    if (l->cuda)
+        awq_cuda_free(q->cuda, l->cuda);
+#endif
+    free(l);
+}
+
+static llmrt_status awq_linear_forward(llmrt_quant *q, const llmrt_qlinear *l, float *y,
+                                       const float *x, int32_t n, llmrt_error *err)
+{
+    if (n < 0)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "quant-awq: linear_forward with n = %d", n);
+    if (n == 0)
+        return LLMRT_OK;
+    if (l->cpu) {
+        int64_t need = awq_cpu_scratch_floats(l->cpu, n);
+        if (need > q->scratch_cap) {
+            float *s = realloc(q->scratch, (size_t)need * sizeof(float));
+            if (!s)
+                return llmrt_fail(err, LLMRT_ERR_NOMEM,
+                                  "quant-awq: out of memory for %lld floats of scratch",
+                                  (long long)need);
+            q->scratch = s;
+            q->scratch_cap = need;
+        }
+        awq_cpu_forward(&q->backend, l->cpu, y, x, n, q->scratch);
+        return LLMRT_OK;
+    }
+#ifdef AWQ_HAVE_CUDA
+    if (l->cuda)
+        return awq_cuda_forward(q->cuda, l->cuda, y, x, n, err);
+#endif
+    return llmrt_fail(err, LLMRT_ERR_INTERNAL, "quant-awq: linear has no kernel");
+}
+
+static uint64_t awq_linear_bytes(llmrt_quant *q, const llmrt_qlinear *l)
+{
+    if (l->cpu)
+        return awq_cpu_bytes(l->cpu);
+#ifdef AWQ_HAVE_CUDA
+    if (l->cuda)
+        return awq_cuda_bytes(l->cuda);
+#endif
+    return 0;
+}
+
+static llmrt_status awq_linear_dequant(llmrt_quant *q, const llmrt_qlinear *l, float *out,
+                                       llmrt_error *err)
+{
+    if (l->cpu) {
+        awq_cpu_dequant(l->cpu, out);
+        return LLMRT_OK;
+    }
+#ifdef AWQ_HAVE_CUDA
+    if (l->cuda)
+        return awq_cuda_dequant(q->cuda, l->cuda, out, err);
+#endif
+    return llmrt_fail(err, LLMRT_ERR_INTERNAL, "quant-awq: linear has no kernel");
+}
+
+static const llmrt_quant_vtable awq_vtable = {
+    .struct_size = sizeof(llmrt_quant_vtable),
+    .probe = awq_probe,
+    .create = awq_create,
+    .destroy = awq_destroy,
+    .linear_load = awq_linear_load,
+    .linear_free = awq_linear_free,
+    .linear_forward = awq_linear_forward,
+    .linear_bytes = awq_linear_bytes,
+    .linear_dequant = awq_linear_dequant,
+};
+
+static const llmrt_plugin_desc awq_desc = {
+    .struct_size = sizeof(llmrt_plugin_desc),
+    .abi_version = LLMRT_ABI_VERSION,
+    .kind = LLMRT_PLUGIN_QUANT,
+    .name = "awq",
+    .version = "1.0.0",
+    .description = "AWQ int4 (AutoAWQ GEMM layout, group 32/64/128): CPU and CUDA kernels",
+    .license = "MIT",
+    .vtable = &awq_vtable,
+    .init = NULL,
+};
+
+LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)
+{
+    return index == 0 ? &awq_desc : NULL;
+}

@@ -1,0 +1,272 @@
+/* awq_cpu.c — see awq_cpu.h.
+ *
+ * CPU layout, per output o (all arrays in one dev_alloc):
+ *   q      uint32 [out, n_blocks, 16]: block b covers inputs 128b .. 128b+127; word l of the
+ *          block holds, in nibble k (bits 4k..4k+3), the value for input 128b + 16k + l.
+ *          A last, partial block (in % 128 = 32, 64 or 96) fills nibbles k < (in % 128)/16.
+ *   scales uint16 [out, n_groups] (f16 bits), zeros uint8 [out, n_groups]
+ * so for a fixed k the sixteen words yield sixteen consecutive inputs with one shift and one
+ * mask, a loop the compiler turns into vector code. Group boundaries (32, 64, 128) fall on
+ * nibble boundaries, since every group size is a multiple of 16 dividing 128.
+ *
+ * The dot product for output o and row x, with group sums xs[g] = Σ_{i in g} x[i]:
+ *   y = Σ_g s_g Σ_{i in g} x_i (q_i - z_g) = Σ_g s_g (Σ_{i in g} x_i q_i) - Σ_g s_g z_g xs[g]
+ * which leaves one multiply-add per weight (the zero point is applied once per group).
+ * Everything is f32, in a fixed order per output and row: results do not depend on the
+ * thread count or on which rows share a call. */
+#include "awq_cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "awq_pack.h"
+
+#define LANES 16
+#define BLOCK 128
+#define ROW_BLOCK 64    /* rows of x that meet a repacked weight row while it is in L1 */
+#define COLS_CHUNK 16   /* outputs per parallel_for item */
+#define ALWAYS_INLINE __attribute__((always_inline))
+
+struct awq_cpu_linear {
+    int64_t in, out, group, n_groups, n_blocks;
+    uint32_t *q;      /* [out, n_blocks, 16] */
+    uint16_t *scales; /* [out, n_groups] f16 */
+    uint8_t *zeros;   /* [out, n_groups] */
+    void *mem;        /* the dev_alloc holding all three */
+    size_t bytes;
+};
+
+static uint32_t load_u32(const void *base, int64_t index)
+{
+    uint32_t v;
+    memcpy(&v, (const char *)base + index * 4, 4);
+    return v;
+}
+
+static uint16_t load_u16(const void *base, int64_t index)
+{
+    uint16_t v;
+    memcpy(&v, (const char *)base + index * 2, 2);
+    return v;
+}
+
+/* ---- load: repack in parallel over chunks of outputs ---- */
+
+typedef struct {
+    awq_cpu_linear *l;
+    const void *qweight, *qzeros, *scales;
+} repack_ctx;
+
+#define REPACK_CHUNK 64
+
+static void repack_chunk(void *c, int64_t c0, int64_t c1)
+{
+    const repack_ctx *r = c;
+    awq_cpu_linear *l = r->l;
+    const int64_t in = l->in, out = l->out, words = out / 8;
+    int64_t o0 = c0 * REPACK_CHUNK, o1 = c1 * REPACK_CHUNK < out ? c1 * REPACK_CHUNK : out;
+    memset(l->q + o0 * l->n_blocks * 16, 0, (size_t)((o1 - o0) * l->n_blocks * 16) * 4);
+    /* walk qweight row by row (contiguous), scattering into the chunk's output rows */
+    for (int64_t i = 0; i < in; i++) {
+        int64_t blk = i / BLOCK, k = (i % BLOCK) / 16, lane = i % 16;
+        for (int64_t o = o0; o < o1; o += 8) {
+            uint32_t word = load_u32(r->qweight, i * words + o / 8);
+            for (int j = 0; j < 8 && o + j < o1; j++) {
+                uint32_t v = awq_nibble(word, j);
+                l->q[((o + j) * l->n_blocks + blk) * 16 + lane] |= v << (4 * k);
+            }
+        }
+    }
+    for (int64_t g = 0; g < l->n_groups; g++)
+        for (int64_t o = o0; o < o1; o++) {
+            l->zeros[o * l->n_groups + g] =
+                (uint8_t)awq_nibble(load_u32(r->qzeros, g * words + o / 8), (int)(o % 8));
+            l->scales[o * l->n_groups + g] = load_u16(r->scales, g * out + o);
+        }
+}
+
+static void run_parallel(const llmrt_backend_ref *be, int64_t n,
+                         void (*fn)(void *, int64_t, int64_t), void *ctx)
+{
+    if (be->vt->parallel_for)
+        be->vt->parallel_for(be->b, n, fn, ctx);
+    else
+        fn(ctx, 0, n);
+}
+
+llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, const void *qzeros,
+                          const void *scales, int64_t in, int64_t out, int64_t group,
+                          awq_cpu_linear **out_linear, llmrt_error *err)
+{
+    *out_linear = NULL;
+    awq_cpu_linear *l = calloc(1, sizeof *l);
+    if (!l)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "quant-awq: out of memory");
+    l->in = in;
+    l->out = out;
+    l->group = group;
+    l->n_groups = in / group;
+    l->n_blocks = (in + BLOCK - 1) / BLOCK;
+    size_t qb = (size_t)(out * l->n_blocks * 16) * 4, sb = (size_t)(out * l->n_groups) * 2,
+           zb = (size_t)(out * l->n_groups);
+    l->bytes = qb + sb + zb;
+    llmrt_status st = be->vt->dev_alloc(be->b, l->bytes, &l->mem, err);
+    if (st != LLMRT_OK) {
+        free(l);
+        return st;
+    }
+    l->q = l->mem;
+    l->scales = (uint16_t *)((char *)l->mem + qb);
+    l->zeros = (uint8_t *)((char *)l->mem + qb + sb);
+    repack_ctx c = {l, qweight, qzeros, scales};
+    run_parallel(be, (out + REPACK_CHUNK - 1) / REPACK_CHUNK, repack_chunk, &c);
+    *out_linear = l;
+    return LLMRT_OK;
+}
+
+void awq_cpu_free(const llmrt_backend_ref *be, awq_cpu_linear *l)
+{
+    if (!l)
+        return;
+    be->vt->dev_free(be->b, l->mem);
+    free(l);
+}
+
+uint64_t awq_cpu_bytes(const awq_cpu_linear *l)
+{
+    return l->bytes;
+}
+
+void awq_cpu_dequant(const awq_cpu_linear *l, float *out)
+{
+    for (int64_t o = 0; o < l->out; o++)
+        for (int64_t i = 0; i < l->in; i++) {
+            int64_t blk = i / BLOCK, k = (i % BLOCK) / 16, lane = i % 16, g = i / l->group;
+            uint32_t q = (l->q[(o * l->n_blocks + blk) * 16 + lane] >> (4 * k)) & 0xfu;
+            int z = l->zeros[o * l->n_groups + g];
+            float s = llmrt_f16_to_f32(l->scales[o * l->n_groups + g]);
+            out[o * l->in + i] = (float)((int)q - z) * s;
+        }
+}
+
+/* ---- forward ---- */
+
+int64_t awq_cpu_scratch_floats(const awq_cpu_linear *l, int32_t n)
+{
+    return (int64_t)n * l->n_groups;
+}
+
+static inline float lane_sum(const float *acc)
+{
+    float s = 0.0f;
+    for (int l = 0; l < LANES; l++)
+        s += acc[l];
+    return s;
+}
+
+/* Output o of the linear against R rows of x ([R, in], row stride in) with their group sums
+ * xs ([R, n_groups]); writes y[r * y_stride]. */
+#define DEFINE_AWQ_DOT(NAME, R)                                                                \
+    static inline ALWAYS_INLINE void NAME(const awq_cpu_linear *L, int64_t o,                  \
+                                          const float *restrict x, const float *restrict xs,   \
+                                          float *restrict y, int64_t y_stride)                 \
+    {                                                                                          \
+        const int64_t in = L->in, ng = L->n_groups, gmask = L->group - 1;                      \
+        const uint32_t *restrict qw = L->q + o * L->n_blocks * 16;                             \
+        const uint16_t *sc = L->scales + o * ng;                                               \
+        const uint8_t *zp = L->zeros + o * ng;                                                 \
+        float acc[R][LANES], part[R][LANES], zt[R];                                            \
+        for (int r = 0; r < R; r++) {                                                          \
+            zt[r] = 0.0f;                                                                      \
+            for (int l = 0; l < LANES; l++)                                                    \
+                acc[r][l] = part[r][l] = 0.0f;                                                 \
+        }                                                                                      \
+        int64_t g = 0;                                                                         \
+        for (int64_t b = 0; b < L->n_blocks; b++) {                                            \
+            const uint32_t *restrict q = qw + b * 16;                                          \
+            const int64_t i0 = b * BLOCK;                                                      \
+            const int kmax = in - i0 >= BLOCK ? 8 : (int)((in - i0) / 16);                     \
+            for (int k = 0; k < kmax; k++) {                                                   \
+                float qf[LANES];                                                               \
+                for (int l = 0; l < LANES; l++)                                                \
+                    qf[l] = (float)((q[l] >> (4 * k)) & 0xfu);                                 \
+                for (int r = 0; r < R; r++)                                                    \
+                    for (int l = 0; l < LANES; l++)                                            \
+                        part[r][l] += x[r * in + i0 + 16 * k + l] * qf[l];                     \
+                if (((i0 + 16 * (k + 1)) & gmask) == 0) { /* end of group g */                 \
+                    float s = llmrt_f16_to_f32(sc[g]), sz = s * (float)zp[g];                  \
+                    for (int r = 0; r < R; r++) {                                              \
+                        for (int l = 0; l < LANES; l++) {                                      \
+                            acc[r][l] += s * part[r][l];                                       \
+                            part[r][l] = 0.0f;                                                 \
+                        }                                                                      \
+                        zt[r] += sz * xs[r * ng + g];                                          \
+                    }                                                                          \
+                    g++;                                                                       \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        for (int r = 0; r < R; r++)                                                            \
+            y[r * y_stride] = lane_sum(acc[r]) - zt[r];                                        \
+    }
+
+DEFINE_AWQ_DOT(awq_dot1, 1)
+DEFINE_AWQ_DOT(awq_dot4, 4)
+
+typedef struct {
+    const awq_cpu_linear *l;
+    float *y;        /* [n, out] */
+    const float *x;  /* [n, in] */
+    const float *xs; /* [n, n_groups] */
+    int64_t n;
+} fwd_ctx;
+
+static inline ALWAYS_INLINE void cols_impl(const fwd_ctx *f, int64_t o0, int64_t o1)
+{
+    const awq_cpu_linear *L = f->l;
+    const int64_t in = L->in, out = L->out, ng = L->n_groups;
+    for (int64_t r0 = 0; r0 < f->n; r0 += ROW_BLOCK) {
+        int64_t r1 = r0 + ROW_BLOCK < f->n ? r0 + ROW_BLOCK : f->n;
+        for (int64_t o = o0; o < o1; o++) {
+            int64_t r = r0;
+            for (; r + 4 <= r1; r += 4)
+                awq_dot4(L, o, f->x + r * in, f->xs + r * ng, f->y + r * out + o, out);
+            for (; r < r1; r++)
+                awq_dot1(L, o, f->x + r * in, f->xs + r * ng, f->y + r * out + o, out);
+        }
+    }
+}
+
+/* An AVX2 clone and a baseline one, picked at load time; same f32 operations in the same
+ * order, so the same results. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void cols(const fwd_ctx *f, int64_t o0, int64_t o1)
+{
+    cols_impl(f, o0, o1);
+}
+
+static void fwd_chunk(void *c, int64_t c0, int64_t c1)
+{
+    const fwd_ctx *f = c;
+    int64_t o0 = c0 * COLS_CHUNK, o1 = c1 * COLS_CHUNK;
+    cols(f, o0, o1 < f->l->out ? o1 : f->l->out);
+}
+
+void awq_cpu_forward(const llmrt_backend_ref *be, const awq_cpu_linear *l, float *y,
+                     const float *x, int32_t n, float *scratch)
+{
+    const int64_t in = l->in, g = l->group;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t j = 0; j < l->n_groups; j++) {
+            const float *xg = x + r * in + j * g;
+            float acc[LANES] = {0};
+            for (int64_t i = 0; i < g; i += LANES)
+                for (int t = 0; t < LANES; t++)
+                    acc[t] += xg[i + t];
+            scratch[r * l->n_groups + j] = lane_sum(acc);
+        }
+    fwd_ctx f = {l, y, x, scratch, n};
+    run_parallel(be, (l->out + COLS_CHUNK - 1) / COLS_CHUNK, fwd_chunk, &f);
+}

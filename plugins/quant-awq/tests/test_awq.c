@@ -1,0 +1,375 @@
+/* test_awq.c — quant-awq on the CPU backend: probe accepts and rejects with the right
+ * field named; linears packed by the test's own AutoAWQ packer load and dequantise to exactly
+ * the source weights; the CPU kernel matches a double-precision reference for group sizes
+ * 32/64/128 and n = 1, 3, 17, identically on 1 and 2 threads; malformed tensors give errors
+ * naming the tensor and what was expected. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "awq_test_common.h"
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* ---- probe ---- */
+
+static void expect_probe(const char *json, llmrt_status want, const char *const *needles)
+{
+    llmrt_error err = {0};
+    llmrt_status st = at_awq()->probe(json, &err);
+    ck_assert_msg(st == want, "probe(%s) = %d (%s), want %d", json, st, err.msg, want);
+    for (int i = 0; needles && needles[i]; i++)
+        ck_assert_msg(strstr(err.msg, needles[i]) != NULL, "probe(%s): message '%s' lacks '%s'",
+                      json, err.msg, needles[i]);
+}
+
+START_TEST(probe_accepts_awq_gemm)
+{
+    expect_probe("{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128, "
+                 "\"version\": \"gemm\", \"zero_point\": true}",
+                 LLMRT_OK, NULL);
+    expect_probe("{\"quant_method\": \"AWQ\", \"bits\": 4, \"group_size\": 32, "
+                 "\"version\": \"GEMM\", \"zero_point\": true, \"modules_to_not_convert\": null}",
+                 LLMRT_OK, NULL);
+    expect_probe("{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 64, "
+                 "\"version\": \"Gemm\", \"zero_point\": true}",
+                 LLMRT_OK, NULL);
+}
+END_TEST
+
+START_TEST(probe_rejects_unsupported_awq)
+{
+    const char *bits[] = {"bits = 8", "bits = 4", NULL};
+    expect_probe("{\"quant_method\": \"awq\", \"bits\": 8, \"group_size\": 128, "
+                 "\"version\": \"gemm\", \"zero_point\": true}",
+                 LLMRT_ERR_UNSUPPORTED, bits);
+    const char *gemv[] = {"version = \"gemv\"", "\"gemm\"", NULL};
+    expect_probe("{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128, "
+                 "\"version\": \"gemv\", \"zero_point\": true}",
+                 LLMRT_ERR_UNSUPPORTED, gemv);
+    const char *other_versions[] = {"gemv_fast", "marlin", "exllama", "ipex"};
+    for (int i = 0; i < 4; i++) {
+        char json[256];
+        snprintf(json, sizeof json,
+                 "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128, "
+                 "\"version\": \"%s\", \"zero_point\": true}",
+                 other_versions[i]);
+        const char *n[] = {"version", other_versions[i], NULL};
+        expect_probe(json, LLMRT_ERR_UNSUPPORTED, n);
+    }
+    const char *zp[] = {"zero_point = false", "zero_point = true", NULL};
+    expect_probe("{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128, "
+                 "\"version\": \"gemm\", \"zero_point\": false}",
+                 LLMRT_ERR_UNSUPPORTED, zp);
+    const int groups[] = {-1, 16, 256, 100};
+    for (int i = 0; i < 4; i++) {
+        char json[256], want[64];
+        snprintf(json, sizeof json,
+                 "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": %d, "
+                 "\"version\": \"gemm\", \"zero_point\": true}",
+                 groups[i]);
+        snprintf(want, sizeof want, "group_size = %d", groups[i]);
+        const char *n[] = {want, "32, 64, 128", NULL};
+        expect_probe(json, LLMRT_ERR_UNSUPPORTED, n);
+    }
+}
+END_TEST
+
+START_TEST(probe_compressed_tensors_and_others)
+{
+    const char *ct[] = {"compressed-tensors pack-quantized checkpoints are not supported (AWQ "
+                        "GEMM layout only)",
+                        NULL};
+    /* as llm-compressor writes it: format at the top and in each config group */
+    expect_probe("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", "
+                 "\"config_groups\": {\"group_0\": {\"format\": \"pack-quantized\", "
+                 "\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 4, \"group_size\": 128, "
+                 "\"strategy\": \"group\", \"symmetric\": false, \"type\": \"int\"}}}, "
+                 "\"ignore\": [\"lm_head\"], \"quantization_status\": \"compressed\"}",
+                 LLMRT_ERR_UNSUPPORTED, ct);
+    /* only inside a config group */
+    expect_probe("{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"group_0\": "
+                 "{\"format\": \"pack-quantized\", \"weights\": {\"num_bits\": 4}}}}",
+                 LLMRT_ERR_UNSUPPORTED, ct);
+    /* compressed-tensors in another format is not ours */
+    expect_probe("{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\"}",
+                 LLMRT_ERR_NOT_FOUND, NULL);
+    expect_probe("{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128}",
+                 LLMRT_ERR_NOT_FOUND, NULL);
+    expect_probe("{\"quant_method\": \"fp8\"}", LLMRT_ERR_NOT_FOUND, NULL);
+    expect_probe("{}", LLMRT_ERR_NOT_FOUND, NULL);
+    expect_probe("[1, 2]", LLMRT_ERR_NOT_FOUND, NULL);
+    expect_probe("{\"quant_method\": ", LLMRT_ERR_FORMAT, NULL);
+}
+END_TEST
+
+/* ---- loading and dequantising ---- */
+
+static const int64_t shapes[][3] = {
+    /* in, out, group: partial 128-blocks (96, 160, 64 + ...), several groups per block */
+    {96, 24, 32}, {256, 40, 64}, {384, 136, 128}, {160, 8, 32}, {192, 16, 64}, {1024, 72, 128},
+};
+
+START_TEST(dequant_equals_source_weights)
+{
+    llmrt_backend_ref be = at_cpu_backend(2);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t in = shapes[s][0], out = shapes[s][1], g = shapes[s][2];
+        at_linear src = at_linear_random(in, out, g, 10 + s);
+        at_ckpt *ck = at_ckpt_new();
+        at_linear_add(ck, "model.layers.0.mlp.up_proj", &src);
+        llmrt_quant *q = at_quant(&be, (int)g);
+        llmrt_qlinear *l = NULL;
+        llmrt_error err = {0};
+        ck_assert_msg(at_awq()->linear_load(q, at_ckpt_view(ck), "model.layers.0.mlp.up_proj", in,
+                                            out, &l, &err) == LLMRT_OK,
+                      "%s", err.msg);
+        float *w = xmalloc((size_t)(in * out) * sizeof(float));
+        for (int64_t i = 0; i < in * out; i++)
+            w[i] = NAN;
+        ck_assert_int_eq(at_awq()->linear_dequant(q, l, w, &err), LLMRT_OK);
+        for (int64_t o = 0; o < out; o++)
+            for (int64_t i = 0; i < in; i++)
+                ck_assert_msg(w[o * in + i] == src.w[o * in + i],
+                              "in=%lld out=%lld g=%lld: w[%lld][%lld] = %g, source %g",
+                              (long long)in, (long long)out, (long long)g, (long long)o,
+                              (long long)i, (double)w[o * in + i], (double)src.w[o * in + i]);
+        /* the repacked weights: half a byte per weight plus per-group scale and zero */
+        uint64_t bytes = at_awq()->linear_bytes(q, l);
+        ck_assert_uint_ge(bytes, (uint64_t)(in * out / 2 + 3 * (in / g) * out));
+        ck_assert_uint_le(bytes, (uint64_t)((in + 127) / 128 * 128 * out / 2 + 3 * (in / g) * out));
+        at_awq()->linear_free(q, l);
+        at_awq()->destroy(q);
+        at_ckpt_free(ck);
+        at_linear_free(&src);
+        free(w);
+    }
+    be.vt->destroy(be.b);
+}
+END_TEST
+
+/* ---- the CPU kernel ---- */
+
+static void forward_case(int64_t in, int64_t out, int64_t g, int32_t n, uint64_t seed)
+{
+    llmrt_backend_ref b1 = at_cpu_backend(1), b2 = at_cpu_backend(2);
+    at_linear src = at_linear_random(in, out, g, seed);
+    at_ckpt *ck = at_ckpt_new();
+    at_linear_add(ck, "p", &src);
+    llmrt_quant *q1 = at_quant(&b1, (int)g), *q2 = at_quant(&b2, (int)g);
+    llmrt_qlinear *l1 = NULL, *l2 = NULL;
+    llmrt_error err = {0};
+    ck_assert_int_eq(at_awq()->linear_load(q1, at_ckpt_view(ck), "p", in, out, &l1, &err), LLMRT_OK);
+    ck_assert_int_eq(at_awq()->linear_load(q2, at_ckpt_view(ck), "p", in, out, &l2, &err), LLMRT_OK);
+    at_rng r = {seed + 77};
+    float *x = xmalloc((size_t)(n * in) * sizeof(float));
+    for (int64_t i = 0; i < n * in; i++)
+        x[i] = at_uniform(&r, -1.0f, 1.0f) + (i % 7 == 0 ? 0.5f : 0.0f); /* a nonzero mean */
+    float *y1 = xmalloc((size_t)(n * out) * sizeof(float)), *y2 = xmalloc((size_t)(n * out) * sizeof(float));
+    for (int64_t i = 0; i < n * out; i++)
+        y1[i] = y2[i] = NAN;
+    ck_assert_int_eq(at_awq()->linear_forward(q1, l1, y1, x, n, &err), LLMRT_OK);
+    ck_assert_int_eq(at_awq()->linear_forward(q2, l2, y2, x, n, &err), LLMRT_OK);
+    for (int32_t t = 0; t < n; t++)
+        for (int64_t o = 0; o < out; o++) {
+            double ref = 0, mag = 0;
+            for (int64_t i = 0; i < in; i++) {
+                double xi = x[t * in + i], wi = src.w[o * in + i];
+                ref += xi * wi;
+                /* bound for the kernel's Σ s·x·q − s·z·Σx: both terms at most 15·s·|x| */
+                double s = llmrt_f16_to_f32(src.scales[(i / g) * out + o]);
+                mag += fabs(xi) * 30.0 * s;
+            }
+            double got = y1[t * out + o];
+            ck_assert_msg(fabs(got - ref) <= 2e-6 * mag + 1e-6,
+                          "awq forward in=%lld out=%lld g=%lld n=%d: y[%d][%lld] = %.9g, "
+                          "reference %.9g",
+                          (long long)in, (long long)out, (long long)g, n, t, (long long)o, got, ref);
+        }
+    ck_assert_msg(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
+                  "awq forward g=%lld n=%d: 1 and 2 threads differ", (long long)g, n);
+    /* each row alone gives the bits it gave inside the batch */
+    float *yr = xmalloc((size_t)out * sizeof(float));
+    for (int32_t t = 0; t < n; t += 5) {
+        ck_assert_int_eq(at_awq()->linear_forward(q2, l2, yr, x + t * in, 1, &err), LLMRT_OK);
+        ck_assert_msg(memcmp(yr, y1 + t * out, (size_t)out * sizeof(float)) == 0,
+                      "row %d alone differs from row %d of a batch of %d", t, t, n);
+    }
+    at_awq()->linear_free(q1, l1);
+    at_awq()->linear_free(q2, l2);
+    at_awq()->destroy(q1);
+    at_awq()->destroy(q2);
+    at_ckpt_free(ck);
+    at_linear_free(&src);
+    free(x);
+    free(y1);
+    free(y2);
+    free(yr);
+    b1.vt->destroy(b1.b);
+    b2.vt->destroy(b2.b);
+}
+
+START_TEST(forward_matches_reference)
+{
+    const int32_t ns[] = {1, 3, 17};
+    const int64_t groups[] = {32, 64, 128};
+    for (int gi = 0; gi < 3; gi++)
+        for (int k = 0; k < 3; k++) {
+            forward_case(512, 264, groups[gi], ns[k], 100 + gi * 3 + k);
+            /* a partial last block, and a single row of 8 outputs */
+            forward_case(groups[gi] == 128 ? 640 : 7 * groups[gi], 8, groups[gi], ns[k],
+                         200 + gi * 3 + k);
+        }
+    forward_case(4096, 96, 128, 1, 300); /* long rows: many groups into one accumulator */
+}
+END_TEST
+
+/* ---- malformed checkpoints ---- */
+
+static llmrt_status try_load(at_ckpt *ck, int64_t in, int64_t out, int g, llmrt_error *err)
+{
+    llmrt_backend_ref be = at_cpu_backend(1);
+    llmrt_quant *q = at_quant(&be, g);
+    llmrt_qlinear *l = NULL;
+    llmrt_status st = at_awq()->linear_load(q, at_ckpt_view(ck), "m.proj", in, out, &l, err);
+    if (st == LLMRT_OK)
+        at_awq()->linear_free(q, l);
+    else
+        ck_assert_ptr_null(l);
+    at_awq()->destroy(q);
+    be.vt->destroy(be.b);
+    return st;
+}
+
+START_TEST(malformed_tensors_named)
+{
+    const int64_t in = 256, out = 64, g = 128;
+    at_linear src = at_linear_random(in, out, g, 5);
+    llmrt_error err = {0};
+
+    /* no qweight: the linear is dense */
+    at_ckpt *ck = at_ckpt_new();
+    at_ckpt_add(ck, "m.proj.weight", LLMRT_DTYPE_F16, out, in, src.w); /* any bytes */
+    ck_assert_int_eq(try_load(ck, in, out, (int)g, &err), LLMRT_ERR_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(err.msg, "m.proj.qweight"));
+    at_ckpt_free(ck);
+
+    /* qweight with the wrong dtype */
+    ck = at_ckpt_new();
+    at_ckpt_add(ck, "m.proj.qweight", LLMRT_DTYPE_F16, in, out / 8, src.qweight);
+    at_ckpt_add(ck, "m.proj.qzeros", LLMRT_DTYPE_I32, in / g, out / 8, src.qzeros);
+    at_ckpt_add(ck, "m.proj.scales", LLMRT_DTYPE_F16, in / g, out, src.scales);
+    ck_assert_int_eq(try_load(ck, in, out, (int)g, &err), LLMRT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "m.proj.qweight") && strstr(err.msg, "expected I32 [256, 8]") &&
+                      strstr(err.msg, "found F16 [256, 8]"),
+                  "message: %s", err.msg);
+    at_ckpt_free(ck);
+
+    /* scales with the wrong shape (transposed) */
+    ck = at_ckpt_new();
+    at_ckpt_add(ck, "m.proj.qweight", LLMRT_DTYPE_I32, in, out / 8, src.qweight);
+    at_ckpt_add(ck, "m.proj.qzeros", LLMRT_DTYPE_I32, in / g, out / 8, src.qzeros);
+    at_ckpt_add(ck, "m.proj.scales", LLMRT_DTYPE_F16, out, in / g, src.scales);
+    ck_assert_int_eq(try_load(ck, in, out, (int)g, &err), LLMRT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "m.proj.scales") && strstr(err.msg, "expected F16 [2, 64]") &&
+                      strstr(err.msg, "found F16 [64, 2]"),
+                  "message: %s", err.msg);
+    at_ckpt_free(ck);
+
+    /* qzeros for a different group size */
+    ck = at_ckpt_new();
+    at_ckpt_add(ck, "m.proj.qweight", LLMRT_DTYPE_I32, in, out / 8, src.qweight);
+    at_ckpt_add(ck, "m.proj.qzeros", LLMRT_DTYPE_I32, in / g, out / 8, src.qzeros);
+    at_ckpt_add(ck, "m.proj.scales", LLMRT_DTYPE_F16, in / g, out, src.scales);
+    ck_assert_int_eq(try_load(ck, in, out, 64, &err), LLMRT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "m.proj.qzeros") && strstr(err.msg, "expected I32 [4, 8]"),
+                  "message: %s", err.msg);
+    /* shapes not divisible */
+    ck_assert_int_eq(try_load(ck, 200, out, (int)g, &err), LLMRT_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "200") && strstr(err.msg, "group_size 128"), "message: %s", err.msg);
+    ck_assert_int_eq(try_load(ck, in, 60, (int)g, &err), LLMRT_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "60") && strstr(err.msg, "multiple of 8"), "message: %s", err.msg);
+    at_ckpt_free(ck);
+
+    /* scales missing */
+    ck = at_ckpt_new();
+    at_ckpt_add(ck, "m.proj.qweight", LLMRT_DTYPE_I32, in, out / 8, src.qweight);
+    at_ckpt_add(ck, "m.proj.qzeros", LLMRT_DTYPE_I32, in / g, out / 8, src.qzeros);
+    ck_assert_int_eq(try_load(ck, in, out, (int)g, &err), LLMRT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "m.proj.scales is missing"), "message: %s", err.msg);
+    at_ckpt_free(ck);
+    at_linear_free(&src);
+}
+END_TEST
+
+START_TEST(create_checks_backend_and_section)
+{
+    const char *cfg = "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128, "
+                      "\"version\": \"gemm\", \"zero_point\": true}";
+    llmrt_backend_ref be = at_cpu_backend(1);
+    llmrt_quant *q = NULL;
+    llmrt_error err = {0};
+    /* a backend without AWQ kernels */
+    llmrt_backend_ref metal = {be.vt, be.b, "metal"};
+    ck_assert_int_eq(at_awq()->create(NULL, NULL, cfg, &metal, &q, &err), LLMRT_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "metal"));
+    /* [quant.awq] has no keys */
+    const char *keys[] = {"kernel"}, *vals[] = {"fast"}, *where[] = {"conf/x.ini:9"};
+    llmrt_section sec = {"quant.awq", 1, keys, vals, where};
+    ck_assert_int_eq(at_awq()->create(NULL, &sec, cfg, &be, &q, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "conf/x.ini:9") && strstr(err.msg, "'kernel'"), "message: %s",
+                  err.msg);
+    /* an unsupported config is refused by create as by probe */
+    ck_assert_int_eq(at_awq()->create(NULL, NULL, "{\"quant_method\": \"awq\", \"bits\": 3}", &be,
+                                      &q, &err),
+                     LLMRT_ERR_UNSUPPORTED);
+#ifndef AWQ_TEST_HAVE_CUDA
+    /* without CUDA support, a cuda backend is refused when a linear is loaded */
+    llmrt_backend_ref cuda = {be.vt, be.b, "cuda"};
+    ck_assert_int_eq(at_awq()->create(NULL, NULL, cfg, &cuda, &q, &err), LLMRT_OK);
+    at_linear src = at_linear_random(128, 8, 128, 1);
+    at_ckpt *ck = at_ckpt_new();
+    at_linear_add(ck, "p", &src);
+    llmrt_qlinear *l = NULL;
+    ck_assert_int_eq(at_awq()->linear_load(q, at_ckpt_view(ck), "p", 128, 8, &l, &err),
+                     LLMRT_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "quant-awq was built without CUDA"));
+    at_awq()->destroy(q);
+    at_ckpt_free(ck);
+    at_linear_free(&src);
+#endif
+    be.vt->destroy(be.b);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("quant-awq");
+    TCase *tc = tcase_create("cpu");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, probe_accepts_awq_gemm);
+    tcase_add_test(tc, probe_rejects_unsupported_awq);
+    tcase_add_test(tc, probe_compressed_tensors_and_others);
+    tcase_add_test(tc, dequant_equals_source_weights);
+    tcase_add_test(tc, forward_matches_reference);
+    tcase_add_test(tc, malformed_tensors_named);
+    tcase_add_test(tc, create_checks_backend_and_section);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
