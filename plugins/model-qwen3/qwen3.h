@@ -1,0 +1,100 @@
+/* qwen3.h — internal to the model-qwen3 plugin: the parsed config, the loaded weights and the
+ * per-step scratch, shared by the plugin's files (config, weights, forward, descriptor).
+ *
+ * Why one struct: create() fills it once (weights copied to backend memory, scratch sized for
+ * params.max_tokens rows), forward() only reads it, so forward allocates nothing and never
+ * synchronises — a sequence of backend ops that a CUDA graph can capture. */
+#ifndef LLMRT_QWEN3_H
+#define LLMRT_QWEN3_H
+
+#include <stdint.h>
+
+#include <llmrt/backend.h>
+#include <llmrt/checkpoint.h>
+#include <llmrt/model.h>
+#include <llmrt/quant.h>
+
+#define QWEN3_ARCH "Qwen3ForCausalLM"
+
+/* The config.json keys the architecture needs. */
+typedef struct qwen3_config {
+    int32_t vocab;          /* vocab_size */
+    int32_t hidden;         /* hidden_size */
+    int32_t intermediate;   /* intermediate_size */
+    int32_t n_layers;       /* num_hidden_layers */
+    int32_t n_heads;        /* num_attention_heads */
+    int32_t n_kv_heads;     /* num_key_value_heads (default: n_heads) */
+    int32_t head_dim;       /* head_dim (default: hidden / n_heads) */
+    int32_t max_position;   /* max_position_embeddings */
+    double eps;             /* rms_norm_eps */
+    double rope_theta;      /* rope_theta or rope_parameters.rope_theta */
+    int32_t tie;            /* tie_word_embeddings */
+} qwen3_config;
+
+/* 1 when config.json's architectures lists Qwen3ForCausalLM; sets *is_json 0 on bad JSON. */
+int qwen3_config_matches(const char *config_json, int *is_json);
+/* Parse and validate; errors name the key and say "config.json". */
+llmrt_status qwen3_config_parse(const char *config_json, qwen3_config *out, llmrt_error *err);
+
+/* A linear layer y = x·Wᵀ, W logically [out, in]: quantized (q != NULL) or dense (w). */
+typedef struct qwen3_linear {
+    llmrt_qlinear *q;
+    llmrt_tensor w;  /* [out, in] F32/F16/BF16 in backend memory when q == NULL */
+    int64_t in, out;
+} qwen3_linear;
+
+typedef struct qwen3_layer {
+    llmrt_tensor input_norm;  /* [hidden] */
+    llmrt_tensor post_norm;   /* [hidden] */
+    llmrt_tensor q_norm;      /* [head_dim] */
+    llmrt_tensor k_norm;      /* [head_dim] */
+    qwen3_linear q_proj;      /* [n_heads * head_dim, hidden] */
+    qwen3_linear k_proj;      /* [n_kv_heads * head_dim, hidden] */
+    qwen3_linear v_proj;      /* [n_kv_heads * head_dim, hidden] */
+    qwen3_linear o_proj;      /* [hidden, n_heads * head_dim] */
+    qwen3_linear gate_proj;   /* [intermediate, hidden] */
+    qwen3_linear up_proj;     /* [intermediate, hidden] */
+    qwen3_linear down_proj;   /* [hidden, intermediate] */
+} qwen3_layer;
+
+/* Activations for one forward, f32, allocated once (T = params.max_tokens, S = max_seqs). */
+typedef struct qwen3_scratch {
+    void *base;    /* the single backend allocation all of these point into */
+    float *x;      /* [T, hidden] residual stream */
+    float *xn;     /* [T, hidden] normed input of a block */
+    float *q;      /* [T, n_heads, head_dim] */
+    float *k;      /* [T, n_kv_heads, head_dim] */
+    float *v;      /* [T, n_kv_heads, head_dim] */
+    float *attn;   /* [T, n_heads, head_dim] */
+    float *proj;   /* [T, hidden] output of o_proj / down_proj */
+    float *gate;   /* [T, intermediate] */
+    float *up;     /* [T, intermediate] */
+    float *act;    /* [T, intermediate] silu(gate) * up */
+    float *rows;   /* [S, hidden] hidden states of the logits rows */
+} qwen3_scratch;
+
+struct llmrt_model {
+    llmrt_host host;
+    int has_host;
+    llmrt_backend_ref be;
+    llmrt_quant_ref quant;    /* quant.vt == NULL: dense checkpoint */
+    qwen3_config cfg;
+    llmrt_model_params params;
+    llmrt_tensor embed;       /* [vocab, hidden] */
+    llmrt_tensor final_norm;  /* [hidden] */
+    llmrt_tensor lm_head;     /* [vocab, hidden]; same data as embed when tied */
+    int lm_head_tied;
+    qwen3_layer *layers;      /* [n_layers] */
+    qwen3_scratch s;
+    uint64_t weight_bytes;
+};
+
+/* Load every weight (through the quant plugin for decoder linears when one is given) into
+ * backend memory; shapes are checked against m->cfg. m->be, m->quant, m->cfg must be set. */
+llmrt_status qwen3_weights_load(llmrt_model *m, const llmrt_checkpoint *ckpt, llmrt_error *err);
+void qwen3_weights_free(llmrt_model *m);
+
+llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
+                           float *logits, llmrt_error *err);
+
+#endif

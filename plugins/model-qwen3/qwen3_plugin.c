@@ -1,0 +1,198 @@
+/* qwen3_plugin.c — the model-qwen3 plugin's descriptor and vtable: probe, create (config,
+ * backend op check, weights, scratch), destroy, info, forward.
+ *
+ * Why check ops at create: a backend may leave ops NULL (a partial third-party backend); a
+ * clear "backend 'x' lacks op 'rope'" at load time beats a crash in the first forward. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qwen3.h"
+
+static llmrt_status q3_probe(const char *config_json, llmrt_error *err)
+{
+    int is_json = 0;
+    if (qwen3_config_matches(config_json, &is_json))
+        return LLMRT_OK;
+    return llmrt_fail(err, LLMRT_ERR_NOT_FOUND, is_json ? "architectures does not list " QWEN3_ARCH
+                                                         : "config.json is not a JSON object");
+}
+
+/* Is vtable member `m` present (inside struct_size and non-NULL)? */
+#define HAS_MEMBER(vt, type, m) ((vt)->struct_size >= offsetof(type, m) + sizeof((vt)->m) && (vt)->m)
+
+static llmrt_status check_backend(const llmrt_backend_ref *be, llmrt_error *err)
+{
+    const llmrt_backend_vtable *vt = be->vt;
+    const char *missing = NULL;
+#define NEED(m)                                                                               \
+    if (!missing && !HAS_MEMBER(vt, llmrt_backend_vtable, m))                                  \
+        missing = #m;
+    NEED(dev_alloc) NEED(dev_free) NEED(copy) NEED(synchronize) NEED(embedding) NEED(rmsnorm)
+    NEED(rope) NEED(kv_store) NEED(attention) NEED(silu_mul) NEED(add) NEED(gemm)
+#undef NEED
+    if (missing)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "backend '%s' does not provide the '%s' operation, which the qwen3 model "
+                          "needs",
+                          be->name ? be->name : "?", missing);
+    return LLMRT_OK;
+}
+
+static llmrt_status check_quant(const llmrt_quant_ref *q, llmrt_error *err)
+{
+    const llmrt_quant_vtable *vt = q->vt;
+    const char *missing = NULL;
+#define NEED(m)                                                                               \
+    if (!missing && !HAS_MEMBER(vt, llmrt_quant_vtable, m))                                    \
+        missing = #m;
+    NEED(linear_load) NEED(linear_free) NEED(linear_forward) NEED(linear_bytes)
+#undef NEED
+    if (missing)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "quant plugin '%s' does not provide '%s', which the qwen3 model needs",
+                          q->name ? q->name : "?", missing);
+    return LLMRT_OK;
+}
+
+/* [model.qwen3] has no keys yet: anything there is a typo worth reporting. */
+static llmrt_status check_section(const llmrt_section *cfg, llmrt_error *err)
+{
+    if (cfg && cfg->n > 0)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "%s: unknown key '%s' in [%s] (the qwen3 model plugin has no settings)",
+                          cfg->where ? cfg->where[0] : "runtime.ini", cfg->keys[0],
+                          cfg->name ? cfg->name : "model.qwen3");
+    return LLMRT_OK;
+}
+
+static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static llmrt_status alloc_scratch(llmrt_model *m, llmrt_error *err)
+{
+    const qwen3_config *c = &m->cfg;
+    const size_t T = (size_t)m->params.max_tokens, S = (size_t)m->params.max_seqs;
+    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
+    const size_t QD = (size_t)c->n_heads * (size_t)c->head_dim;
+    const size_t KVD = (size_t)c->n_kv_heads * (size_t)c->head_dim;
+    /* elements of each buffer, in qwen3_scratch order */
+    const size_t n[] = {T * H, T * H, T * QD, T * KVD, T * KVD, T * QD, T * H, T * I, T * I, T * I, S * H};
+    float **dst[] = {&m->s.x, &m->s.xn, &m->s.q, &m->s.k, &m->s.v, &m->s.attn, &m->s.proj,
+                     &m->s.gate, &m->s.up, &m->s.act, &m->s.rows};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
+        total += align_up(n[i] * sizeof(float));
+    llmrt_status st = m->be.vt->dev_alloc(m->be.b, total, &m->s.base, err);
+    if (st)
+        return st;
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
+        *dst[i] = (float *)((char *)m->s.base + off);
+        off += align_up(n[i] * sizeof(float));
+    }
+    return LLMRT_OK;
+}
+
+static void q3_destroy(llmrt_model *m)
+{
+    if (!m)
+        return;
+    qwen3_weights_free(m);
+    if (m->s.base)
+        m->be.vt->dev_free(m->be.b, m->s.base);
+    free(m->layers);
+    free(m);
+}
+
+static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
+                              const llmrt_checkpoint *ckpt, const llmrt_backend_ref *backend,
+                              const llmrt_quant_ref *quant, const llmrt_model_params *params,
+                              llmrt_model **out, llmrt_error *err)
+{
+    llmrt_status st;
+    *out = NULL;
+    if (!ckpt || !backend || !backend->vt || !params)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "qwen3 create: checkpoint, backend and params are required");
+    if (params->max_tokens < 1 || params->max_seqs < 1)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "qwen3 create: max_tokens (%d) and max_seqs (%d) must be at least 1",
+                          params->max_tokens, params->max_seqs);
+    if ((st = check_section(cfg, err)) || (st = check_backend(backend, err)) ||
+        (quant && quant->vt && (st = check_quant(quant, err))))
+        return st;
+
+    llmrt_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "qwen3 create: out of memory");
+    if (host) {
+        m->host = *host;
+        m->has_host = host->log != NULL;
+    }
+    m->be = *backend;
+    if (quant && quant->vt)
+        m->quant = *quant;
+    m->params = *params;
+    if ((st = qwen3_config_parse(ckpt->config_json, &m->cfg, err)))
+        goto fail;
+    m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);
+    if (!m->layers) {
+        st = llmrt_fail(err, LLMRT_ERR_NOMEM, "qwen3 create: out of memory");
+        goto fail;
+    }
+    if ((st = qwen3_weights_load(m, ckpt, err)) || (st = alloc_scratch(m, err)))
+        goto fail;
+    *out = m;
+    return LLMRT_OK;
+fail:
+    q3_destroy(m);
+    return st;
+}
+
+static void q3_info(llmrt_model *m, llmrt_model_info *out)
+{
+    memset(out, 0, sizeof *out);
+    strncpy(out->arch, QWEN3_ARCH, sizeof out->arch - 1);
+    out->n_layers = m->cfg.n_layers;
+    out->n_heads = m->cfg.n_heads;
+    out->n_kv_heads = m->cfg.n_kv_heads;
+    out->head_dim = m->cfg.head_dim;
+    out->hidden = m->cfg.hidden;
+    out->intermediate = m->cfg.intermediate;
+    out->vocab = m->cfg.vocab;
+    out->max_position = m->cfg.max_position;
+    out->weight_dtype = m->embed.dtype;
+    out->weight_bytes = m->weight_bytes;
+}
+
+static llmrt_status q3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
+                               float *logits, llmrt_error *err)
+{
+    return qwen3_forward(m, batch, kv, logits, err);
+}
+
+static const llmrt_model_vtable qwen3_vtable = {
+    .struct_size = sizeof(llmrt_model_vtable),
+    .probe = q3_probe,
+    .create = q3_create,
+    .destroy = q3_destroy,
+    .info = q3_info,
+    .forward = q3_forward,
+};
+
+static const llmrt_plugin_desc qwen3_desc = {
+    .struct_size = sizeof(llmrt_plugin_desc),
+    .abi_version = LLMRT_ABI_VERSION,
+    .kind = LLMRT_PLUGIN_MODEL,
+    .name = "qwen3",
+    .version = "1.0.0",
+    .description = "Qwen3 dense decoder (architectures: " QWEN3_ARCH "); bf16/f16/f32 weights, "
+                   "quantized linears through a quant plugin",
+    .license = "MIT",
+    .vtable = &qwen3_vtable,
+    .init = NULL,
+};
+
+LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)
+{
+    return index == 0 ? &qwen3_desc : NULL;
+}

@@ -1,0 +1,952 @@
+/* test_qwen3.c — unit tests of the model-qwen3 plugin (the built .so), argv[1] picks a group:
+ *   forward_bf16      bf16 weights, untied lm_head, one sequence, logits of every position
+ *   forward_f32_tied  f32 weights, tied embeddings with a decoy lm_head.weight in the
+ *                     checkpoint (must be ignored, as transformers does), rope_parameters spelling
+ *   forward_quant     decoder linears through a fake quant plugin, one linear left dense
+ *   forward_gather    two sequences prefilled in one batch (logits_rows), then a decode step
+ *   errors            probe, config rejections, missing op, missing tensor, shape and dtype
+ *                     mismatches, unknown [model.qwen3] key, forward argument checks
+ * The forward groups run on the real backend-cpu.so (exit 77 until it is built) and compare
+ * with a double-precision reference forward written here from the Qwen3 definition. The
+ * checkpoint is a fake llmrt_checkpoint over tensors built in memory with random values. */
+#include <check.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <llmrt/model.h>
+
+#include "mock_backend.h"
+#include "test_util.h"
+
+/* ------------------------------------------------------------------ random numbers */
+
+static uint64_t rng_state;
+static double rnd_uniform(void) /* [0, 1) from splitmix64 */
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+static double rnd_sym(double a) { return (2.0 * rnd_uniform() - 1.0) * a; } /* U(-a, a) */
+
+/* ------------------------------------------------------------------ fake checkpoint */
+
+#define MAX_TENSORS 256
+typedef struct ftensor {
+    char name[128];
+    llmrt_dtype dtype;
+    int32_t ndim;
+    int64_t shape[LLMRT_MAX_DIMS];
+    void *data;
+    size_t bytes;
+} ftensor;
+
+typedef struct fckpt {
+    llmrt_checkpoint ck;
+    ftensor t[MAX_TENSORS];
+    int n;
+    char config[4096];
+    int finds;
+} fckpt;
+
+static ftensor *fk_get(fckpt *f, const char *name)
+{
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->t[i].name, name) == 0)
+            return &f->t[i];
+    return NULL;
+}
+
+static llmrt_status fk_find(void *ctx, const char *name, llmrt_tensor_view *out, llmrt_error *err)
+{
+    fckpt *f = ctx;
+    ftensor *t = fk_get(f, name);
+    if (!t)
+        return llmrt_fail(err, LLMRT_ERR_NOT_FOUND, "tensor %s not found in %s", name, f->ck.dir);
+    memset(out, 0, sizeof *out);
+    out->name = t->name;
+    out->dtype = t->dtype;
+    out->ndim = t->ndim;
+    memcpy(out->shape, t->shape, sizeof out->shape);
+    out->data = t->data;
+    out->bytes = t->bytes;
+    out->file = "fake.safetensors";
+    f->finds++;
+    return LLMRT_OK;
+}
+
+static int fk_has(void *ctx, const char *name) { return fk_get(ctx, name) != NULL; }
+
+static fckpt *fk_new(void)
+{
+    fckpt *f = calloc(1, sizeof *f);
+    f->ck.ctx = f;
+    f->ck.dir = "fake-model";
+    f->ck.config_json = f->config;
+    f->ck.find = fk_find;
+    f->ck.has = fk_has;
+    return f;
+}
+
+static void fk_free(fckpt *f)
+{
+    for (int i = 0; i < f->n; i++)
+        free(f->t[i].data);
+    free(f);
+}
+
+/* Add a tensor filled with U(center - a, center + a), stored in `dtype`. */
+static ftensor *fk_add(fckpt *f, const char *name, llmrt_dtype dtype, int32_t ndim, int64_t d0,
+                       int64_t d1, double center, double a)
+{
+    ck_assert_int_lt(f->n, MAX_TENSORS);
+    ftensor *t = &f->t[f->n++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = ndim > 1 ? d1 : 0;
+    int64_t n = ndim > 1 ? d0 * d1 : d0;
+    t->bytes = (size_t)n * llmrt_dtype_size(dtype);
+    t->data = calloc(1, t->bytes ? t->bytes : 1);
+    for (int64_t i = 0; i < n; i++) {
+        double v = center + rnd_sym(a);
+        if (dtype == LLMRT_DTYPE_I8)
+            ((int8_t *)t->data)[i] = (int8_t)lrint(v);
+        else
+            llmrt_store_f(t->data, dtype, i, (float)v);
+    }
+    return t;
+}
+
+static void fk_remove(fckpt *f, const char *name)
+{
+    ftensor *t = fk_get(f, name);
+    ck_assert_msg(t != NULL, "fk_remove: no %s", name);
+    free(t->data);
+    *t = f->t[--f->n];
+}
+
+/* ------------------------------------------------------------------ the tiny model */
+
+typedef struct tcfg {
+    int vocab, hidden, inter, layers, heads, kv_heads, head_dim, max_pos;
+    double eps, theta;
+    int tie;
+    llmrt_dtype dtype;
+    int rope_parameters; /* 1: transformers 5 spelling rope_parameters.rope_theta */
+    int fake_quant;      /* decoder linears as fq_weight/fq_scale (layer 1 down_proj stays dense) */
+    int decoy_lm_head;   /* tied, but the checkpoint also carries a (different) lm_head.weight */
+} tcfg;
+
+static tcfg tiny(llmrt_dtype dtype)
+{
+    /* head_dim (16) deliberately differs from hidden / heads (8), as in real Qwen3 */
+    tcfg c = {.vocab = 96, .hidden = 32, .inter = 48, .layers = 2, .heads = 4, .kv_heads = 2,
+              .head_dim = 16, .max_pos = 128, .eps = 1e-6, .theta = 1000000.0, .dtype = dtype};
+    return c;
+}
+
+static void write_config(fckpt *f, const tcfg *c)
+{
+    char rope[128];
+    if (c->rope_parameters)
+        snprintf(rope, sizeof rope, "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": %.1f}",
+                 c->theta);
+    else
+        snprintf(rope, sizeof rope, "\"rope_theta\": %.1f, \"rope_scaling\": null", c->theta);
+    snprintf(f->config, sizeof f->config,
+             "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", "
+             "\"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
+             "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
+             "\"head_dim\": %d, \"max_position_embeddings\": %d, \"rms_norm_eps\": 1e-06, %s, "
+             "\"tie_word_embeddings\": %s, \"%s\": \"%s\", \"hidden_act\": \"silu\", "
+             "\"attention_bias\": false, \"use_sliding_window\": false}",
+             c->vocab, c->hidden, c->inter, c->layers, c->heads, c->kv_heads, c->head_dim,
+             c->max_pos, rope, c->tie ? "true" : "false", c->rope_parameters ? "dtype" : "torch_dtype",
+             c->dtype == LLMRT_DTYPE_BF16 ? "bfloat16" : c->dtype == LLMRT_DTYPE_F16 ? "float16" : "float32");
+}
+
+static void add_linear(fckpt *f, const tcfg *c, const char *prefix, int out, int in, int quant)
+{
+    char name[160];
+    double a = 1.0 / sqrt((double)in) * 1.7; /* ~unit-variance outputs */
+    if (quant) {
+        snprintf(name, sizeof name, "%s.fq_weight", prefix);
+        fk_add(f, name, LLMRT_DTYPE_I8, 2, out, in, 0.0, 100.0);
+        snprintf(name, sizeof name, "%s.fq_scale", prefix);
+        fk_add(f, name, LLMRT_DTYPE_F32, 1, out, 0, a / 100.0, a / 400.0);
+    } else {
+        snprintf(name, sizeof name, "%s.weight", prefix);
+        fk_add(f, name, c->dtype, 2, out, in, 0.0, a);
+    }
+}
+
+static fckpt *make_ckpt(const tcfg *c, uint64_t seed)
+{
+    rng_state = seed;
+    fckpt *f = fk_new();
+    write_config(f, c);
+    const int H = c->hidden, D = c->head_dim;
+    fk_add(f, "model.embed_tokens.weight", c->dtype, 2, c->vocab, H, 0.0, 1.0);
+    for (int l = 0; l < c->layers; l++) {
+        char p[128];
+#define P(s) (snprintf(p, sizeof p, "model.layers.%d." s, l), p)
+        fk_add(f, P("input_layernorm.weight"), c->dtype, 1, H, 0, 1.0, 0.2);
+        add_linear(f, c, P("self_attn.q_proj"), c->heads * D, H, c->fake_quant);
+        add_linear(f, c, P("self_attn.k_proj"), c->kv_heads * D, H, c->fake_quant);
+        add_linear(f, c, P("self_attn.v_proj"), c->kv_heads * D, H, c->fake_quant);
+        fk_add(f, P("self_attn.q_norm.weight"), c->dtype, 1, D, 0, 1.0, 0.2);
+        fk_add(f, P("self_attn.k_norm.weight"), c->dtype, 1, D, 0, 1.0, 0.2);
+        add_linear(f, c, P("self_attn.o_proj"), H, c->heads * D, c->fake_quant);
+        fk_add(f, P("post_attention_layernorm.weight"), c->dtype, 1, H, 0, 1.0, 0.2);
+        add_linear(f, c, P("mlp.gate_proj"), c->inter, H, c->fake_quant);
+        add_linear(f, c, P("mlp.up_proj"), c->inter, H, c->fake_quant);
+        add_linear(f, c, P("mlp.down_proj"), H, c->inter, c->fake_quant && l != 1);
+#undef P
+    }
+    fk_add(f, "model.norm.weight", c->dtype, 1, H, 0, 1.0, 0.2);
+    if (!c->tie || c->decoy_lm_head)
+        fk_add(f, "lm_head.weight", c->dtype, 2, c->vocab, H, 0.0, 0.5);
+    return f;
+}
+
+/* ------------------------------------------------------------------ reference forward */
+
+/* Weights as doubles: a dense tensor, or a fake-quantized one dequantized (q * scale[row]). */
+static double *ref_tensor(fckpt *f, const char *name)
+{
+    ftensor *t = fk_get(f, name);
+    ck_assert_msg(t != NULL, "reference: no %s", name);
+    int64_t n = t->ndim > 1 ? t->shape[0] * t->shape[1] : t->shape[0];
+    double *w = malloc((size_t)n * sizeof *w);
+    for (int64_t i = 0; i < n; i++)
+        w[i] = llmrt_load_f(t->data, t->dtype, i);
+    return w;
+}
+
+static double *ref_linear(fckpt *f, const char *prefix)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    if (fk_get(f, name))
+        return ref_tensor(f, name);
+    snprintf(name, sizeof name, "%s.fq_weight", prefix);
+    ftensor *q = fk_get(f, name);
+    snprintf(name, sizeof name, "%s.fq_scale", prefix);
+    ftensor *s = fk_get(f, name);
+    ck_assert(q && s);
+    double *w = malloc((size_t)(q->shape[0] * q->shape[1]) * sizeof *w);
+    for (int64_t o = 0; o < q->shape[0]; o++)
+        for (int64_t i = 0; i < q->shape[1]; i++)
+            w[o * q->shape[1] + i] =
+                ((int8_t *)q->data)[o * q->shape[1] + i] * (double)((float *)s->data)[o];
+    return w;
+}
+
+static void ref_rmsnorm(double *y, const double *x, const double *w, int d, double eps)
+{
+    double ss = 0;
+    for (int i = 0; i < d; i++)
+        ss += x[i] * x[i];
+    double r = 1.0 / sqrt(ss / d + eps);
+    for (int i = 0; i < d; i++)
+        y[i] = x[i] * r * w[i];
+}
+
+static void ref_matvec(double *y, const double *w, const double *x, int out, int in)
+{
+    for (int o = 0; o < out; o++) {
+        double acc = 0;
+        for (int i = 0; i < in; i++)
+            acc += w[(size_t)o * in + i] * x[i];
+        y[o] = acc;
+    }
+}
+
+static void ref_rope(double *x, int pos, int d, double theta)
+{
+    for (int i = 0; i < d / 2; i++) {
+        double ang = pos * pow(theta, -2.0 * i / d);
+        double x1 = x[i], x2 = x[i + d / 2];
+        x[i] = x1 * cos(ang) - x2 * sin(ang);
+        x[i + d / 2] = x2 * cos(ang) + x1 * sin(ang);
+    }
+}
+
+/* logits [T, vocab] of one causal sequence, in double precision. */
+static void ref_forward(fckpt *f, const tcfg *c, const int32_t *ids, int T, double *logits)
+{
+    const int H = c->hidden, D = c->head_dim, NH = c->heads, KV = c->kv_heads, I = c->inter;
+    double *x = calloc((size_t)T * H, sizeof *x), *xn = calloc(H, sizeof *xn);
+    double *q = calloc((size_t)T * NH * D, sizeof *q), *k = calloc((size_t)T * KV * D, sizeof *k);
+    double *v = calloc((size_t)T * KV * D, sizeof *v), *att = calloc((size_t)NH * D, sizeof *att);
+    double *tmp = calloc(H > I ? H : I, sizeof *tmp), *g = calloc(I, sizeof *g), *u = calloc(I, sizeof *u);
+    double *p = calloc(T, sizeof *p);
+    double *emb = ref_tensor(f, "model.embed_tokens.weight");
+    for (int t = 0; t < T; t++)
+        memcpy(x + (size_t)t * H, emb + (size_t)ids[t] * H, H * sizeof *x);
+    for (int l = 0; l < c->layers; l++) {
+        char n[160];
+#define W(s) (snprintf(n, sizeof n, "model.layers.%d." s, l), n)
+        double *in_norm = ref_tensor(f, W("input_layernorm.weight"));
+        double *post_norm = ref_tensor(f, W("post_attention_layernorm.weight"));
+        double *qn = ref_tensor(f, W("self_attn.q_norm.weight"));
+        double *kn = ref_tensor(f, W("self_attn.k_norm.weight"));
+        double *wq = ref_linear(f, W("self_attn.q_proj")), *wk = ref_linear(f, W("self_attn.k_proj"));
+        double *wv = ref_linear(f, W("self_attn.v_proj")), *wo = ref_linear(f, W("self_attn.o_proj"));
+        double *wg = ref_linear(f, W("mlp.gate_proj")), *wu = ref_linear(f, W("mlp.up_proj"));
+        double *wd = ref_linear(f, W("mlp.down_proj"));
+#undef W
+        for (int t = 0; t < T; t++) {
+            ref_rmsnorm(xn, x + (size_t)t * H, in_norm, H, c->eps);
+            double *qt = q + (size_t)t * NH * D, *kt = k + (size_t)t * KV * D;
+            ref_matvec(qt, wq, xn, NH * D, H);
+            ref_matvec(kt, wk, xn, KV * D, H);
+            ref_matvec(v + (size_t)t * KV * D, wv, xn, KV * D, H);
+            for (int h = 0; h < NH; h++) {
+                ref_rmsnorm(qt + h * D, qt + h * D, qn, D, c->eps);
+                ref_rope(qt + h * D, t, D, c->theta);
+            }
+            for (int h = 0; h < KV; h++) {
+                ref_rmsnorm(kt + h * D, kt + h * D, kn, D, c->eps);
+                ref_rope(kt + h * D, t, D, c->theta);
+            }
+        }
+        for (int t = 0; t < T; t++) {
+            for (int h = 0; h < NH; h++) {
+                int kh = h / (NH / KV);
+                const double *qh = q + ((size_t)t * NH + h) * D;
+                double mx = -INFINITY, sum = 0;
+                for (int s = 0; s <= t; s++) {
+                    double dot = 0;
+                    for (int d = 0; d < D; d++)
+                        dot += qh[d] * k[((size_t)s * KV + kh) * D + d];
+                    p[s] = dot / sqrt((double)D);
+                    mx = fmax(mx, p[s]);
+                }
+                for (int s = 0; s <= t; s++)
+                    sum += (p[s] = exp(p[s] - mx));
+                for (int d = 0; d < D; d++) {
+                    double acc = 0;
+                    for (int s = 0; s <= t; s++)
+                        acc += p[s] * v[((size_t)s * KV + kh) * D + d];
+                    att[h * D + d] = acc / sum;
+                }
+            }
+            double *xt = x + (size_t)t * H;
+            ref_matvec(tmp, wo, att, H, NH * D);
+            for (int i = 0; i < H; i++)
+                xt[i] += tmp[i];
+            ref_rmsnorm(xn, xt, post_norm, H, c->eps);
+            ref_matvec(g, wg, xn, I, H);
+            ref_matvec(u, wu, xn, I, H);
+            for (int i = 0; i < I; i++)
+                g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+            ref_matvec(tmp, wd, g, H, I);
+            for (int i = 0; i < H; i++)
+                xt[i] += tmp[i];
+        }
+        free(in_norm), free(post_norm), free(qn), free(kn), free(wq), free(wk), free(wv);
+        free(wo), free(wg), free(wu), free(wd);
+    }
+    double *fnorm = ref_tensor(f, "model.norm.weight");
+    double *head = c->tie ? emb : ref_tensor(f, "lm_head.weight");
+    for (int t = 0; t < T; t++) {
+        ref_rmsnorm(xn, x + (size_t)t * H, fnorm, H, c->eps);
+        ref_matvec(logits + (size_t)t * c->vocab, head, xn, c->vocab, H);
+    }
+    if (head != emb)
+        free(head);
+    free(fnorm), free(emb), free(x), free(xn), free(q), free(k), free(v), free(att), free(tmp);
+    free(g), free(u), free(p);
+}
+
+/* ‖a − b‖ / ‖b‖ over one row. */
+static double rel_err(const float *a, const double *b, int n)
+{
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++) {
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* ------------------------------------------------------------------ plugins */
+
+static const llmrt_model_vtable *mvt;
+static const llmrt_backend_vtable *cpu_vt; /* the real CPU backend, when built */
+static llmrt_backend_ref cpu;              /* an instance, created inside each test: Check
+                                              forks per test, and a thread pool does not
+                                              survive a fork */
+static llmrt_host host;
+
+static int find_cpu(void)
+{
+    char *path = tu_plugin_path("backend-cpu.so");
+    const llmrt_plugin_desc *d = access(path, R_OK) == 0 ? tu_load_plugin(path, 0) : NULL;
+    free(path);
+    if (!d || d->kind != LLMRT_PLUGIN_BACKEND)
+        return 0;
+    cpu_vt = d->vtable;
+    return 1;
+}
+
+static void cpu_open(void)
+{
+    llmrt_error err = {0};
+    llmrt_section empty = {.name = "backend.cpu"};
+    cpu = (llmrt_backend_ref){cpu_vt, NULL, "cpu"};
+    ck_assert_msg(cpu_vt->create(&host, &empty, &cpu.b, &err) == LLMRT_OK, "backend-cpu: %s", err.msg);
+}
+
+static void cpu_close(void)
+{
+    cpu_vt->destroy(cpu.b);
+    cpu.b = NULL;
+}
+
+/* A fake quant plugin: int8 weights with a per-row f32 scale (prefix.fq_weight [out, in],
+ * prefix.fq_scale [out]), dequantized at load and run with the backend's gemm. It counts
+ * forward calls so the test can see the model really used it. */
+struct llmrt_quant {
+    llmrt_backend_ref be;
+    int forwards;
+};
+struct llmrt_qlinear {
+    llmrt_tensor w; /* F32 [out, in] in backend memory */
+};
+
+static llmrt_status fq_load(llmrt_quant *q, const llmrt_checkpoint *ck, const char *prefix,
+                            int64_t in, int64_t out, llmrt_qlinear **res, llmrt_error *err)
+{
+    char n[160];
+    llmrt_tensor_view w, s;
+    snprintf(n, sizeof n, "%s.fq_weight", prefix);
+    if (!ck->has(ck->ctx, n))
+        return llmrt_fail(err, LLMRT_ERR_NOT_FOUND, "no %s", n);
+    llmrt_status st = ck->find(ck->ctx, n, &w, err);
+    if (st)
+        return st;
+    snprintf(n, sizeof n, "%s.fq_scale", prefix);
+    if ((st = ck->find(ck->ctx, n, &s, err)))
+        return st;
+    if (w.shape[0] != out || w.shape[1] != in)
+        return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s.fq_weight: bad shape", prefix);
+    llmrt_qlinear *l = calloc(1, sizeof *l);
+    l->w = (llmrt_tensor){.dtype = LLMRT_DTYPE_F32, .ndim = 2, .shape = {out, in}};
+    float *host_w = malloc((size_t)(out * in) * sizeof *host_w);
+    for (int64_t i = 0; i < out * in; i++)
+        host_w[i] = ((const int8_t *)w.data)[i] * ((const float *)s.data)[i / in];
+    q->be.vt->dev_alloc(q->be.b, (size_t)(out * in) * 4, &l->w.data, err);
+    q->be.vt->copy(q->be.b, l->w.data, host_w, (size_t)(out * in) * 4, LLMRT_COPY_H2D, err);
+    free(host_w);
+    *res = l;
+    return LLMRT_OK;
+}
+static void fq_free(llmrt_quant *q, llmrt_qlinear *l)
+{
+    q->be.vt->dev_free(q->be.b, l->w.data);
+    free(l);
+}
+static llmrt_status fq_forward(llmrt_quant *q, const llmrt_qlinear *l, float *y, const float *x,
+                               int32_t n, llmrt_error *err)
+{
+    q->forwards++;
+    return q->be.vt->gemm(q->be.b, y, x, &l->w, n, err);
+}
+static uint64_t fq_bytes(llmrt_quant *q, const llmrt_qlinear *l)
+{
+    return (uint64_t)(l->w.shape[0] * l->w.shape[1]) + 4u * (uint64_t)l->w.shape[0];
+}
+static const llmrt_quant_vtable fq_vtable = {.struct_size = sizeof(llmrt_quant_vtable),
+                                             .linear_load = fq_load, .linear_free = fq_free,
+                                             .linear_forward = fq_forward, .linear_bytes = fq_bytes};
+
+/* ------------------------------------------------------------------ running the plugin */
+
+#define BLOCK 4
+#define NBLOCKS 32
+
+typedef struct kvbuf {
+    llmrt_kv_cache kv;
+    void *k[8], *v[8];
+} kvbuf;
+
+static void kv_alloc(const llmrt_backend_ref *be, const tcfg *c, kvbuf *out)
+{
+    llmrt_error err = {0};
+    size_t bytes = (size_t)NBLOCKS * BLOCK * c->kv_heads * c->head_dim * sizeof(float);
+    for (int l = 0; l < c->layers; l++) {
+        ck_assert(be->vt->dev_alloc(be->b, bytes, &out->k[l], &err) == LLMRT_OK);
+        ck_assert(be->vt->dev_alloc(be->b, bytes, &out->v[l], &err) == LLMRT_OK);
+    }
+    out->kv = (llmrt_kv_cache){.n_layers = c->layers, .n_blocks = NBLOCKS, .block_size = BLOCK,
+                               .n_kv_heads = c->kv_heads, .head_dim = c->head_dim,
+                               .dtype = LLMRT_DTYPE_F32, .k = out->k, .v = out->v};
+}
+
+static void kv_free(const llmrt_backend_ref *be, const tcfg *c, kvbuf *kb)
+{
+    for (int l = 0; l < c->layers; l++) {
+        be->vt->dev_free(be->b, kb->k[l]);
+        be->vt->dev_free(be->b, kb->v[l]);
+    }
+}
+
+/* Copy an int32 host array into backend memory (freed by the caller). */
+static int32_t *dev_ints(const llmrt_backend_ref *be, const int32_t *a, int n)
+{
+    void *p = NULL;
+    llmrt_error err = {0};
+    ck_assert(be->vt->dev_alloc(be->b, (size_t)n * 4 + 4, &p, &err) == LLMRT_OK);
+    ck_assert(be->vt->copy(be->b, p, a, (size_t)n * 4, LLMRT_COPY_H2D, &err) == LLMRT_OK);
+    return p;
+}
+
+/* A step: sequences s = 0..n_seqs-1 with context length seq_lens[s] after the step and
+ * qlens[s] new tokens (ids concatenated in `ids`). Block tables are fixed per sequence and
+ * deliberately out of order. Fills logits (host) with [rows, vocab]. */
+static void run_step(llmrt_model *m, const llmrt_backend_ref *be, kvbuf *kb, const tcfg *c,
+                     int n_seqs, const int *seq_lens, const int *qlens, const int32_t *ids,
+                     int all_logits, float *logits)
+{
+    enum { MAXB = 8 };
+    int32_t tok[64], pos[64], slot[64], qs[9], sl[8], bt[8 * MAXB], rows[8];
+    int n = 0, max_sl = 0, max_q = 0;
+    qs[0] = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        for (int j = 0; j < MAXB; j++)
+            bt[s * MAXB + j] = NBLOCKS - 1 - (j * 3 + s * 2) % NBLOCKS; /* scattered, disjoint */
+        for (int i = 0; i < qlens[s]; i++, n++) {
+            int p = seq_lens[s] - qlens[s] + i;
+            tok[n] = ids[n];
+            pos[n] = p;
+            slot[n] = bt[s * MAXB + p / BLOCK] * BLOCK + p % BLOCK;
+        }
+        qs[s + 1] = n;
+        sl[s] = seq_lens[s];
+        rows[s] = n - 1;
+        if (seq_lens[s] > max_sl)
+            max_sl = seq_lens[s];
+        if (qlens[s] > max_q)
+            max_q = qlens[s];
+    }
+    int32_t *d_tok = dev_ints(be, tok, n), *d_pos = dev_ints(be, pos, n), *d_slot = dev_ints(be, slot, n);
+    int32_t *d_qs = dev_ints(be, qs, n_seqs + 1), *d_sl = dev_ints(be, sl, n_seqs);
+    int32_t *d_bt = dev_ints(be, bt, n_seqs * MAXB), *d_rows = dev_ints(be, rows, n_seqs);
+    llmrt_batch b = {.n_tokens = n, .n_seqs = n_seqs, .token_ids = d_tok, .positions = d_pos,
+                     .slot_mapping = d_slot, .query_start = d_qs, .seq_lens = d_sl,
+                     .block_tables = d_bt, .logits_rows = d_rows, .max_blocks_per_seq = MAXB,
+                     .max_seq_len = max_sl, .max_query_len = max_q, .all_logits = all_logits};
+    int out_rows = all_logits ? n : n_seqs;
+    void *d_logits = NULL;
+    llmrt_error err = {0};
+    ck_assert(be->vt->dev_alloc(be->b, (size_t)out_rows * c->vocab * 4, &d_logits, &err) == LLMRT_OK);
+    ck_assert_msg(mvt->forward(m, &b, &kb->kv, d_logits, &err) == LLMRT_OK, "forward: %s", err.msg);
+    ck_assert(be->vt->copy(be->b, logits, d_logits, (size_t)out_rows * c->vocab * 4, LLMRT_COPY_D2H,
+                           &err) == LLMRT_OK);
+    ck_assert(be->vt->synchronize(be->b, &err) == LLMRT_OK);
+    be->vt->dev_free(be->b, d_logits);
+    int32_t *bufs[] = {d_tok, d_pos, d_slot, d_qs, d_sl, d_bt, d_rows};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        be->vt->dev_free(be->b, bufs[i]);
+}
+
+static llmrt_model *create(fckpt *f, const llmrt_backend_ref *be, const llmrt_quant_ref *q,
+                           int max_tokens, int max_seqs)
+{
+    llmrt_model_params params = {.max_tokens = max_tokens, .max_seqs = max_seqs};
+    llmrt_model *m = NULL;
+    llmrt_error err = {0};
+    llmrt_section empty = {.name = "model.qwen3"};
+    ck_assert_msg(mvt->create(&host, &empty, &f->ck, be, q, &params, &m, &err) == LLMRT_OK,
+                  "create: %s", err.msg);
+    return m;
+}
+
+/* Tolerance for plugin (f32 activations, f32 KV cache, fp32 accumulation) vs the double
+ * reference on identical weights: relative error per row ~1e-6 in practice; 1e-4 leaves
+ * room for other summation orders while any real mistake (a wrong rotation, a missing
+ * norm, a wrong head mapping) gives errors of order 1. */
+#define TOL 1e-4
+
+static void check_single_sequence(const tcfg *c, const llmrt_quant_ref *quant_in, int *forwards)
+{
+    cpu_open();
+    fckpt *f = make_ckpt(c, 1234 + (uint64_t)c->dtype);
+    enum { T = 11 };
+    int32_t ids[T];
+    for (int i = 0; i < T; i++)
+        ids[i] = (i * 37 + 5) % c->vocab;
+    double *ref = malloc((size_t)T * c->vocab * sizeof *ref);
+    ref_forward(f, c, ids, T, ref);
+
+    llmrt_quant q = {.be = cpu};
+    llmrt_quant_ref qref = {&fq_vtable, &q, "fake"};
+    llmrt_model *m = create(f, &cpu, quant_in ? &qref : NULL, 16, 2);
+    llmrt_model_info info;
+    mvt->info(m, &info);
+    ck_assert_str_eq(info.arch, "Qwen3ForCausalLM");
+    ck_assert_int_eq(info.head_dim, c->head_dim);
+    ck_assert_int_eq(info.n_kv_heads, c->kv_heads);
+    ck_assert_int_eq(info.vocab, c->vocab);
+    ck_assert(info.weight_bytes > 0);
+    fk_free(f); /* the model must not point into the checkpoint */
+
+    kvbuf kb;
+    kv_alloc(&cpu, c, &kb);
+    float *logits = malloc((size_t)T * c->vocab * sizeof *logits);
+    int seq_len = T, qlen = T;
+    run_step(m, &cpu, &kb, c, 1, &seq_len, &qlen, ids, 1, logits);
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        double e = rel_err(logits + (size_t)t * c->vocab, ref + (size_t)t * c->vocab, c->vocab);
+        ck_assert_msg(e < TOL, "position %d: relative error %.3g (tolerance %.0e)", t, e, TOL);
+        worst = fmax(worst, e);
+    }
+    printf("max relative error %.3g over %d positions\n", worst, T);
+    if (forwards)
+        *forwards = q.forwards;
+    kv_free(&cpu, c, &kb);
+    mvt->destroy(m);
+    free(logits);
+    free(ref);
+    cpu_close();
+}
+
+START_TEST(test_forward_bf16)
+{
+    tcfg c = tiny(LLMRT_DTYPE_BF16);
+    check_single_sequence(&c, NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_forward_f32_tied)
+{
+    tcfg c = tiny(LLMRT_DTYPE_F32);
+    c.tie = 1;
+    c.decoy_lm_head = 1;
+    c.rope_parameters = 1;
+    c.theta = 10000.0;
+    check_single_sequence(&c, NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_forward_quant)
+{
+    tcfg c = tiny(LLMRT_DTYPE_BF16);
+    c.fake_quant = 1;
+    int forwards = 0;
+    llmrt_quant_ref dummy = {0};
+    check_single_sequence(&c, &dummy, &forwards);
+    /* 7 linears per layer go through the quant plugin, except layer 1's dense down_proj */
+    ck_assert_int_eq(forwards, 7 * c.layers - 1);
+}
+END_TEST
+
+START_TEST(test_forward_gather)
+{
+    cpu_open();
+    tcfg c = tiny(LLMRT_DTYPE_BF16);
+    c.inter = 40;
+    fckpt *f = make_ckpt(&c, 99);
+    enum { L0 = 5, L1 = 8 };
+    int32_t s0[L0 + 1], s1[L1 + 1];
+    for (int i = 0; i <= L0; i++)
+        s0[i] = (i * 13 + 3) % c.vocab;
+    for (int i = 0; i <= L1; i++)
+        s1[i] = (i * 29 + 11) % c.vocab;
+    double *r0 = malloc((size_t)(L0 + 1) * c.vocab * sizeof *r0);
+    double *r1 = malloc((size_t)(L1 + 1) * c.vocab * sizeof *r1);
+    ref_forward(f, &c, s0, L0 + 1, r0);
+    ref_forward(f, &c, s1, L1 + 1, r1);
+    llmrt_model *m = create(f, &cpu, NULL, L0 + L1, 2);
+    fk_free(f);
+    kvbuf kb;
+    kv_alloc(&cpu, &c, &kb);
+    float *logits = malloc((size_t)2 * c.vocab * sizeof *logits);
+
+    /* prefill both prompts in one batch: logits of each last row */
+    int32_t ids[L0 + L1];
+    memcpy(ids, s0, L0 * sizeof *ids);
+    memcpy(ids + L0, s1, L1 * sizeof *ids);
+    int lens[2] = {L0, L1}, q[2] = {L0, L1};
+    run_step(m, &cpu, &kb, &c, 2, lens, q, ids, 0, logits);
+    double e0 = rel_err(logits, r0 + (size_t)(L0 - 1) * c.vocab, c.vocab);
+    double e1 = rel_err(logits + c.vocab, r1 + (size_t)(L1 - 1) * c.vocab, c.vocab);
+    ck_assert_msg(e0 < TOL && e1 < TOL, "prefill: relative errors %.3g %.3g", e0, e1);
+
+    /* decode one more token each, attending to the cached prefix */
+    int32_t next[2] = {s0[L0], s1[L1]};
+    int lens2[2] = {L0 + 1, L1 + 1}, q2[2] = {1, 1};
+    run_step(m, &cpu, &kb, &c, 2, lens2, q2, next, 0, logits);
+    e0 = rel_err(logits, r0 + (size_t)L0 * c.vocab, c.vocab);
+    e1 = rel_err(logits + c.vocab, r1 + (size_t)L1 * c.vocab, c.vocab);
+    ck_assert_msg(e0 < TOL && e1 < TOL, "decode: relative errors %.3g %.3g", e0, e1);
+
+    kv_free(&cpu, &c, &kb);
+    mvt->destroy(m);
+    free(logits), free(r0), free(r1);
+    cpu_close();
+}
+END_TEST
+
+/* ------------------------------------------------------------------ errors */
+
+/* A mock backend whose ops exist but do nothing: creation gets past the op check, and
+ * loading errors can be tested without the CPU backend. */
+static llmrt_status s_embedding(llmrt_backend *b, float *o, const llmrt_tensor *t, const int32_t *i,
+                                int32_t n, llmrt_error *e) { return LLMRT_OK; }
+static llmrt_status s_rmsnorm(llmrt_backend *b, float *o, const float *x, const llmrt_tensor *w,
+                              int32_t r, int32_t d, float eps, llmrt_error *e) { return LLMRT_OK; }
+static llmrt_status s_rope(llmrt_backend *b, float *x, const int32_t *p, int32_t n, int32_t h,
+                           int32_t d, float th, llmrt_error *e) { return LLMRT_OK; }
+static llmrt_status s_kv_store(llmrt_backend *b, void *kc, void *vc, llmrt_dtype t, const float *k,
+                               const float *v, const int32_t *s, int32_t n, int32_t h, int32_t d,
+                               llmrt_error *e) { return LLMRT_OK; }
+static llmrt_status s_attention(llmrt_backend *b, float *o, const float *q,
+                                const llmrt_attn_params *p, llmrt_error *e) { return LLMRT_OK; }
+static llmrt_status s_silu_mul(llmrt_backend *b, float *o, const float *g, const float *u, int64_t n,
+                               llmrt_error *e) { return LLMRT_OK; }
+static llmrt_status s_add(llmrt_backend *b, float *o, const float *a, const float *c, int64_t n,
+                          llmrt_error *e) { return LLMRT_OK; }
+static llmrt_status s_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
+                           int32_t n, llmrt_error *e) { return LLMRT_OK; }
+
+static llmrt_backend_vtable stub_vt;
+static llmrt_backend_ref stub_backend(void)
+{
+    llmrt_backend_ref r = mock_backend_new(-1, 1);
+    stub_vt = mock_backend_vtable;
+    stub_vt.embedding = s_embedding, stub_vt.rmsnorm = s_rmsnorm, stub_vt.rope = s_rope;
+    stub_vt.kv_store = s_kv_store, stub_vt.attention = s_attention, stub_vt.silu_mul = s_silu_mul;
+    stub_vt.add = s_add, stub_vt.gemm = s_gemm;
+    r.vt = &stub_vt;
+    r.name = "stub";
+    return r;
+}
+
+/* create() must fail with `code` and a message containing every given substring. */
+static void expect_fail(fckpt *f, const llmrt_backend_ref *be, const llmrt_quant_ref *q,
+                        const llmrt_section *sec, llmrt_status code, ...)
+{
+    llmrt_model_params params = {.max_tokens = 8, .max_seqs = 2};
+    llmrt_model *m = NULL;
+    llmrt_error err = {0};
+    llmrt_section empty = {.name = "model.qwen3"};
+    llmrt_status st = mvt->create(&host, sec ? sec : &empty, &f->ck, be, q, &params, &m, &err);
+    ck_assert_msg(st == code, "expected status %d, got %d (%s)", code, st, err.msg);
+    ck_assert(m == NULL);
+    va_list ap;
+    va_start(ap, code);
+    for (const char *s; (s = va_arg(ap, const char *));)
+        ck_assert_msg(strstr(err.msg, s), "message \"%s\" lacks \"%s\"", err.msg, s);
+    va_end(ap);
+    printf("ok: %s\n", err.msg);
+}
+
+START_TEST(test_probe)
+{
+    llmrt_error err = {0};
+    ck_assert_int_eq(mvt->probe("{\"architectures\": [\"Qwen3ForCausalLM\"]}", &err), LLMRT_OK);
+    ck_assert_int_eq(mvt->probe("{\"architectures\": [\"LlamaForCausalLM\"]}", &err), LLMRT_ERR_NOT_FOUND);
+    ck_assert_int_eq(mvt->probe("{}", &err), LLMRT_ERR_NOT_FOUND);
+    ck_assert_int_eq(mvt->probe("not json", &err), LLMRT_ERR_NOT_FOUND);
+    ck_assert_int_eq(mvt->probe(NULL, &err), LLMRT_ERR_NOT_FOUND);
+}
+END_TEST
+
+START_TEST(test_load_errors)
+{
+    llmrt_backend_ref be = stub_backend();
+    tcfg c = tiny(LLMRT_DTYPE_BF16);
+
+    /* a loadable checkpoint loads on the stub backend, and frees everything it took */
+    fckpt *f = make_ckpt(&c, 5);
+    llmrt_model *m = create(f, &be, NULL, 8, 2);
+    mvt->destroy(m);
+    ck_assert_int_eq(mock_backend_get_stats(&be).live_dev, 0);
+
+    /* missing tensor */
+    fk_remove(f, "model.layers.1.mlp.up_proj.weight");
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_NOT_FOUND, "model.layers.1.mlp.up_proj.weight", NULL);
+    ck_assert_int_eq(mock_backend_get_stats(&be).live_dev, 0); /* partial load freed */
+    fk_free(f);
+
+    /* shape mismatch with config.json */
+    f = make_ckpt(&c, 5);
+    ftensor *t = fk_get(f, "model.layers.0.self_attn.k_proj.weight");
+    t->shape[0] = 16, t->shape[1] = 64; /* same element count, wrong shape */
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_FORMAT, "model.layers.0.self_attn.k_proj.weight",
+                "[16, 64]", "[32, 32]", "num_key_value_heads * head_dim", "does not match config.json",
+                NULL);
+    fk_free(f);
+
+    /* config.json disagrees with the tensors (it says head_dim 8; the tensors have 16) */
+    f = make_ckpt(&c, 5);
+    c.head_dim = 8;
+    write_config(f, &c);
+    c.head_dim = 16;
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_FORMAT, "model.layers.0.self_attn.q_proj.weight",
+                "[64, 32]", "[32, 32]", "does not match config.json", NULL);
+    fk_free(f);
+
+    /* a dense weight in an integer dtype */
+    f = make_ckpt(&c, 5);
+    t = fk_get(f, "model.norm.weight");
+    t->dtype = LLMRT_DTYPE_I16;
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_UNSUPPORTED, "model.norm.weight", "I16", NULL);
+    fk_free(f);
+
+    /* untied without lm_head.weight */
+    f = make_ckpt(&c, 5);
+    fk_remove(f, "lm_head.weight");
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_NOT_FOUND, "lm_head.weight", NULL);
+    fk_free(f);
+
+    /* quantized checkpoint with a linear that is neither quantized nor dense */
+    c.fake_quant = 1;
+    f = make_ckpt(&c, 5);
+    fk_remove(f, "model.layers.1.mlp.down_proj.weight");
+    llmrt_quant q = {.be = be};
+    llmrt_quant_ref qref = {&fq_vtable, &q, "fake"};
+    expect_fail(f, &be, &qref, NULL, LLMRT_ERR_NOT_FOUND, "model.layers.1.mlp.down_proj", "fake",
+                "no dense model.layers.1.mlp.down_proj.weight", NULL);
+    ck_assert_int_eq(mock_backend_get_stats(&be).live_dev, 0);
+    fk_free(f);
+    c.fake_quant = 0;
+
+    /* unknown key in [model.qwen3] */
+    f = make_ckpt(&c, 5);
+    const char *keys[] = {"threads"}, *vals[] = {"2"}, *where[] = {"conf/test.ini:7"};
+    llmrt_section sec = {"model.qwen3", 1, keys, vals, where};
+    expect_fail(f, &be, NULL, &sec, LLMRT_ERR_INVALID_ARG, "conf/test.ini:7", "threads", NULL);
+
+    /* config variants the plugin does not implement */
+    char *json = strdup(f->config);
+    char *p = strstr(f->config, "\"attention_bias\": false");
+    memcpy(p, "\"attention_bias\": true ", strlen("\"attention_bias\": false"));
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_UNSUPPORTED, "attention_bias", NULL);
+    strcpy(f->config, json);
+    p = strstr(f->config, "\"rope_scaling\": null");
+    ck_assert(p);
+    snprintf(f->config + (p - f->config), sizeof f->config - (size_t)(p - f->config),
+             "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}}");
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_UNSUPPORTED, "yarn", NULL);
+    strcpy(f->config, "{\"architectures\": [\"Qwen3ForCausalLM\"], \"hidden_size\": 64}");
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_FORMAT, "vocab_size", "config.json", NULL);
+    free(json);
+    fk_free(f);
+    mock_backend_free(&be);
+}
+END_TEST
+
+START_TEST(test_missing_op)
+{
+    llmrt_backend_ref be = mock_backend_new(-1, 1); /* the plain mock has no ops at all */
+    tcfg c = tiny(LLMRT_DTYPE_BF16);
+    fckpt *f = make_ckpt(&c, 5);
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_UNSUPPORTED, "backend 'mock'", "'embedding'", NULL);
+    llmrt_backend_ref st = stub_backend();
+    stub_vt.rope = NULL;
+    expect_fail(f, &st, NULL, NULL, LLMRT_ERR_UNSUPPORTED, "'rope'", NULL);
+    ck_assert_int_eq(f->finds, 0); /* rejected before loading anything */
+    fk_free(f);
+    mock_backend_free(&be);
+    mock_backend_free(&st);
+}
+END_TEST
+
+START_TEST(test_forward_args)
+{
+    llmrt_backend_ref be = stub_backend();
+    tcfg c = tiny(LLMRT_DTYPE_BF16);
+    fckpt *f = make_ckpt(&c, 5);
+    llmrt_model *m = create(f, &be, NULL, 8, 2);
+    fk_free(f);
+    kvbuf kb;
+    kv_alloc(&be, &c, &kb);
+    int32_t ids[16] = {0};
+    float logits[96 * 16];
+    llmrt_batch b = {.n_tokens = 9, .n_seqs = 1, .token_ids = ids, .positions = ids,
+                     .slot_mapping = ids, .query_start = ids, .seq_lens = ids, .block_tables = ids,
+                     .logits_rows = ids, .max_blocks_per_seq = 1, .max_seq_len = 9, .max_query_len = 9};
+    llmrt_error err = {0};
+    ck_assert_int_eq(mvt->forward(m, &b, &kb.kv, logits, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "9 token rows") && strstr(err.msg, "1..8"), "%s", err.msg);
+    b.n_tokens = 4;
+    b.n_seqs = 3;
+    ck_assert_int_eq(mvt->forward(m, &b, &kb.kv, logits, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "3 sequences"), "%s", err.msg);
+    b.n_seqs = 1;
+    kb.kv.head_dim = 8;
+    ck_assert_int_eq(mvt->forward(m, &b, &kb.kv, logits, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "KV cache geometry"), "%s", err.msg);
+    kb.kv.head_dim = c.head_dim;
+    ck_assert_int_eq(mvt->forward(m, &b, &kb.kv, logits, &err), LLMRT_OK);
+    kv_free(&be, &c, &kb);
+    mvt->destroy(m);
+    ck_assert_int_eq(mock_backend_get_stats(&be).live_dev, 0);
+    mock_backend_free(&be);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    const char *group = argc > 1 ? argv[1] : "errors";
+    static const char *const kv[] = {NULL};
+    host = mock_host(kv);
+    char *path = tu_plugin_path("model-qwen3.so");
+    const llmrt_plugin_desc *d = tu_load_plugin(path, 0);
+    if (!d) {
+        fprintf(stderr, "cannot load %s\n", path);
+        return 1;
+    }
+    free(path);
+    if (d->kind != LLMRT_PLUGIN_MODEL) {
+        fprintf(stderr, "model-qwen3.so: descriptor 0 is of kind %d, not model\n", (int)d->kind);
+        return 1;
+    }
+    mvt = d->vtable;
+
+    Suite *s = suite_create("model-qwen3");
+    TCase *tc = tcase_create(group);
+    tcase_set_timeout(tc, 120);
+    if (strcmp(group, "errors") == 0) {
+        tcase_add_test(tc, test_probe);
+        tcase_add_test(tc, test_load_errors);
+        tcase_add_test(tc, test_missing_op);
+        tcase_add_test(tc, test_forward_args);
+    } else {
+        if (!find_cpu()) {
+            printf("SKIP: backend-cpu.so is not built yet (looked in $LLMRT_PLUGIN_DIR)\n");
+            return 77;
+        }
+        if (strcmp(group, "forward_bf16") == 0)
+            tcase_add_test(tc, test_forward_bf16);
+        else if (strcmp(group, "forward_f32_tied") == 0)
+            tcase_add_test(tc, test_forward_f32_tied);
+        else if (strcmp(group, "forward_quant") == 0)
+            tcase_add_test(tc, test_forward_quant);
+        else if (strcmp(group, "forward_gather") == 0)
+            tcase_add_test(tc, test_forward_gather);
+        else {
+            fprintf(stderr, "unknown test group %s\n", group);
+            return 2;
+        }
+    }
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
