@@ -1,0 +1,147 @@
+/* engine_create.c — llmrt_engine_create: runtime.ini → a running engine. Loads the model
+ * through the model loader (model.path, plugins, backend), opens memory.plugin on that
+ * backend, loads the folder's tokenizer when it has one, merges the eos ids of config.json,
+ * generation_config.json and tokenizer_config.json, and hands everything to the engine
+ * (engine_parts.h), which owns it from then on. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "engine_parts.h"
+#include "error.h"
+#include "log.h"
+#include "model_loader.h"
+
+void llmrt_engine_settings_from_config(const llmrt_config *cfg, llmrt_engine_settings *s)
+{
+    llmrt_engine_settings_default(s);
+    s->block_size = (int32_t)llmrt_config_int(cfg, "cache.block_size");
+    s->kv_tokens = llmrt_config_int(cfg, "cache.kv_tokens");
+    s->gpu_memory_utilization = llmrt_config_float(cfg, "cache.gpu_memory_utilization");
+    s->max_model_len = (int32_t)llmrt_config_int(cfg, "cache.max_model_len");
+    const char *dt = llmrt_config_get(cfg, "cache.dtype");
+    s->kv_dtype = !dt || !strcmp(dt, "auto") ? LLMRT_DTYPE_INVALID
+                  : !strcmp(dt, "f32")       ? LLMRT_DTYPE_F32
+                  : !strcmp(dt, "f16")       ? LLMRT_DTYPE_F16
+                  : !strcmp(dt, "bf16")      ? LLMRT_DTYPE_BF16
+                                             : LLMRT_DTYPE_INVALID;
+    s->max_num_seqs = (int32_t)llmrt_config_int(cfg, "scheduler.max_num_seqs");
+    s->max_num_batched_tokens = (int32_t)llmrt_config_int(cfg, "scheduler.max_num_batched_tokens");
+    s->async_scheduling = llmrt_config_bool(cfg, "scheduler.async_scheduling");
+    s->cuda_graphs = llmrt_config_bool(cfg, "scheduler.cuda_graphs");
+}
+
+/* What the engine owns through parts.release. */
+typedef struct owned {
+    llmrt_loaded_model *lm;
+    llmrt_memory_ref mem;
+    llmrt_tokenizer *tok;
+    int32_t eos[2 * LLMRT_MAX_EOS + 8];
+} owned;
+
+static void release_owned(void *ctx)
+{
+    owned *o = ctx;
+    if (!o)
+        return;
+    llmrt_tokenizer_free(o->tok);
+    llmrt_runtime_memory_close(&o->mem); /* before the backend it was created on */
+    llmrt_model_unload(o->lm);
+    free(o);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int add_eos(int32_t *ids, int n, int cap, int32_t id)
+{
+    if (id < 0)
+        return n;
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id)
+            return n;
+    if (n < cap)
+        ids[n++] = id;
+    return n;
+}
+
+llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *opts,
+                                 llmrt_engine **out, llmrt_error *err)
+{
+    llmrt_status st = LLMRT_OK;
+    llmrt_engine_options o;
+    if (opts)
+        o = *opts;
+    else
+        llmrt_engine_options_init(&o);
+    double t0 = now_s();
+    owned *own = calloc(1, sizeof *own);
+    if (!own)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory");
+
+    llmrt_model_load_opts lo = {0};
+    lo.quiet = o.quiet || !o.show_progress;
+    TRY(llmrt_model_load(rt, &lo, &own->lm, err));
+    llmrt_loaded_model *lm = own->lm;
+    st = llmrt_runtime_memory_open(rt, &lm->backend, &own->mem, err);
+    if (st)
+        goto cleanup;
+
+    if (!o.no_tokenizer) {
+        char path[4200];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/tokenizer.json", lm->dir);
+        if (stat(path, &sb) == 0) {
+            st = llmrt_tokenizer_load(lm->dir, &own->tok, err);
+            if (st) {
+                llmrt_error_prefix(err, "loading the tokenizer of %s", lm->dir);
+                goto cleanup;
+            }
+        } else if (!o.quiet) {
+            LOG_INFO("%s has no tokenizer.json: token ids only (no text prompts, text output "
+                     "or stop strings)",
+                     lm->dir);
+        }
+    }
+
+    int n_eos = 0, cap = (int)(sizeof own->eos / sizeof own->eos[0]);
+    for (int32_t i = 0; i < lm->hf.n_eos; i++)
+        n_eos = add_eos(own->eos, n_eos, cap, lm->hf.eos_ids[i]);
+    if (own->tok) {
+        const int32_t *tids = NULL;
+        size_t nt = llmrt_tokenizer_eos_ids(own->tok, &tids);
+        for (size_t i = 0; i < nt; i++)
+            n_eos = add_eos(own->eos, n_eos, cap, tids[i]);
+    }
+
+    llmrt_engine_settings set;
+    llmrt_engine_settings_from_config(rt->cfg, &set);
+    llmrt_engine_parts parts;
+    memset(&parts, 0, sizeof parts);
+    parts.backend = lm->backend;
+    parts.memory = own->mem;
+    parts.model_vt = lm->model_vt;
+    parts.model = lm->model;
+    parts.tokenizer = own->tok;
+    parts.eos_ids = own->eos;
+    parts.n_eos = n_eos;
+    parts.model_path = lm->dir;
+    parts.quant_name = lm->quant.vt ? lm->quant.name : NULL;
+    parts.load_time_s = now_s() - t0;
+    parts.release = release_owned;
+    parts.release_ctx = own;
+    if (!o.quiet)
+        LOG_INFO("loaded %s (%s%s%s) from %s on %s in %.2f s", lm->info.arch, lm->model_plugin,
+                 lm->quant.vt ? " + " : "", lm->quant.vt ? lm->quant.name : "", lm->dir,
+                 lm->backend.name, lm->load_seconds);
+    own = NULL; /* from here the engine owns it, also when create fails */
+    return llmrt_engine_create_from_parts(&parts, &set, &o, out, err);
+cleanup:
+    release_owned(own);
+    return st;
+}

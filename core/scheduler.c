@@ -1,0 +1,189 @@
+/* scheduler.c — see scheduler.h. */
+#include "scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+llmrt_status llmrt_sched_init(llmrt_scheduler *s, llmrt_kv *kv, int32_t max_seqs,
+                              int32_t max_tokens, llmrt_error *err)
+{
+    memset(s, 0, sizeof *s);
+    if (max_seqs <= 0 || max_tokens <= 0)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "scheduler: max_num_seqs %d, "
+                          "max_num_batched_tokens %d (both must be >= 1)", max_seqs, max_tokens);
+    s->kv = kv;
+    s->max_seqs = max_seqs;
+    s->max_tokens = max_tokens;
+    s->running = calloc((size_t)max_seqs, sizeof *s->running);
+    s->cap_waiting = 64;
+    s->waiting = calloc((size_t)s->cap_waiting, sizeof *s->waiting);
+    if (!s->running || !s->waiting) {
+        llmrt_sched_free(s);
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory for the scheduler");
+    }
+    return LLMRT_OK;
+}
+
+void llmrt_sched_free(llmrt_scheduler *s)
+{
+    free(s->running);
+    free(s->waiting);
+    memset(s, 0, sizeof *s);
+}
+
+/* Insert into a list sorted by order. */
+static void insert_sorted(llmrt_sched_seq **list, int32_t *n, llmrt_sched_seq *seq)
+{
+    int32_t i = *n;
+    while (i > 0 && list[i - 1]->order > seq->order) {
+        list[i] = list[i - 1];
+        i--;
+    }
+    list[i] = seq;
+    (*n)++;
+}
+
+static void remove_at(llmrt_sched_seq **list, int32_t *n, int32_t i)
+{
+    memmove(list + i, list + i + 1, sizeof *list * (size_t)(*n - i - 1));
+    (*n)--;
+}
+
+static int32_t index_of(llmrt_sched_seq **list, int32_t n, const llmrt_sched_seq *seq)
+{
+    for (int32_t i = 0; i < n; i++)
+        if (list[i] == seq)
+            return i;
+    return -1;
+}
+
+static llmrt_status push_waiting(llmrt_scheduler *s, llmrt_sched_seq *seq, llmrt_error *err)
+{
+    if (s->n_waiting == s->cap_waiting) {
+        int32_t cap = s->cap_waiting * 2;
+        llmrt_sched_seq **w = realloc(s->waiting, sizeof *w * (size_t)cap);
+        if (!w)
+            return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory growing the waiting queue");
+        s->waiting = w, s->cap_waiting = cap;
+    }
+    insert_sorted(s->waiting, &s->n_waiting, seq);
+    seq->queued = 1;
+    return LLMRT_OK;
+}
+
+llmrt_status llmrt_sched_add(llmrt_scheduler *s, llmrt_sched_seq *seq, llmrt_error *err)
+{
+    seq->n_computed = 0;
+    seq->running = 0;
+    return push_waiting(s, seq, err);
+}
+
+void llmrt_sched_remove(llmrt_scheduler *s, llmrt_sched_seq *seq)
+{
+    int32_t i;
+    if (seq->running && (i = index_of(s->running, s->n_running, seq)) >= 0)
+        remove_at(s->running, &s->n_running, i);
+    if (seq->queued && (i = index_of(s->waiting, s->n_waiting, seq)) >= 0)
+        remove_at(s->waiting, &s->n_waiting, i);
+    seq->running = seq->queued = 0;
+    llmrt_kv_table_release(s->kv, &seq->table);
+}
+
+/* Preempt the newest running sequence: free its blocks, queue it for recomputation. The
+ * waiting queue always has room for it: the running list has a slot's worth of capacity
+ * reserved in the waiting array (see llmrt_sched_schedule). */
+static llmrt_sched_seq *preempt_newest(llmrt_scheduler *s)
+{
+    llmrt_sched_seq *v = s->running[s->n_running - 1];
+    s->n_running--;
+    v->running = 0;
+    llmrt_kv_table_release(s->kv, &v->table);
+    v->n_computed = 0;
+    v->n_preempted++;
+    s->preemptions++;
+    insert_sorted(s->waiting, &s->n_waiting, v);
+    v->queued = 1;
+    return v;
+}
+
+int llmrt_sched_can_admit(const llmrt_scheduler *s)
+{
+    if (s->n_waiting == 0 || s->n_running >= s->max_seqs)
+        return 0;
+    const llmrt_sched_seq *h = s->waiting[0];
+    int32_t n = h->n_tokens < s->max_tokens ? h->n_tokens : s->max_tokens;
+    return llmrt_kv_blocks_needed(s->kv, &h->table, n) <= s->kv->n_free;
+}
+
+int32_t llmrt_sched_schedule(llmrt_scheduler *s, llmrt_sched_item *items, int32_t *n_tokens,
+                             int32_t *n_preempted)
+{
+    int32_t n_items = 0, budget = s->max_tokens, preempted = 0;
+    *n_tokens = 0;
+    /* Make sure preemption can always queue its victims without allocating. */
+    if (s->cap_waiting < s->n_waiting + s->n_running) {
+        int32_t cap = s->n_waiting + s->n_running + 64;
+        llmrt_sched_seq **w = realloc(s->waiting, sizeof *w * (size_t)cap);
+        if (!w) {
+            *n_preempted = 0;
+            return 0; /* out of memory: run nothing this step; the caller retries */
+        }
+        s->waiting = w, s->cap_waiting = cap;
+    }
+    for (int32_t i = 0; i < s->n_running && budget > 0;) {
+        llmrt_sched_seq *seq = s->running[i];
+        int32_t n = seq->n_tokens - seq->n_computed;
+        if (n <= 0) { /* nothing to compute (cannot happen when synchronous) */
+            i++;
+            continue;
+        }
+        if (n > budget)
+            n = budget;
+        int32_t need = llmrt_kv_blocks_needed(s->kv, &seq->table, seq->n_computed + n);
+        int gone = 0;
+        while (need > s->kv->n_free) {
+            llmrt_sched_seq *v = preempt_newest(s);
+            preempted++;
+            if (v == seq) {
+                gone = 1;
+                break;
+            }
+        }
+        if (gone)
+            break; /* seq was the newest left: every older one is already scheduled */
+        llmrt_kv_table_reserve(s->kv, &seq->table, seq->n_computed + n, NULL);
+        items[n_items].seq = seq;
+        items[n_items].start = seq->n_computed;
+        items[n_items].n_new = n;
+        seq->n_computed += n;
+        items[n_items].samples = seq->n_computed == seq->n_tokens;
+        n_items++;
+        budget -= n;
+        i++;
+    }
+    while (!preempted && budget > 0 && s->n_waiting > 0 && s->n_running < s->max_seqs) {
+        llmrt_sched_seq *seq = s->waiting[0];
+        int32_t n = seq->n_tokens - seq->n_computed;
+        if (n > budget)
+            n = budget;
+        if (llmrt_kv_blocks_needed(s->kv, &seq->table, seq->n_computed + n) > s->kv->n_free)
+            break; /* FIFO: the head waits for blocks; nobody overtakes it */
+        remove_at(s->waiting, &s->n_waiting, 0);
+        seq->queued = 0;
+        insert_sorted(s->running, &s->n_running, seq);
+        seq->running = 1;
+        llmrt_kv_table_reserve(s->kv, &seq->table, seq->n_computed + n, NULL);
+        items[n_items].seq = seq;
+        items[n_items].start = seq->n_computed;
+        items[n_items].n_new = n;
+        seq->n_computed += n;
+        items[n_items].samples = seq->n_computed == seq->n_tokens;
+        n_items++;
+        budget -= n;
+    }
+    *n_tokens = s->max_tokens - budget;
+    *n_preempted = preempted;
+    return n_items;
+}

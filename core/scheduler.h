@@ -1,0 +1,71 @@
+/* scheduler.h — continuous batching over the paged KV cache: which sequences run in the next
+ * step and how many of their tokens.
+ *
+ * Policy (vLLM-like):
+ *  - Running sequences first, oldest first: each computes what it has not computed yet —
+ *    one token when decoding, the rest of its prompt (up to the token budget) when
+ *    prefilling. Prefill and decode share a step; a long prompt is prefilled in chunks of
+ *    whatever budget is left (scheduler.max_num_batched_tokens).
+ *  - Then waiting sequences join in arrival order (FIFO, never skipping the head) while
+ *    there is room: scheduler.max_num_seqs, the token budget, and free KV blocks.
+ *  - When a running sequence needs a block and none is free, the newest running sequence is
+ *    preempted: its blocks are freed and it goes back to the waiting queue in arrival order;
+ *    when readmitted, its prompt and generated tokens are recomputed as one prefill. No new
+ *    sequence is admitted in a step that preempted.
+ * The scheduler only moves bookkeeping; the engine fills step buffers from the items. */
+#ifndef LLMRT_CORE_SCHEDULER_H
+#define LLMRT_CORE_SCHEDULER_H
+
+#include <stdint.h>
+
+#include "kv_cache.h"
+
+typedef struct llmrt_sched_seq {
+    uint64_t order;          /* arrival order: smaller is older */
+    int32_t n_tokens;        /* tokens known so far: prompt + generated */
+    int32_t n_computed;      /* tokens whose KV is written or being written */
+    llmrt_block_table table;
+    int32_t running;         /* 1 while in the running set */
+    int32_t queued;          /* 1 while in the waiting queue */
+    int32_t n_preempted;     /* times this sequence was preempted */
+    void *owner;             /* the engine's sequence */
+} llmrt_sched_seq;
+
+/* One sequence's share of a step: token rows [start, start + n_new) of its positions. */
+typedef struct llmrt_sched_item {
+    llmrt_sched_seq *seq;
+    int32_t start;
+    int32_t n_new;
+    int32_t samples; /* 1: the step computes the sequence's last known token, so it samples */
+} llmrt_sched_item;
+
+typedef struct llmrt_scheduler {
+    llmrt_kv *kv;
+    int32_t max_seqs;
+    int32_t max_tokens;
+    llmrt_sched_seq **running; /* [max_seqs] sorted by order */
+    int32_t n_running;
+    llmrt_sched_seq **waiting; /* sorted by order */
+    int32_t n_waiting, cap_waiting;
+    uint64_t preemptions;      /* total */
+} llmrt_scheduler;
+
+llmrt_status llmrt_sched_init(llmrt_scheduler *s, llmrt_kv *kv, int32_t max_seqs,
+                              int32_t max_tokens, llmrt_error *err);
+void llmrt_sched_free(llmrt_scheduler *s);
+
+/* Queue a sequence (n_tokens > 0, n_computed 0, no blocks). */
+llmrt_status llmrt_sched_add(llmrt_scheduler *s, llmrt_sched_seq *seq, llmrt_error *err);
+/* Take a sequence out (finished or cancelled), wherever it is, and free its blocks. */
+void llmrt_sched_remove(llmrt_scheduler *s, llmrt_sched_seq *seq);
+
+/* Plan the next step into items [max_seqs]. Returns the number of items (0: nothing can run);
+ * *n_tokens is the total of their n_new. Each item's sequence has its blocks reserved and
+ * n_computed advanced to start + n_new. *n_preempted: sequences preempted by this call. */
+int32_t llmrt_sched_schedule(llmrt_scheduler *s, llmrt_sched_item *items, int32_t *n_tokens,
+                             int32_t *n_preempted);
+
+/* 1 when the head of the waiting queue could join a step now (room in seqs and blocks). */
+int llmrt_sched_can_admit(const llmrt_scheduler *s);
+
+#endif
