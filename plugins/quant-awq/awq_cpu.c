@@ -164,54 +164,97 @@ static inline float lane_sum(const float *acc)
     return s;
 }
 
-/* Output o of the linear against R rows of x ([R, in], row stride in) with their group sums
- * xs ([R, n_groups]); writes y[r * y_stride]. */
-#define DEFINE_AWQ_DOT(NAME, R)                                                                \
-    static inline ALWAYS_INLINE void NAME(const awq_cpu_linear *L, int64_t o,                  \
-                                          const float *restrict x, const float *restrict xs,   \
-                                          float *restrict y, int64_t y_stride)                 \
+/* The dot products use GNU C vector types (GCC and Clang): `VW` floats per vector, 16 lanes
+ * in 16 / VW vectors. Lane l of slice t is input 16t + l, so for any VW lane l sees the same
+ * f32 operations in the same order: the AVX2 kernel (VW 8) and the baseline one (VW 4, SSE2 or
+ * NEON) give identical results, and so does any number of rows R processed together.
+ *
+ * Output o against R rows of x ([R, in], row stride in) with their group sums xs ([R,
+ * n_groups]) writes y[r * y_stride]; cols_<SUF> runs outputs [o0, o1) for all rows, R_MAX rows
+ * at a time. */
+#define DEFINE_AWQ_KERNEL(SUF, VW, R_MAX, ATTR)                                                 \
+    typedef float f32v_##SUF __attribute__((vector_size(VW * 4)));                             \
+    typedef uint32_t u32v_##SUF __attribute__((vector_size(VW * 4)));                          \
+    typedef int32_t i32v_##SUF __attribute__((vector_size(VW * 4)));                           \
+    ATTR static inline ALWAYS_INLINE void dot_##SUF(const awq_cpu_linear *L, int64_t o,        \
+                                                    const float *restrict x,                   \
+                                                    const float *restrict xs,                  \
+                                                    float *restrict y, int64_t y_stride,       \
+                                                    const int R)                               \
     {                                                                                          \
-        const int64_t in = L->in, ng = L->n_groups, gmask = L->group - 1;                      \
+        enum { NV = LANES / VW };                                                              \
+        const int64_t in = L->in, ng = L->n_groups;                                            \
+        const int slices_per_group = (int)(L->group / 16);                                     \
         const uint32_t *restrict qw = L->q + o * L->n_blocks * 16;                             \
         const uint16_t *sc = L->scales + o * ng;                                               \
         const uint8_t *zp = L->zeros + o * ng;                                                 \
-        float acc[R][LANES], part[R][LANES], zt[R];                                            \
+        const f32v_##SUF zero = {0};                                                           \
+        u32v_##SUF m15;                                                                        \
+        for (int l = 0; l < VW; l++)                                                           \
+            m15[l] = 0xfu;                                                                     \
+        f32v_##SUF acc[R_MAX][NV], part[R_MAX][NV];                                            \
+        float zt[R_MAX];                                                                       \
         for (int r = 0; r < R; r++) {                                                          \
             zt[r] = 0.0f;                                                                      \
-            for (int l = 0; l < LANES; l++)                                                    \
-                acc[r][l] = part[r][l] = 0.0f;                                                 \
+            for (int v = 0; v < NV; v++)                                                       \
+                acc[r][v] = part[r][v] = zero;                                                 \
         }                                                                                      \
         int64_t g = 0;                                                                         \
+        int in_group = 0; /* slices of group g seen so far */                                  \
         for (int64_t b = 0; b < L->n_blocks; b++) {                                            \
-            const uint32_t *restrict q = qw + b * 16;                                          \
-            const int64_t i0 = b * BLOCK;                                                      \
-            const int kmax = in - i0 >= BLOCK ? 8 : (int)((in - i0) / 16);                     \
+            const float *xb = x + b * BLOCK;                                                   \
+            const int kmax = in - b * BLOCK >= BLOCK ? 8 : (int)((in - b * BLOCK) / 16);       \
+            u32v_##SUF w[NV];                                                                  \
+            memcpy(w, qw + b * 16, sizeof w);                                                  \
             for (int k = 0; k < kmax; k++) {                                                   \
-                float qf[LANES];                                                               \
-                for (int l = 0; l < LANES; l++)                                                \
-                    qf[l] = (float)((q[l] >> (4 * k)) & 0xfu);                                 \
+                f32v_##SUF qf[NV];                                                             \
+                for (int v = 0; v < NV; v++) {                                                 \
+                    qf[v] = __builtin_convertvector((i32v_##SUF)(w[v] & m15), f32v_##SUF);     \
+                    w[v] >>= 4;                                                                \
+                }                                                                              \
                 for (int r = 0; r < R; r++)                                                    \
-                    for (int l = 0; l < LANES; l++)                                            \
-                        part[r][l] += x[r * in + i0 + 16 * k + l] * qf[l];                     \
-                if (((i0 + 16 * (k + 1)) & gmask) == 0) { /* end of group g */                 \
-                    float s = llmrt_f16_to_f32(sc[g]), sz = s * (float)zp[g];                  \
+                    for (int v = 0; v < NV; v++) {                                             \
+                        f32v_##SUF xv;                                                         \
+                        memcpy(&xv, xb + r * in + 16 * k + v * VW, sizeof xv);                 \
+                        part[r][v] += xv * qf[v];                                              \
+                    }                                                                          \
+                if (++in_group == slices_per_group) { /* end of group g */                     \
+                    const float s = llmrt_f16_to_f32(sc[g]), sz = s * (float)zp[g];            \
                     for (int r = 0; r < R; r++) {                                              \
-                        for (int l = 0; l < LANES; l++) {                                      \
-                            acc[r][l] += s * part[r][l];                                       \
-                            part[r][l] = 0.0f;                                                 \
+                        for (int v = 0; v < NV; v++) {                                         \
+                            acc[r][v] += s * part[r][v];                                       \
+                            part[r][v] = zero;                                                 \
                         }                                                                      \
                         zt[r] += sz * xs[r * ng + g];                                          \
                     }                                                                          \
+                    in_group = 0;                                                              \
                     g++;                                                                       \
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
-        for (int r = 0; r < R; r++)                                                            \
-            y[r * y_stride] = lane_sum(acc[r]) - zt[r];                                        \
+        for (int r = 0; r < R; r++) {                                                          \
+            float lanes[LANES];                                                                \
+            memcpy(lanes, acc[r], sizeof lanes);                                               \
+            y[r * y_stride] = lane_sum(lanes) - zt[r];                                         \
+        }                                                                                      \
+    }                                                                                          \
+    ATTR static void cols_##SUF(const fwd_ctx *f, int64_t o0, int64_t o1)                      \
+    {                                                                                          \
+        const awq_cpu_linear *L = f->l;                                                        \
+        const int64_t in = L->in, out = L->out, ng = L->n_groups;                              \
+        for (int64_t r0 = 0; r0 < f->n; r0 += ROW_BLOCK) {                                     \
+            int64_t r1 = r0 + ROW_BLOCK < f->n ? r0 + ROW_BLOCK : f->n;                        \
+            for (int64_t o = o0; o < o1; o++) {                                                \
+                int64_t r = r0;                                                                \
+                for (; r + R_MAX <= r1; r += R_MAX)                                            \
+                    dot_##SUF(L, o, f->x + r * in, f->xs + r * ng, f->y + r * out + o, out,    \
+                              R_MAX);                                                          \
+                for (; r < r1; r++)                                                            \
+                    dot_##SUF(L, o, f->x + r * in, f->xs + r * ng, f->y + r * out + o, out,    \
+                              1);                                                              \
+            }                                                                                  \
+        }                                                                                      \
     }
-
-DEFINE_AWQ_DOT(awq_dot1, 1)
-DEFINE_AWQ_DOT(awq_dot4, 4)
 
 typedef struct {
     const awq_cpu_linear *l;
@@ -221,37 +264,28 @@ typedef struct {
     int64_t n;
 } fwd_ctx;
 
-static inline ALWAYS_INLINE void cols_impl(const fwd_ctx *f, int64_t o0, int64_t o1)
-{
-    const awq_cpu_linear *L = f->l;
-    const int64_t in = L->in, out = L->out, ng = L->n_groups;
-    for (int64_t r0 = 0; r0 < f->n; r0 += ROW_BLOCK) {
-        int64_t r1 = r0 + ROW_BLOCK < f->n ? r0 + ROW_BLOCK : f->n;
-        for (int64_t o = o0; o < o1; o++) {
-            int64_t r = r0;
-            for (; r + 4 <= r1; r += 4)
-                awq_dot4(L, o, f->x + r * in, f->xs + r * ng, f->y + r * out + o, out);
-            for (; r < r1; r++)
-                awq_dot1(L, o, f->x + r * in, f->xs + r * ng, f->y + r * out + o, out);
-        }
-    }
-}
+/* Baseline: 16-byte vectors (SSE2 on x86-64, NEON on arm64), two rows per weight pass. */
+DEFINE_AWQ_KERNEL(base, 4, 2, )
 
-/* An AVX2 clone and a baseline one, picked at load time; same f32 operations in the same
- * order, so the same results. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("avx2", "default")))
+#if defined(__x86_64__) && defined(__GNUC__)
+#define AWQ_HAVE_AVX2_KERNEL 1
+/* AVX2: 32-byte vectors and four rows per pass; picked at run time. */
+DEFINE_AWQ_KERNEL(avx2, 8, 4, __attribute__((target("avx2"))))
 #endif
-static void cols(const fwd_ctx *f, int64_t o0, int64_t o1)
-{
-    cols_impl(f, o0, o1);
-}
 
 static void fwd_chunk(void *c, int64_t c0, int64_t c1)
 {
     const fwd_ctx *f = c;
     int64_t o0 = c0 * COLS_CHUNK, o1 = c1 * COLS_CHUNK;
-    cols(f, o0, o1 < f->l->out ? o1 : f->l->out);
+    if (o1 > f->l->out)
+        o1 = f->l->out;
+#ifdef AWQ_HAVE_AVX2_KERNEL
+    if (__builtin_cpu_supports("avx2")) {
+        cols_avx2(f, o0, o1);
+        return;
+    }
+#endif
+    cols_base(f, o0, o1);
 }
 
 void awq_cpu_forward(const llmrt_backend_ref *be, const awq_cpu_linear *l, float *y,
