@@ -210,7 +210,8 @@ static llmrt_backend_ref open_real(const char *name)
     }
     const llmrt_plugin_desc *d = tu_load_plugin(path, 0);
     free(path);
-    ck_assert_ptr_nonnull(d);
+    if (!d) /* reported by tu_load_plugin; callers treat a NULL vt as "not available" */
+        return ref;
     ref.vt = d->vtable;
     ref.name = d->name;
     return ref;
@@ -231,12 +232,10 @@ static void roundtrip_real(llmrt_backend_ref *be, const char *const *kv)
         unsigned char *src = in.host[h];
         for (size_t i = 0; i < n; i++)
             src[i] = (unsigned char)(i * 7 + h);
+        memset(out.host[h], 0, n); /* before the device writes: with zero-copy it is the same memory */
         ck_assert_int_eq(vt->to_device(m, &in, h, n, &err), LLMRT_OK);
         ck_assert_int_eq(be->vt->copy(be->b, out.device[h], in.device[h], n, LLMRT_COPY_D2D, &err),
                          LLMRT_OK);
-        memset(out.host[h], 0, n);
-        if (out.host[h] == out.device[h] && in.host[h] != in.device[h])
-            ck_abort_msg("output buffer aliases host memory without zero-copy");
         ck_assert_int_eq(vt->to_host(m, &out, h, n, &err), LLMRT_OK);
         ck_assert_int_eq(be->vt->synchronize(be->b, &err), LLMRT_OK);
         unsigned char *dst = out.host[h];
@@ -256,7 +255,7 @@ static void roundtrip_real(llmrt_backend_ref *be, const char *const *kv)
 START_TEST(test_real_roundtrip)
 {
     llmrt_backend_ref be = open_real(backend_kind);
-    ck_assert_ptr_nonnull(be.vt);
+    ck_assert_msg(be.vt != NULL, "cannot load backend-%s.so", backend_kind);
     llmrt_error err = {0};
     llmrt_host host = mock_host(kv_pageable);
     ck_assert_msg(be.vt->create(&host, NULL, &be.b, &err) == LLMRT_OK, "%s", err.msg);
