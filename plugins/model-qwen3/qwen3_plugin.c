@@ -46,7 +46,7 @@ static llmrt_status check_quant(const llmrt_quant_ref *q, llmrt_error *err)
 #define NEED(m)                                                                               \
     if (!missing && !HAS_MEMBER(vt, llmrt_quant_vtable, m))                                    \
         missing = #m;
-    NEED(linear_load) NEED(linear_free) NEED(linear_forward) NEED(linear_bytes)
+    NEED(linear_load) NEED(linear_free) NEED(linear_forward)
 #undef NEED
     if (missing)
         return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,

@@ -6,6 +6,7 @@
  * through the quant plugin when there is one; a linear it does not find (NOT_FOUND) is loaded
  * densely from prefix.weight. embed_tokens, lm_head and the norms are always dense. Every
  * shape is checked against config.json before anything is copied. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -85,7 +86,10 @@ static llmrt_status load_linear(llmrt_model *m, const llmrt_checkpoint *ck, cons
     if (m->quant.vt) {
         llmrt_status st = m->quant.vt->linear_load(m->quant.q, ck, prefix, in, out, &l->q, err);
         if (st == LLMRT_OK) {
-            m->weight_bytes += m->quant.vt->linear_bytes(m->quant.q, l->q);
+            const llmrt_quant_vtable *qv = m->quant.vt;
+            if (qv->struct_size >= offsetof(llmrt_quant_vtable, linear_bytes) + sizeof qv->linear_bytes &&
+                qv->linear_bytes) /* optional */
+                m->weight_bytes += qv->linear_bytes(m->quant.q, l->q);
             return LLMRT_OK;
         }
         l->q = NULL;
