@@ -895,9 +895,13 @@ static llmrt_status enqueue_outputs(llmrt_engine *e, flight *f, llmrt_error *err
 
 static graph_entry *find_graph(llmrt_engine *e, const flight *f)
 {
-    int half = e->sb.in.device[0] != e->sb.in.device[1] || e->sb.out.device[0] != e->sb.out.device[1]
-                   ? f->half
-                   : 0;
+    /* A graph bakes in addresses: those of the device buffers, and with the copies inside
+     * it those of the host halves too. One graph per half when they differ. */
+    int per_half = e->sb.in.device[0] != e->sb.in.device[1] ||
+                   e->sb.out.device[0] != e->sb.out.device[1] ||
+                   (e->copies_in_graph &&
+                    (e->sb.in.host[0] != e->sb.in.host[1] || e->sb.out.host[0] != e->sb.out.host[1]));
+    int half = per_half ? f->half : 0;
     for (int i = 0; i < e->n_graphs; i++) {
         graph_entry *g = &e->graphs[i];
         if (g->rows == f->n_rows && g->half == half && g->chained == f->chained &&
@@ -1427,7 +1431,15 @@ static llmrt_status gpu_capacity(llmrt_engine *e, uint64_t bytes_per_token, int6
                           "model (raise cache.gpu_memory_utilization, or set cache.kv_tokens)",
                           util, gib((uint64_t)(util * (double)total), a, sizeof a),
                           gib(total, b, sizeof b), gib((uint64_t)used, c, sizeof c));
-    *tokens = (int64_t)(budget / (double)bytes_per_token);
+    /* whole blocks only, and one of them is the reserved zero block */
+    int64_t blocks = (int64_t)(budget / ((double)bytes_per_token * e->set.block_size)) - 1;
+    if (blocks < 1)
+        return llmrt_fail(err, LLMRT_ERR_LIMIT,
+                          "no room for a KV cache: cache.gpu_memory_utilization = %.2f leaves "
+                          "%.0f bytes after loading, less than two blocks of %d tokens (raise "
+                          "cache.gpu_memory_utilization, or set cache.kv_tokens)",
+                          util, budget, e->set.block_size);
+    *tokens = blocks * e->set.block_size;
     snprintf(e->capacity_source, sizeof e->capacity_source,
              "cache.gpu_memory_utilization = %.2f", util);
     return LLMRT_OK;

@@ -632,3 +632,78 @@ const llmrt_plugin_desc mock_model_desc = {
     .vtable = &mock_model_vtable,
     .init = NULL,
 };
+
+/* ======================================================================= the rig */
+
+#include "test_util.h"
+
+static const char *const rig_host_kv[] = {"memory.fallback", "pageable", NULL};
+
+mock_rig_opts mock_rig_default_opts(void)
+{
+    mock_rig_opts o;
+    memset(&o, 0, sizeof o);
+    o.memory = "pageable";
+    o.ops.argmax = 1;
+    o.ops.sample = 1;
+    o.model = mock_model_default_cfg();
+    llmrt_engine_settings_default(&o.set);
+    o.set.kv_tokens = 4096;
+    o.set.async_scheduling = 0;
+    return o;
+}
+
+llmrt_status mock_rig_open(mock_rig *r, const mock_rig_opts *o, llmrt_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->host = mock_host(rig_host_kv);
+    r->be = mock_ops_backend_new(&o->ops);
+    char file[128];
+    snprintf(file, sizeof file, "memory-%s.so", o->memory);
+    char *path = tu_plugin_path(file);
+    const llmrt_plugin_desc *d = tu_load_plugin(path, 0);
+    free(path);
+    if (!d)
+        return llmrt_fail(err, LLMRT_ERR_NOT_FOUND, "memory plugin %s not built", file);
+    const llmrt_memory_vtable *mvt = d->vtable;
+    llmrt_section empty = {"memory", 0, NULL, NULL, NULL};
+    llmrt_memory *m = NULL;
+    llmrt_status st = mvt->create(&r->host, &empty, &r->be, &m, err);
+    if (st)
+        return st;
+    r->mem.vt = mvt, r->mem.m = m, r->mem.name = d->name;
+    llmrt_model_params mp = {o->set.max_num_batched_tokens, o->set.max_num_seqs};
+    st = mock_model_create(&o->model, &r->be, &mp, &r->model, err);
+    if (st)
+        return st;
+    llmrt_engine_parts parts;
+    memset(&parts, 0, sizeof parts);
+    parts.backend = r->be;
+    parts.memory = r->mem;
+    parts.model_vt = &mock_model_vtable;
+    parts.model = r->model;
+    parts.tokenizer = o->tok;
+    r->eos = o->model.eos_id;
+    parts.eos_ids = o->n_eos ? o->eos : &r->eos;
+    parts.n_eos = o->n_eos ? o->n_eos : (r->eos >= 0 ? 1 : 0);
+    parts.model_path = "(mock)";
+    llmrt_engine_options eo;
+    llmrt_engine_options_init(&eo);
+    eo.quiet = 1;
+    eo.on_step = o->on_step;
+    eo.step_user = o->step_user;
+    return llmrt_engine_create_from_parts(&parts, &o->set, &eo, &r->e, err);
+}
+
+void mock_rig_close(mock_rig *r)
+{
+    llmrt_engine_destroy(r->e);
+    r->e = NULL;
+    mock_model_destroy(r->model);
+    r->model = NULL;
+    if (r->mem.m)
+        r->mem.vt->destroy(r->mem.m);
+    r->mem.m = NULL;
+    if (r->be.b)
+        mock_ops_backend_free(&r->be);
+}

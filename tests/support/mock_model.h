@@ -76,4 +76,35 @@ typedef struct mock_ops_stats {
 } mock_ops_stats;
 mock_ops_stats mock_ops_get_stats(const llmrt_backend_ref *ref);
 
+
+/* ---- an engine on the mock model, ops backend and a real memory plugin (.so) ---- */
+#include "engine_parts.h"
+
+typedef struct mock_rig_opts {
+    const char *memory;          /* "pageable", "pinned", "uva": plugins/memory-<name>.so */
+    mock_ops_opts ops;
+    mock_model_cfg model;
+    llmrt_engine_settings set;
+    llmrt_tokenizer *tok;        /* borrowed; may be NULL */
+    const int32_t *eos;          /* default: the model's eos_id when >= 0 */
+    int32_t n_eos;
+    llmrt_step_cb on_step;
+    void *step_user;
+} mock_rig_opts;
+
+typedef struct mock_rig {
+    llmrt_backend_ref be;
+    llmrt_memory_ref mem;
+    llmrt_model *model;
+    llmrt_engine *e;
+    llmrt_host host;
+    int32_t eos;
+} mock_rig;
+
+/* Defaults: pageable memory, argmax + sample on the device, mock model defaults, engine
+ * defaults with kv_tokens 4096 and async scheduling off. */
+mock_rig_opts mock_rig_default_opts(void);
+llmrt_status mock_rig_open(mock_rig *r, const mock_rig_opts *o, llmrt_error *err);
+void mock_rig_close(mock_rig *r);
+
 #endif
