@@ -26,6 +26,7 @@ AWQ packing does not round-trip, greedy ids disagree with the teacher-forced arg
 import argparse
 import array
 import copy
+import inspect
 import json
 import os
 import shutil
@@ -82,13 +83,23 @@ def make_config(fx):
               tie_word_embeddings=fx["tie"], attention_bias=False, use_sliding_window=False,
               bos_token_id=None, eos_token_id=None, pad_token_id=None)
     # transformers 5 takes rope_parameters; 4.x took rope_theta.
-    if "rope_parameters" in getattr(Qwen3Config, "__dataclass_fields__", {}) or \
-            "rope_parameters" in Qwen3Config.__init__.__code__.co_varnames:
+    try:
+        new_api = "rope_parameters" in inspect.signature(Qwen3Config.__init__).parameters
+    except (TypeError, ValueError):
+        new_api = False
+    new_api = new_api or "rope_parameters" in getattr(Qwen3Config, "__dataclass_fields__", {})
+    if new_api:
         kw["rope_parameters"] = {"rope_type": "default", "rope_theta": fx["theta"]}
     else:
         kw["rope_theta"] = fx["theta"]
     config = Qwen3Config(**kw)
     config.architectures = ["Qwen3ForCausalLM"]
+    rp = getattr(config, "rope_parameters", None)
+    theta = rp.get("rope_theta") if isinstance(rp, dict) else getattr(config, "rope_theta", None)
+    if theta is None or abs(float(theta) - fx["theta"]) > 1e-6 * fx["theta"]:
+        fail(f"{fx['name']}: Qwen3Config did not take rope theta {fx['theta']} (got {theta})")
+    if config.head_dim != fx["head_dim"] or config.num_key_value_heads != KV_HEADS:
+        fail(f"{fx['name']}: Qwen3Config did not take head_dim / num_key_value_heads")
     return config
 
 
@@ -266,9 +277,11 @@ def build(fx, out_root, seed):
     gen = torch.Generator().manual_seed(seed)
     config = make_config(fx)
     model = eager(Qwen3ForCausalLM(config)).float().eval()
+    if fx["tie"]:
+        model.tie_weights()
+        if model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
+            fail(f"{name}: tie_word_embeddings=True but lm_head is not the input embedding")
     init_weights(model, fx, gen)
-    if fx["tie"] and model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
-        fail(f"{name}: tie_word_embeddings=True but lm_head is not the input embedding")
 
     store = DTYPES[fx["dtype"]]
     quant = None
