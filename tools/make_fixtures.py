@@ -53,8 +53,10 @@ AWQ_REVERSE_ORDER = (0, 4, 1, 5, 2, 6, 3, 7)
 
 FIXTURES = [
     # name, storage dtype, tied, hidden, intermediate, layers, head_dim, awq group, shards, spelling, rope theta
+    # Tied: the input token's own embedding dominates the logits (greedy just repeats it)
+    # unless the layers' outputs outweigh it in the residual stream: out_scale 3 does that.
     dict(name="qwen3-bf16-tied", dtype="bfloat16", tie=True, hidden=64, inter=128, layers=2,
-         head_dim=32, group=None, shards=1, spelling="new", theta=1000000.0),
+         head_dim=32, group=None, shards=1, spelling="new", theta=1000000.0, out_scale=3.0),
     dict(name="qwen3-f16-untied", dtype="float16", tie=False, hidden=64, inter=128, layers=3,
          head_dim=32, group=None, shards=1, spelling="old", theta=10000.0),
     dict(name="qwen3-awq-g32", dtype="float16", tie=False, hidden=64, inter=128, layers=2,
@@ -113,7 +115,8 @@ def eager(model):
 
 def init_weights(model, fx, gen):
     """Random weights with a healthy logit spread: embeddings and lm_head rows of norm ~3
-    (logits std ~3), linears ~N(0, 1/in), norms 1 + N(0, 0.1). Rounded to the storage dtype
+    (logits std ~3), linears ~N(0, 1/in) (o_proj and down_proj times out_scale), norms
+    1 + N(0, 0.1). Rounded to the storage dtype
     so the float32 reference runs on exactly the stored values."""
     store = DTYPES[fx["dtype"]]
     h = fx["hidden"]
@@ -125,6 +128,8 @@ def init_weights(model, fx, gen):
                 v = torch.randn(p.shape, generator=gen) * (3.0 / h ** 0.5)
             elif p.dim() == 2:
                 v = torch.randn(p.shape, generator=gen) / p.shape[1] ** 0.5
+                if name.endswith(("o_proj.weight", "down_proj.weight")):
+                    v = v * fx.get("out_scale", 1.0)
             else:
                 fail(f"unexpected parameter {name} {tuple(p.shape)}")
             p.copy_(v.to(store).to(torch.float32))
@@ -425,6 +430,12 @@ def main():
         print(f"    greedy[0] = {refs[0]['greedy']}")
     total = folder_bytes(args.out)
     print(f"make_fixtures: wrote {args.out} ({total / 1e6:.2f} MB)")
+    for fx in FIXTURES:
+        with open(os.path.join(args.out, fx["name"], "reference.json")) as f:
+            distinct = min(len(set(p["greedy"])) for p in json.load(f)["prompts"])
+        if distinct < 4:
+            print(f"  warning: {fx['name']}: a greedy continuation has only {distinct} distinct "
+                  f"tokens (a weak greedy test)")
     if total > SIZE_LIMIT:
         fail(f"fixtures take {total / 1e6:.2f} MB, more than {SIZE_LIMIT / 1e6:.1f} MB")
 
