@@ -1,0 +1,664 @@
+/* cuda_attention.cu — paged attention over the KV cache (backend.h: llmrt_attn_params).
+ *
+ * Why two kernels: decode (one query token per sequence) is bound by reading K and V once,
+ * so it is a split-K "flash-decoding" kernel: one block per (sequence, KV head, split of the
+ * context), reading each K/V row once for all query heads of its GQA group, with an online
+ * softmax, and a second small kernel merging the splits with log-sum-exp. Prefill (many query
+ * tokens) reuses K/V across queries, so it is a tiled flash-attention kernel: a tile of query
+ * rows in shared memory against tiles of keys/values, causal, online softmax, fp32 FMA.
+ *
+ * Grid sizes come only from host values (max_seq_len, max_query_len, counts); the actual
+ * lengths are read on the device and surplus blocks exit early, so one launch shape serves
+ * every step of a CUDA graph bucket. All math is fp32; caches may be F32/F16/BF16. */
+#include "cuda_common.cuh"
+
+#include <math.h>
+
+#define ATT_WARPS 4          /* decode: warps per block */
+#define ATT_TT 4             /* decode: tokens per row group per iteration (loads in flight) */
+#define ATT_CMIN 64          /* decode: fewest context tokens per split */
+#define ATT_MAX_SPLITS 256   /* decode: most splits of one sequence */
+#define PF_THREADS 256       /* prefill: threads per block (16 x 16) */
+
+/* Splits a context of L tokens uses, out of at most S: identical in both decode kernels. */
+__device__ __forceinline__ int att_active_splits(int L, int S)
+{
+    int a = (L + ATT_CMIN - 1) / ATT_CMIN;
+    if (a > S)
+        a = S;
+    return a < 1 ? 1 : a;
+}
+
+/* How lanes cover one K/V row of HD elements of T with 16-byte loads. */
+template <typename T, int HD> struct att_geom {
+    static constexpr int VEC = 16 / (int)sizeof(T);          /* elements per 16-byte load */
+    static constexpr int LPR = HD / VEC < 32 ? HD / VEC : 32; /* lanes per row */
+    static constexpr int EPL = HD / LPR;                      /* elements per lane */
+    static constexpr int NV = EPL / VEC;                      /* 16-byte loads per lane per row */
+    static constexpr int RPW = 32 / LPR;                      /* rows a warp reads at once */
+    static constexpr int NRG = ATT_WARPS * RPW;               /* row groups per block */
+};
+
+/* ---- decode ---- */
+
+/* Block (split, kv-head sub-group, sequence). GB query heads (of one KV head's group) share
+ * every K/V row this block reads. With S == 1 the block writes the final output; otherwise it
+ * writes an unnormalised partial (acc, max m, sum l) for the merge kernel:
+ *   part    [n_seqs, n_heads, S, HD]
+ *   part_ml [n_seqs, n_heads, S, 2] */
+template <typename T, int HD, int GB>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+attn_decode_kernel(float *__restrict__ out, float *__restrict__ part, float *__restrict__ part_ml,
+                   const float *__restrict__ q, const T *__restrict__ kc, const T *__restrict__ vc,
+                   const int32_t *__restrict__ query_start, const int32_t *__restrict__ seq_lens,
+                   const int32_t *__restrict__ block_tables, int mbps, int bs, int n_heads,
+                   int n_kv_heads, float scale, int S)
+{
+    using G_ = att_geom<T, HD>;
+    constexpr int VEC = G_::VEC, LPR = G_::LPR, EPL = G_::EPL, NV = G_::NV, RPW = G_::RPW,
+                  NRG = G_::NRG;
+    __shared__ float sm_ml[NRG][GB][2];
+    __shared__ float sm_acc[NRG][GB][HD];
+
+    const int s = blockIdx.z;
+    const int group = n_heads / n_kv_heads;
+    const int subs = group / GB;
+    const int kvh = blockIdx.y / subs;
+    const int hq0 = kvh * group + (blockIdx.y % subs) * GB;
+    const int split = blockIdx.x;
+
+    const int qs0 = query_start[s];
+    const int qlen = query_start[s + 1] - qs0;
+    if (qlen <= 0)
+        return;
+    const int row = qs0 + qlen - 1; /* decode: the one query token, at position L - 1 */
+    const int L = seq_lens[s];
+    const int active = att_active_splits(L, S);
+    if (split >= active)
+        return;
+    const int chunk = (L + active - 1) / active;
+    const int t0 = split * chunk;
+    const int t1 = min(L, t0 + chunk);
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int rg = warp * RPW + lane / LPR;
+    const int lr = lane % LPR;
+
+    float qv[GB][EPL];
+#pragma unroll
+    for (int g = 0; g < GB; g++)
+#pragma unroll
+        for (int e = 0; e < EPL; e++)
+            qv[g][e] = q[((int64_t)row * n_heads + hq0 + g) * HD + lr * EPL + e] * scale;
+
+    float m[GB], l[GB], acc[GB][EPL];
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < EPL; e++)
+            acc[g][e] = 0.0f;
+    }
+
+    const int32_t *bt = block_tables + (int64_t)s * mbps;
+    const int64_t slot_stride = (int64_t)n_kv_heads * HD;
+    const int64_t head_off = (int64_t)kvh * HD + lr * EPL;
+
+    for (int base = t0; base < t1; base += NRG * ATT_TT) {
+        uint4 kraw[ATT_TT][NV], vraw[ATT_TT][NV];
+        bool valid[ATT_TT];
+#pragma unroll
+        for (int u = 0; u < ATT_TT; u++) {
+            const int t = base + rg * ATT_TT + u;
+            valid[u] = t < t1;
+            if (valid[u]) {
+                const int64_t slot = (int64_t)bt[t / bs] * bs + t % bs;
+                const T *kp = kc + slot * slot_stride + head_off;
+                const T *vp = vc + slot * slot_stride + head_off;
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    kraw[u][v] = ldg16(kp + v * VEC);
+                    vraw[u][v] = ldg16(vp + v * VEC);
+                }
+            } else {
+#pragma unroll
+                for (int v = 0; v < NV; v++) {
+                    kraw[u][v] = make_uint4(0, 0, 0, 0);
+                    vraw[u][v] = make_uint4(0, 0, 0, 0);
+                }
+            }
+        }
+        float sc[ATT_TT][GB];
+#pragma unroll
+        for (int u = 0; u < ATT_TT; u++) {
+            float kf[EPL];
+#pragma unroll
+            for (int v = 0; v < NV; v++)
+                vec_to_f32<T>(kraw[u][v], kf + v * VEC);
+#pragma unroll
+            for (int g = 0; g < GB; g++) {
+                float d = 0.0f;
+#pragma unroll
+                for (int e = 0; e < EPL; e++)
+                    d = fmaf(qv[g][e], kf[e], d);
+                sc[u][g] = d;
+            }
+        }
+        /* finish the dot products across the LPR lanes of each row group */
+#pragma unroll
+        for (int u = 0; u < ATT_TT; u++)
+#pragma unroll
+            for (int g = 0; g < GB; g++)
+#pragma unroll
+                for (int o = LPR / 2; o > 0; o >>= 1)
+                    sc[u][g] += __shfl_xor_sync(CUDA_FULL_MASK, sc[u][g], o);
+
+        float vf[ATT_TT][EPL];
+#pragma unroll
+        for (int u = 0; u < ATT_TT; u++)
+#pragma unroll
+            for (int v = 0; v < NV; v++)
+                vec_to_f32<T>(vraw[u][v], vf[u] + v * VEC);
+
+#pragma unroll
+        for (int g = 0; g < GB; g++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int u = 0; u < ATT_TT; u++)
+                if (valid[u])
+                    mx = fmaxf(mx, sc[u][g]);
+            const float mnew = fmaxf(m[g], mx);
+            if (mnew == -INFINITY)
+                continue; /* no valid token yet in this row group */
+            const float corr = expf(m[g] - mnew);
+            float p[ATT_TT], ps = 0.0f;
+#pragma unroll
+            for (int u = 0; u < ATT_TT; u++) {
+                p[u] = valid[u] ? expf(sc[u][g] - mnew) : 0.0f;
+                ps += p[u];
+            }
+            l[g] = l[g] * corr + ps;
+            m[g] = mnew;
+#pragma unroll
+            for (int e = 0; e < EPL; e++) {
+                float a = acc[g][e] * corr;
+#pragma unroll
+                for (int u = 0; u < ATT_TT; u++)
+                    a = fmaf(p[u], vf[u][e], a);
+                acc[g][e] = a;
+            }
+        }
+    }
+
+    /* merge the row groups of this block */
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        if (lr == 0) {
+            sm_ml[rg][g][0] = m[g];
+            sm_ml[rg][g][1] = l[g];
+        }
+#pragma unroll
+        for (int e = 0; e < EPL; e++)
+            sm_acc[rg][g][lr * EPL + e] = acc[g][e];
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < GB * HD; idx += blockDim.x) {
+        const int g = idx / HD, d = idx % HD;
+        float M = -INFINITY;
+#pragma unroll
+        for (int r = 0; r < NRG; r++)
+            M = fmaxf(M, sm_ml[r][g][0]);
+        float A = 0.0f, Ls = 0.0f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int r = 0; r < NRG; r++) {
+                const float w = expf(sm_ml[r][g][0] - M); /* -inf → 0 */
+                Ls += sm_ml[r][g][1] * w;
+                A += sm_acc[r][g][d] * w;
+            }
+        }
+        if (S == 1) {
+            out[((int64_t)row * n_heads + hq0 + g) * HD + d] = Ls > 0.0f ? A / Ls : 0.0f;
+        } else {
+            const int64_t pi = ((int64_t)s * n_heads + hq0 + g) * S + split;
+            part[pi * HD + d] = A;
+            if (d == 0) {
+                part_ml[pi * 2] = M;
+                part_ml[pi * 2 + 1] = Ls;
+            }
+        }
+    }
+}
+
+/* out[row, h, :] from the active splits' partials, weighted by exp(m_j - max m). */
+__global__ void attn_merge_kernel(float *__restrict__ out, const float *__restrict__ part,
+                                  const float *__restrict__ part_ml,
+                                  const int32_t *__restrict__ query_start,
+                                  const int32_t *__restrict__ seq_lens, int n_heads, int hd, int S)
+{
+    __shared__ float wsm[ATT_MAX_SPLITS];
+    __shared__ float red[32];
+    const int h = blockIdx.x, s = blockIdx.y;
+    const int qs0 = query_start[s];
+    const int qlen = query_start[s + 1] - qs0;
+    if (qlen <= 0)
+        return;
+    const int row = qs0 + qlen - 1;
+    const int active = att_active_splits(seq_lens[s], S);
+    const int64_t base = ((int64_t)s * n_heads + h) * S;
+
+    float M = -INFINITY;
+    for (int j = threadIdx.x; j < active; j += blockDim.x)
+        M = fmaxf(M, part_ml[(base + j) * 2]);
+    M = block_max(M, red);
+    float ls = 0.0f;
+    for (int j = threadIdx.x; j < active; j += blockDim.x) {
+        const float w = M == -INFINITY ? 0.0f : expf(part_ml[(base + j) * 2] - M);
+        wsm[j] = w;
+        ls += w * part_ml[(base + j) * 2 + 1];
+    }
+    ls = block_sum(ls, red); /* its barriers also publish wsm */
+    const float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float a = 0.0f;
+        for (int j = 0; j < active; j++)
+            a = fmaf(wsm[j], part[(base + j) * hd + d], a);
+        out[((int64_t)row * n_heads + h) * hd + d] = a * inv;
+    }
+}
+
+/* ---- prefill ---- */
+
+/* Tile shapes by head_dim: query rows QR, keys per tile KT (both multiples of 16). */
+template <int HD> struct pf_shape {
+    static constexpr int QR = HD <= 128 ? 64 : 32;
+    static constexpr int KT = HD <= 128 ? 64 : 32;
+    static constexpr int LDQ = HD + 4; /* padded shared-memory row, floats */
+    static constexpr int LDP = KT + 1;
+    static constexpr size_t SMEM = (size_t)((QR + KT) * LDQ + QR * LDP) * sizeof(float);
+};
+
+/* Keys [k0, k0 + KT) of one KV head into dst [KT][LDQ] as f32 (keys >= kend: zeros). */
+template <typename T, int HD, int KT, int LDQ>
+__device__ __forceinline__ void pf_load_tile(float *dst, const T *__restrict__ cache,
+                                             const int32_t *__restrict__ bt, int bs,
+                                             int64_t slot_stride, int64_t head_off, int k0, int kend)
+{
+    constexpr int VEC = 16 / (int)sizeof(T);
+    constexpr int VPR = HD / VEC; /* vectors per row */
+    for (int idx = threadIdx.x; idx < KT * VPR; idx += PF_THREADS) {
+        const int key = idx / VPR, c = idx % VPR;
+        const int t = k0 + key;
+        float f[VEC];
+        if (t < kend) {
+            const int64_t slot = (int64_t)bt[t / bs] * bs + t % bs;
+            vec_to_f32<T>(ldg16(cache + slot * slot_stride + head_off + c * VEC), f);
+        } else {
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                f[e] = 0.0f;
+        }
+        float4 *d4 = reinterpret_cast<float4 *>(dst + key * LDQ + c * VEC);
+#pragma unroll
+        for (int e = 0; e < VEC; e += 4)
+            d4[e / 4] = make_float4(f[e], f[e + 1], f[e + 2], f[e + 3]);
+    }
+}
+
+/* Block (query tile, kv-head sub-group, sequence): QR query rows = TQ tokens x GR heads of
+ * one KV head's group. Thread (ty, tx) of a 16 x 16 grid owns rows ty*MR.. for both the
+ * scores (keys tx + 16 j) and the output (dims tx + 16 d). */
+template <typename T, int HD>
+__global__ void __launch_bounds__(PF_THREADS)
+attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, const T *__restrict__ kc,
+                    const T *__restrict__ vc, const int32_t *__restrict__ query_start,
+                    const int32_t *__restrict__ seq_lens, const int32_t *__restrict__ block_tables,
+                    int mbps, int bs, int n_heads, int n_kv_heads, float scale, int GR)
+{
+    using P = pf_shape<HD>;
+    constexpr int QR = P::QR, KT = P::KT, LDQ = P::LDQ, LDP = P::LDP;
+    constexpr int MR = QR / 16, MC = KT / 16, MD = HD / 16;
+    extern __shared__ float4 pf_smem4[];
+    float *Qs = reinterpret_cast<float *>(pf_smem4); /* [QR][LDQ] */
+    float *KVs = Qs + QR * LDQ;                      /* [KT][LDQ] */
+    float *Ps = KVs + KT * LDQ;                      /* [QR][LDP] */
+
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const int s = blockIdx.z;
+    const int group = n_heads / n_kv_heads;
+    const int subs = group / GR;
+    const int kvh = blockIdx.y / subs;
+    const int hq0 = kvh * group + (blockIdx.y % subs) * GR;
+    const int TQ = QR / GR;
+
+    const int qs0 = query_start[s];
+    const int qlen = query_start[s + 1] - qs0;
+    const int tok0 = blockIdx.x * TQ;
+    if (tok0 >= qlen)
+        return;
+    const int L = seq_lens[s];
+    const int pos0 = L - qlen; /* position of query token 0 */
+    const int last_tok = min(qlen - 1, tok0 + TQ - 1);
+    const int kend = pos0 + last_tok + 1; /* keys [0, kend) */
+
+    for (int idx = threadIdx.x; idx < QR * HD; idx += PF_THREADS) {
+        const int r = idx / HD, d = idx % HD;
+        const int tok = tok0 + r / GR, h = hq0 + r % GR;
+        Qs[r * LDQ + d] = tok < qlen ? q[((int64_t)(qs0 + tok) * n_heads + h) * HD + d] * scale : 0.0f;
+    }
+
+    int rpos[MR]; /* position of each of my rows; -1 = padding row */
+#pragma unroll
+    for (int i = 0; i < MR; i++) {
+        const int tok = tok0 + (ty * MR + i) / GR;
+        rpos[i] = tok < qlen ? pos0 + tok : -1;
+    }
+    float m[MR], l[MR], o[MR][MD];
+#pragma unroll
+    for (int i = 0; i < MR; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < MD; j++)
+            o[i][j] = 0.0f;
+    }
+
+    const int32_t *bt = block_tables + (int64_t)s * mbps;
+    const int64_t slot_stride = (int64_t)n_kv_heads * HD;
+    const int64_t head_off = (int64_t)kvh * HD;
+
+    for (int k0 = 0; k0 < kend; k0 += KT) {
+        __syncthreads(); /* Q is loaded; the previous tile's V is no longer read */
+        pf_load_tile<T, HD, KT, LDQ>(KVs, kc, bt, bs, slot_stride, head_off, k0, kend);
+        __syncthreads();
+
+        float sacc[MR][MC];
+#pragma unroll
+        for (int i = 0; i < MR; i++)
+#pragma unroll
+            for (int j = 0; j < MC; j++)
+                sacc[i][j] = 0.0f;
+#pragma unroll 4
+        for (int d = 0; d < HD; d += 4) {
+            float4 qa[MR], kb[MC];
+#pragma unroll
+            for (int i = 0; i < MR; i++)
+                qa[i] = *reinterpret_cast<const float4 *>(Qs + (ty * MR + i) * LDQ + d);
+#pragma unroll
+            for (int j = 0; j < MC; j++)
+                kb[j] = *reinterpret_cast<const float4 *>(KVs + (tx + 16 * j) * LDQ + d);
+#pragma unroll
+            for (int i = 0; i < MR; i++)
+#pragma unroll
+                for (int j = 0; j < MC; j++) {
+                    float a = sacc[i][j];
+                    a = fmaf(qa[i].x, kb[j].x, a);
+                    a = fmaf(qa[i].y, kb[j].y, a);
+                    a = fmaf(qa[i].z, kb[j].z, a);
+                    a = fmaf(qa[i].w, kb[j].w, a);
+                    sacc[i][j] = a;
+                }
+        }
+
+#pragma unroll
+        for (int i = 0; i < MR; i++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < MC; j++) {
+                const int key = k0 + tx + 16 * j;
+                if (key > rpos[i]) /* causal (and padding rows, rpos = -1) */
+                    sacc[i][j] = -INFINITY;
+                mx = fmaxf(mx, sacc[i][j]);
+            }
+#pragma unroll
+            for (int off = 8; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(CUDA_FULL_MASK, mx, off));
+            const float mnew = fmaxf(m[i], mx);
+            const bool none = mnew == -INFINITY;
+            const float corr = none ? 1.0f : expf(m[i] - mnew);
+            float ps = 0.0f;
+#pragma unroll
+            for (int j = 0; j < MC; j++) {
+                const float p = none ? 0.0f : expf(sacc[i][j] - mnew);
+                Ps[(ty * MR + i) * LDP + tx + 16 * j] = p;
+                ps += p;
+            }
+#pragma unroll
+            for (int off = 8; off > 0; off >>= 1)
+                ps += __shfl_xor_sync(CUDA_FULL_MASK, ps, off);
+            l[i] = l[i] * corr + ps;
+            m[i] = mnew;
+#pragma unroll
+            for (int j = 0; j < MD; j++)
+                o[i][j] *= corr;
+        }
+        __syncthreads(); /* K no longer read; P complete */
+        pf_load_tile<T, HD, KT, LDQ>(KVs, vc, bt, bs, slot_stride, head_off, k0, kend);
+        __syncthreads();
+#pragma unroll 4
+        for (int kk = 0; kk < KT; kk++) {
+            float pv[MR];
+#pragma unroll
+            for (int i = 0; i < MR; i++)
+                pv[i] = Ps[(ty * MR + i) * LDP + kk];
+#pragma unroll
+            for (int j = 0; j < MD; j++) {
+                const float v = KVs[kk * LDQ + tx + 16 * j];
+#pragma unroll
+                for (int i = 0; i < MR; i++)
+                    o[i][j] = fmaf(pv[i], v, o[i][j]);
+            }
+        }
+    }
+
+#pragma unroll
+    for (int i = 0; i < MR; i++) {
+        const int r = ty * MR + i;
+        const int tok = tok0 + r / GR;
+        if (tok >= qlen)
+            continue;
+        const int h = hq0 + r % GR;
+        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        float *orow = out + ((int64_t)(qs0 + tok) * n_heads + h) * HD;
+#pragma unroll
+        for (int j = 0; j < MD; j++)
+            orow[tx + 16 * j] = o[i][j] * inv;
+    }
+}
+
+/* ---- host side ---- */
+
+template <typename T, int HD>
+static cudaError_t set_prefill_smem(void)
+{
+    return cudaFuncSetAttribute(attn_prefill_kernel<T, HD>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)pf_shape<HD>::SMEM);
+}
+
+llmrt_status cuda_attention_init(llmrt_backend *b, llmrt_error *err)
+{
+    cudaError_t e = cudaSuccess;
+#define PF_SET(T, HD)                                                                          \
+    if (e == cudaSuccess && pf_shape<HD>::SMEM <= b->smem_optin)                               \
+        e = set_prefill_smem<T, HD>();
+    PF_SET(float, 64) PF_SET(float, 128) PF_SET(float, 256)
+    PF_SET(__half, 64) PF_SET(__half, 128) PF_SET(__half, 256)
+    PF_SET(__nv_bfloat16, 64) PF_SET(__nv_bfloat16, 128) PF_SET(__nv_bfloat16, 256)
+#undef PF_SET
+    if (e != cudaSuccess)
+        return cuda_fail(err, LLMRT_ERR_DEVICE, e, "cudaFuncSetAttribute(attention prefill)");
+    return LLMRT_OK;
+}
+
+/* Largest power of two <= cap that divides g. */
+static int pow2_divisor(int g, int cap)
+{
+    int d = 1;
+    while (d * 2 <= cap && g % (d * 2) == 0)
+        d *= 2;
+    return d;
+}
+
+typedef struct att_launch {
+    cudaStream_t stream;
+    float *out, *part, *part_ml;
+    const float *q;
+    const void *kc, *vc;
+    const llmrt_attn_params *p;
+    int S;
+    dim3 grid;
+} att_launch;
+
+template <typename T, int HD, int GB>
+static void launch_decode(const att_launch &a)
+{
+    const llmrt_attn_params *p = a.p;
+    attn_decode_kernel<T, HD, GB><<<a.grid, ATT_WARPS * 32, 0, a.stream>>>(
+        a.out, a.part, a.part_ml, a.q, (const T *)a.kc, (const T *)a.vc, p->query_start,
+        p->seq_lens, p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads,
+        p->n_kv_heads, p->scale, a.S);
+}
+
+template <typename T, int HD>
+static void launch_decode_gb(const att_launch &a, int gb)
+{
+    switch (gb) {
+    case 8: launch_decode<T, HD, 8>(a); break;
+    case 4: launch_decode<T, HD, 4>(a); break;
+    case 2: launch_decode<T, HD, 2>(a); break;
+    default: launch_decode<T, HD, 1>(a); break;
+    }
+}
+
+template <typename T>
+static void launch_decode_hd(const att_launch &a, int gb)
+{
+    switch (a.p->head_dim) {
+    case 64: launch_decode_gb<T, 64>(a, gb); break;
+    case 128: launch_decode_gb<T, 128>(a, gb); break;
+    default: launch_decode_gb<T, 256>(a, gb); break;
+    }
+}
+
+template <typename T, int HD>
+static void launch_prefill(const att_launch &a, int gr)
+{
+    const llmrt_attn_params *p = a.p;
+    attn_prefill_kernel<T, HD><<<a.grid, PF_THREADS, pf_shape<HD>::SMEM, a.stream>>>(
+        a.out, a.q, (const T *)a.kc, (const T *)a.vc, p->query_start, p->seq_lens, p->block_tables,
+        p->max_blocks_per_seq, p->block_size, p->n_heads, p->n_kv_heads, p->scale, gr);
+}
+
+template <typename T>
+static void launch_prefill_hd(const att_launch &a, int gr)
+{
+    switch (a.p->head_dim) {
+    case 64: launch_prefill<T, 64>(a, gr); break;
+    case 128: launch_prefill<T, 128>(a, gr); break;
+    default: launch_prefill<T, 256>(a, gr); break;
+    }
+}
+
+static size_t prefill_smem(int hd)
+{
+    return hd == 64 ? pf_shape<64>::SMEM : hd == 128 ? pf_shape<128>::SMEM : pf_shape<256>::SMEM;
+}
+
+llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
+                            const llmrt_attn_params *p, llmrt_error *err)
+{
+    if (p->n_tokens <= 0 || p->n_seqs <= 0)
+        return LLMRT_OK;
+    if (p->n_kv_heads <= 0 || p->n_heads <= 0 || p->n_heads % p->n_kv_heads)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "cuda attention: n_heads (%d) must be a positive multiple of n_kv_heads "
+                          "(%d)", p->n_heads, p->n_kv_heads);
+    if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "cuda attention: head_dim %d is not supported (64, 128 or 256)",
+                          p->head_dim);
+    if (!cuda_is_float_dtype(p->kv_dtype))
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "cuda attention: cache dtype %s is not supported (F32, F16, BF16)",
+                          llmrt_dtype_name(p->kv_dtype));
+    if (p->block_size <= 0 || p->max_blocks_per_seq <= 0 || p->max_seq_len <= 0)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "cuda attention: block_size (%d), max_blocks_per_seq (%d) and "
+                          "max_seq_len (%d) must be positive",
+                          p->block_size, p->max_blocks_per_seq, p->max_seq_len);
+    if ((int64_t)p->max_seq_len > (int64_t)p->max_blocks_per_seq * p->block_size)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "cuda attention: max_seq_len %d exceeds what a block table holds "
+                          "(%d blocks x %d tokens)",
+                          p->max_seq_len, p->max_blocks_per_seq, p->block_size);
+    llmrt_status st = cuda_use(b, err);
+    if (st)
+        return st;
+    const int group = p->n_heads / p->n_kv_heads;
+    att_launch a;
+    a.stream = b->stream;
+    a.out = out;
+    a.q = q;
+    a.kc = p->k_cache;
+    a.vc = p->v_cache;
+    a.p = p;
+    a.part = a.part_ml = NULL;
+
+    if (p->max_query_len <= 1) {
+        const int gb = pow2_divisor(group, 8);
+        const int gy = p->n_kv_heads * (group / gb);
+        /* enough splits to give the GPU ~4 blocks per SM, none shorter than ATT_CMIN */
+        int64_t s_len = ceil_div64(p->max_seq_len, ATT_CMIN);
+        int64_t s_fill = ceil_div64(4 * (int64_t)b->sm_count, (int64_t)p->n_seqs * gy);
+        int64_t S = s_len < s_fill ? s_len : s_fill;
+        if (S > ATT_MAX_SPLITS)
+            S = ATT_MAX_SPLITS;
+        if (S < 1)
+            S = 1;
+        a.S = (int)S;
+        if (S > 1) {
+            const size_t rows = (size_t)p->n_seqs * p->n_heads * (size_t)S;
+            const size_t bytes = rows * (size_t)(p->head_dim + 2) * sizeof(float);
+            void *scratch = NULL;
+            if ((st = cuda_scratch_get(b, CUDA_SCRATCH_ATTN, bytes, &scratch, err)) != LLMRT_OK)
+                return st;
+            a.part = (float *)scratch;
+            a.part_ml = a.part + rows * p->head_dim;
+        }
+        a.grid = dim3((unsigned)S, (unsigned)gy, (unsigned)p->n_seqs);
+        switch (p->kv_dtype) {
+        case LLMRT_DTYPE_F32: launch_decode_hd<float>(a, gb); break;
+        case LLMRT_DTYPE_F16: launch_decode_hd<__half>(a, gb); break;
+        default: launch_decode_hd<__nv_bfloat16>(a, gb); break;
+        }
+        if ((st = cuda_check_launch(err, "attention decode")) != LLMRT_OK)
+            return st;
+        if (S > 1) {
+            attn_merge_kernel<<<dim3((unsigned)p->n_heads, (unsigned)p->n_seqs), 128, 0, b->stream>>>(
+                out, a.part, a.part_ml, p->query_start, p->seq_lens, p->n_heads, p->head_dim, a.S);
+            if ((st = cuda_check_launch(err, "attention merge")) != LLMRT_OK)
+                return st;
+        }
+        return LLMRT_OK;
+    }
+
+    if (prefill_smem(p->head_dim) > b->smem_optin)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "cuda attention: prefill with head_dim %d needs %zu bytes of shared "
+                          "memory per block; device %s allows %zu",
+                          p->head_dim, prefill_smem(p->head_dim), b->name, b->smem_optin);
+    const int qr = p->head_dim <= 128 ? 64 : 32;
+    const int gr = pow2_divisor(group, qr);
+    const int tq = qr / gr;
+    const int gy = p->n_kv_heads * (group / gr);
+    a.grid = dim3((unsigned)ceil_div64(p->max_query_len, tq), (unsigned)gy, (unsigned)p->n_seqs);
+    a.S = 1;
+    switch (p->kv_dtype) {
+    case LLMRT_DTYPE_F32: launch_prefill_hd<float>(a, gr); break;
+    case LLMRT_DTYPE_F16: launch_prefill_hd<__half>(a, gr); break;
+    default: launch_prefill_hd<__nv_bfloat16>(a, gr); break;
+    }
+    return cuda_check_launch(err, "attention prefill");
+}

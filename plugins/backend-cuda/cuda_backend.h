@@ -1,0 +1,148 @@
+/* cuda_backend.h — what the files of the CUDA backend share: the instance struct, scratch
+ * buffers, error helpers, and the entry points of the ops (implemented in the .cu files,
+ * called from the vtable in cuda_plugin.c).
+ *
+ * Why: the plumbing (lifecycle, memory, stream, events, graphs) is plain C against the
+ * CUDA runtime API; only the kernels need C++/CUDA. This header is included by both, so it
+ * is C with extern "C" around it. Nothing here is visible outside the .so. */
+#ifndef LLMRT_CUDA_BACKEND_H
+#define LLMRT_CUDA_BACKEND_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <llmrt/backend.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Scratch buffers owned by the backend, one per purpose. They only grow; a replaced buffer
+ * is kept until destroy because a captured graph may still point at it. */
+typedef enum cuda_scratch_slot {
+    CUDA_SCRATCH_GEMM_X = 0,  /* gemm n > 8: activations cast to the weight dtype */
+    CUDA_SCRATCH_ATTN = 1,    /* split-K decode attention partials */
+    CUDA_SCRATCH_ARGMAX = 2,  /* argmax per-block partials + completion counters */
+    CUDA_SCRATCH_COUNT
+} cuda_scratch_slot;
+
+typedef struct cuda_scratch {
+    void *p;
+    size_t bytes;
+} cuda_scratch;
+
+struct llmrt_backend {
+    const llmrt_host *host; /* may be NULL (tests) */
+    int device;
+    cudaStream_t stream;        /* every op, copy and event runs on this one stream */
+    cublasHandle_t cublas;      /* bound to `stream`, with a fixed workspace (graph-safe) */
+    void *cublas_ws;
+    size_t cublas_ws_bytes;
+
+    /* device properties read once at create */
+    char name[128];
+    int cc_major, cc_minor;
+    int sm_count;
+    size_t l2_bytes;
+    size_t smem_optin;          /* max dynamic shared memory per block after opt-in */
+    int can_map_host;
+
+    int capturing;              /* between graph_begin and graph_end */
+
+    cuda_scratch scratch[CUDA_SCRATCH_COUNT];
+    void **retired;             /* replaced scratch buffers, freed at destroy */
+    size_t n_retired, cap_retired;
+
+    pthread_mutex_t mu;         /* guards pinned[] */
+    void **pinned;              /* host_alloc'd page-locked buffers (cudaFreeHost on free) */
+    size_t n_pinned, cap_pinned;
+};
+
+/* ---- errors (cuda_plugin.c) ---- */
+/* Fill err with "<what>: <cudaGetErrorName> (<cudaGetErrorString>)" and return `code`. */
+llmrt_status cuda_fail(llmrt_error *err, llmrt_status code, cudaError_t e, const char *what);
+/* Check the last launch: LLMRT_ERR_DEVICE naming the kernel when it failed. */
+llmrt_status cuda_check_launch(llmrt_error *err, const char *kernel);
+/* Make b's device current for this thread (cheap when it already is). */
+llmrt_status cuda_use(llmrt_backend *b, llmrt_error *err);
+
+/* ---- scratch (cuda_memory.c) ---- */
+/* A device buffer of at least `bytes` for `slot`, grown (never shrunk) on demand; new
+ * bytes are zeroed with a memset enqueued on the stream. Safe inside a graph capture. */
+llmrt_status cuda_scratch_get(llmrt_backend *b, cuda_scratch_slot slot, size_t bytes, void **out,
+                              llmrt_error *err);
+void cuda_scratch_release_all(llmrt_backend *b);
+
+/* ---- memory mechanisms (cuda_memory.c) ---- */
+llmrt_status cuda_dev_alloc(llmrt_backend *b, size_t bytes, void **out, llmrt_error *err);
+void cuda_dev_free(llmrt_backend *b, void *p);
+llmrt_status cuda_host_alloc(llmrt_backend *b, size_t bytes, uint32_t flags, void **out,
+                             llmrt_error *err);
+void cuda_host_free(llmrt_backend *b, void *p);
+llmrt_status cuda_host_register(llmrt_backend *b, void *p, size_t bytes, uint32_t flags,
+                                llmrt_error *err);
+void cuda_host_unregister(llmrt_backend *b, void *p);
+llmrt_status cuda_host_device_ptr(llmrt_backend *b, void *host, void **dev, llmrt_error *err);
+llmrt_status cuda_mem_info(llmrt_backend *b, uint64_t *free_bytes, uint64_t *total_bytes,
+                           llmrt_error *err);
+void cuda_pinned_release_all(llmrt_backend *b);
+
+/* ---- stream, copies, events, graphs (cuda_stream.c) ---- */
+llmrt_status cuda_copy(llmrt_backend *b, void *dst, const void *src, size_t bytes,
+                       llmrt_copy_kind kind, llmrt_error *err);
+llmrt_status cuda_synchronize(llmrt_backend *b, llmrt_error *err);
+llmrt_status cuda_event_create(llmrt_backend *b, llmrt_event **out, llmrt_error *err);
+void cuda_event_destroy(llmrt_backend *b, llmrt_event *e);
+llmrt_status cuda_event_record(llmrt_backend *b, llmrt_event *e, llmrt_error *err);
+llmrt_status cuda_event_sync(llmrt_backend *b, llmrt_event *e, llmrt_error *err);
+llmrt_status cuda_event_elapsed_ms(llmrt_backend *b, llmrt_event *start, llmrt_event *end,
+                                   float *ms, llmrt_error *err);
+llmrt_status cuda_graph_begin(llmrt_backend *b, llmrt_error *err);
+llmrt_status cuda_graph_end(llmrt_backend *b, llmrt_graph **out, llmrt_error *err);
+llmrt_status cuda_graph_launch(llmrt_backend *b, llmrt_graph *g, llmrt_error *err);
+void cuda_graph_destroy(llmrt_backend *b, llmrt_graph *g);
+
+/* ---- ops (contracts in backend.h) ---- */
+/* cuda_elementwise.cu */
+llmrt_status cuda_embedding(llmrt_backend *b, float *out, const llmrt_tensor *table,
+                            const int32_t *ids, int32_t n, llmrt_error *err);
+llmrt_status cuda_rmsnorm(llmrt_backend *b, float *out, const float *x, const llmrt_tensor *w,
+                          int32_t rows, int32_t d, float eps, llmrt_error *err);
+llmrt_status cuda_rope(llmrt_backend *b, float *x, const int32_t *positions, int32_t n,
+                       int32_t heads, int32_t head_dim, float theta, llmrt_error *err);
+llmrt_status cuda_kv_store(llmrt_backend *b, void *k_cache, void *v_cache, llmrt_dtype kv_dtype,
+                           const float *k, const float *v, const int32_t *slot_mapping, int32_t n,
+                           int32_t n_kv_heads, int32_t head_dim, llmrt_error *err);
+llmrt_status cuda_silu_mul(llmrt_backend *b, float *out, const float *gate, const float *up,
+                           int64_t n, llmrt_error *err);
+llmrt_status cuda_add(llmrt_backend *b, float *out, const float *a, const float *c, int64_t n,
+                      llmrt_error *err);
+/* cuda_attention.cu */
+llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
+                            const llmrt_attn_params *p, llmrt_error *err);
+/* Raise the dynamic shared-memory limit of the attention kernels (once, at create). */
+llmrt_status cuda_attention_init(llmrt_backend *b, llmrt_error *err);
+/* cuda_gemm.cu */
+llmrt_status cuda_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
+                       int32_t n, llmrt_error *err);
+/* cuda_sample.cu */
+llmrt_status cuda_argmax(llmrt_backend *b, int32_t *out, const float *logits, int32_t rows,
+                         int32_t vocab, llmrt_error *err);
+llmrt_status cuda_sample(llmrt_backend *b, int32_t *out, const float *logits,
+                         const llmrt_sample_params *params, int32_t rows, int32_t vocab,
+                         llmrt_error *err);
+
+/* 1 when t is a float dtype a weight or cache may have. */
+static inline int cuda_is_float_dtype(llmrt_dtype t)
+{
+    return t == LLMRT_DTYPE_F32 || t == LLMRT_DTYPE_F16 || t == LLMRT_DTYPE_BF16;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,365 @@
+/* cuda_plugin.c — the CUDA backend's descriptor and vtable, its lifecycle (probe, create,
+ * destroy), its [backend.cuda] section, device information and error helpers.
+ *
+ * Why: this .so must load everywhere the binary ships, including machines with no GPU and
+ * no driver: nothing runs at load or in init(); probe() reports "0 devices" with the CUDA
+ * runtime's reason; only create() needs a device. */
+#include "cuda_backend.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CUDA_BACKEND_VERSION "0.1.0"
+#define CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20) /* NVIDIA's advice for Hopper */
+
+/* ---- errors ---- */
+
+llmrt_status cuda_fail(llmrt_error *err, llmrt_status code, cudaError_t e, const char *what)
+{
+    return llmrt_fail(err, code, "cuda backend: %s: %s (%s)", what, cudaGetErrorName(e),
+                      cudaGetErrorString(e));
+}
+
+llmrt_status cuda_check_launch(llmrt_error *err, const char *kernel)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        return LLMRT_OK;
+    char what[160];
+    snprintf(what, sizeof what, "launching kernel %s", kernel);
+    return cuda_fail(err, LLMRT_ERR_DEVICE, e, what);
+}
+
+llmrt_status cuda_use(llmrt_backend *b, llmrt_error *err)
+{
+    cudaError_t e = cudaSetDevice(b->device);
+    if (e != cudaSuccess)
+        return cuda_fail(err, LLMRT_ERR_DEVICE, e, "cudaSetDevice");
+    return LLMRT_OK;
+}
+
+static const char *cublas_status_name(cublasStatus_t s)
+{
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "CUBLAS_STATUS_(other)";
+    }
+}
+
+/* ---- device information ---- */
+
+static void fill_info(int dev, const struct cudaDeviceProp *prop, llmrt_device_info *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", prop->name);
+    out->is_gpu = 1;
+    out->cc_major = prop->major;
+    out->cc_minor = prop->minor;
+    out->multiprocessors = prop->multiProcessorCount;
+    out->mem_total = (uint64_t)prop->totalGlobalMem;
+    int v = 0;
+    if (cudaDriverGetVersion(&v) == cudaSuccess)
+        out->driver_version = v;
+    v = 0;
+    if (cudaRuntimeGetVersion(&v) == cudaSuccess)
+        out->runtime_version = v;
+    /* free memory needs the device's context; the primary context is reused by create() */
+    int prev = -1;
+    cudaGetDevice(&prev);
+    if (cudaSetDevice(dev) == cudaSuccess) {
+        size_t f = 0, t = 0;
+        if (cudaMemGetInfo(&f, &t) == cudaSuccess) {
+            out->mem_free = f;
+            out->mem_total = t;
+        }
+    }
+    if (prev >= 0)
+        cudaSetDevice(prev);
+    cudaGetLastError(); /* nothing above is fatal; leave no sticky error behind */
+}
+
+/* Never fails: no driver, no device or a broken install all mean "0 devices", with the
+ * CUDA runtime's reason in err->msg (err->code stays LLMRT_OK). */
+static llmrt_status cuda_probe(llmrt_device_info *out, int32_t max, int32_t *count,
+                               llmrt_error *err)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    *count = 0;
+    if (e != cudaSuccess) {
+        if (err) {
+            err->code = LLMRT_OK;
+            snprintf(err->msg, sizeof err->msg, "cudaGetDeviceCount: %s (%s)",
+                     cudaGetErrorName(e), cudaGetErrorString(e));
+        }
+        cudaGetLastError();
+        return LLMRT_OK;
+    }
+    if (n == 0 && err) {
+        err->code = LLMRT_OK;
+        snprintf(err->msg, sizeof err->msg, "cudaGetDeviceCount: 0 devices");
+    }
+    for (int i = 0; i < n && i < max && out; i++) {
+        struct cudaDeviceProp prop;
+        if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+            cudaGetLastError();
+            memset(&out[i], 0, sizeof out[i]);
+            snprintf(out[i].name, sizeof out[i].name, "CUDA device %d (properties unavailable)", i);
+            out[i].is_gpu = 1;
+            continue;
+        }
+        fill_info(i, &prop, &out[i]);
+    }
+    *count = n;
+    return LLMRT_OK;
+}
+
+/* ---- [backend.cuda] ---- */
+
+static llmrt_status parse_section(const llmrt_section *cfg, int n_devices, int *device,
+                                  llmrt_error *err)
+{
+    *device = 0;
+    if (!cfg)
+        return LLMRT_OK;
+    for (size_t i = 0; i < cfg->n; i++) {
+        const char *key = cfg->keys[i], *val = cfg->values[i];
+        const char *where = cfg->where && cfg->where[i] ? cfg->where[i] : "?";
+        if (strcmp(key, "device") == 0) {
+            char *end = NULL;
+            errno = 0;
+            long v = strtol(val, &end, 10);
+            if (errno || end == val || *end || v < 0 || v > INT_MAX)
+                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                                  "[backend.cuda] device = '%s' (%s): expected a device index "
+                                  "0..%d",
+                                  val, where, n_devices > 0 ? n_devices - 1 : 0);
+            if (v >= n_devices)
+                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                                  "[backend.cuda] device = %ld (%s): only %d CUDA device%s "
+                                  "visible (indices 0..%d)",
+                                  v, where, n_devices, n_devices == 1 ? " is" : "s are",
+                                  n_devices - 1);
+            *device = (int)v;
+        } else {
+            return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                              "[backend.cuda] unknown key '%s' (%s); the keys of this section "
+                              "are: device",
+                              key, where);
+        }
+    }
+    return LLMRT_OK;
+}
+
+/* ---- lifecycle ---- */
+
+static void cuda_destroy(llmrt_backend *b)
+{
+    if (!b)
+        return;
+    cudaSetDevice(b->device);
+    if (b->stream)
+        cudaStreamSynchronize(b->stream);
+    if (b->cublas)
+        cublasDestroy(b->cublas);
+    if (b->cublas_ws)
+        cudaFree(b->cublas_ws);
+    cuda_scratch_release_all(b);
+    cuda_pinned_release_all(b);
+    if (b->stream)
+        cudaStreamDestroy(b->stream);
+    cudaGetLastError();
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+static llmrt_status cuda_create(const llmrt_host *host, const llmrt_section *cfg,
+                                llmrt_backend **out, llmrt_error *err)
+{
+    llmrt_status st = LLMRT_OK;
+    llmrt_backend *b = NULL;
+    cudaError_t e;
+    *out = NULL;
+
+    int n = 0;
+    e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return llmrt_fail(err, LLMRT_ERR_DEVICE,
+                          "cuda backend: no CUDA device is visible (%s); use runtime.backend = "
+                          "cpu, or check the driver with nvidia-smi",
+                          e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    }
+    int device = 0;
+    if ((st = parse_section(cfg, n, &device, err)) != LLMRT_OK)
+        return st;
+
+    b = calloc(1, sizeof *b);
+    if (!b)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "cuda backend: out of memory");
+    b->host = host;
+    b->device = device;
+    pthread_mutex_init(&b->mu, NULL);
+
+    if ((e = cudaSetDevice(device)) != cudaSuccess) {
+        st = cuda_fail(err, LLMRT_ERR_DEVICE, e, "cudaSetDevice");
+        goto cleanup;
+    }
+    struct cudaDeviceProp prop;
+    if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
+        st = cuda_fail(err, LLMRT_ERR_DEVICE, e, "cudaGetDeviceProperties");
+        goto cleanup;
+    }
+    snprintf(b->name, sizeof b->name, "%s", prop.name);
+    b->cc_major = prop.major;
+    b->cc_minor = prop.minor;
+    b->sm_count = prop.multiProcessorCount;
+    b->l2_bytes = (size_t)prop.l2CacheSize;
+    b->smem_optin = prop.sharedMemPerBlockOptin;
+    b->can_map_host = prop.canMapHostMemory;
+    if (prop.major < 7) {
+        st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                        "cuda backend: device %d (%s) has compute capability %d.%d; llmrt's "
+                        "CUDA kernels need 7.0 or newer (built for 8.6, 8.9, 9.0)",
+                        device, prop.name, prop.major, prop.minor);
+        goto cleanup;
+    }
+    /* A non-blocking stream: it never synchronizes with the legacy default stream, so work
+     * elsewhere in the process cannot break a graph capture on it. */
+    if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        st = cuda_fail(err, LLMRT_ERR_DEVICE, e, "cudaStreamCreateWithFlags");
+        goto cleanup;
+    }
+    cublasStatus_t cs = cublasCreate(&b->cublas);
+    if (cs != CUBLAS_STATUS_SUCCESS) {
+        b->cublas = NULL;
+        st = llmrt_fail(err, LLMRT_ERR_DEVICE, "cuda backend: cublasCreate: %s",
+                        cublas_status_name(cs));
+        goto cleanup;
+    }
+    /* cuBLAS inside a graph capture must not allocate: give it a fixed workspace. */
+    b->cublas_ws_bytes = CUBLAS_WORKSPACE_BYTES;
+    if ((e = cudaMalloc(&b->cublas_ws, b->cublas_ws_bytes)) != cudaSuccess) {
+        b->cublas_ws = NULL;
+        st = cuda_fail(err, LLMRT_ERR_NOMEM, e, "cudaMalloc(cuBLAS workspace, 32 MiB)");
+        goto cleanup;
+    }
+    if ((cs = cublasSetStream(b->cublas, b->stream)) != CUBLAS_STATUS_SUCCESS ||
+        (cs = cublasSetWorkspace(b->cublas, b->cublas_ws, b->cublas_ws_bytes)) !=
+            CUBLAS_STATUS_SUCCESS ||
+        (cs = cublasSetMathMode(b->cublas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS) {
+        st = llmrt_fail(err, LLMRT_ERR_DEVICE, "cuda backend: configuring cuBLAS: %s",
+                        cublas_status_name(cs));
+        goto cleanup;
+    }
+    if ((st = cuda_attention_init(b, err)) != LLMRT_OK)
+        goto cleanup;
+    if (host && host->log)
+        host->log(host->ctx, LLMRT_LOG_INFO, "cuda", "device %d: %s, cc %d.%d, %d SMs, L2 %zu KiB",
+                  device, b->name, b->cc_major, b->cc_minor, b->sm_count, b->l2_bytes >> 10);
+    *out = b;
+    b = NULL;
+cleanup:
+    if (b)
+        cuda_destroy(b);
+    return st;
+}
+
+static uint32_t cuda_caps(llmrt_backend *b)
+{
+    uint32_t c = LLMRT_BACKEND_CAP_ASYNC | LLMRT_BACKEND_CAP_GRAPHS;
+    if (b->can_map_host)
+        c |= LLMRT_BACKEND_CAP_MAPPED_HOST;
+    return c;
+}
+
+static llmrt_status cuda_device_info(llmrt_backend *b, llmrt_device_info *out, llmrt_error *err)
+{
+    llmrt_status st = cuda_use(b, err);
+    if (st)
+        return st;
+    struct cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, b->device);
+    if (e != cudaSuccess)
+        return cuda_fail(err, LLMRT_ERR_DEVICE, e, "cudaGetDeviceProperties");
+    fill_info(b->device, &prop, out);
+    return LLMRT_OK;
+}
+
+static void *cuda_native_handle(llmrt_backend *b, const char *what)
+{
+    if (!what)
+        return NULL;
+    if (strcmp(what, "cuda.stream") == 0)
+        return (void *)b->stream;
+    if (strcmp(what, "cublas.handle") == 0)
+        return (void *)b->cublas;
+    return NULL;
+}
+
+static const llmrt_backend_vtable cuda_vtable = {
+    .struct_size = sizeof(llmrt_backend_vtable),
+    .probe = cuda_probe,
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .caps = cuda_caps,
+    .device_info = cuda_device_info,
+    .dev_alloc = cuda_dev_alloc,
+    .dev_free = cuda_dev_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
+    .host_device_ptr = cuda_host_device_ptr,
+    .copy = cuda_copy,
+    .synchronize = cuda_synchronize,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_sync = cuda_event_sync,
+    .event_elapsed_ms = cuda_event_elapsed_ms,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
+    .embedding = cuda_embedding,
+    .rmsnorm = cuda_rmsnorm,
+    .rope = cuda_rope,
+    .kv_store = cuda_kv_store,
+    .attention = cuda_attention,
+    .silu_mul = cuda_silu_mul,
+    .add = cuda_add,
+    .gemm = cuda_gemm,
+    .argmax = cuda_argmax,
+    .sample = cuda_sample,
+    .native_handle = cuda_native_handle,
+    .parallel_for = NULL,
+    .mem_info = cuda_mem_info,
+};
+
+static const llmrt_plugin_desc cuda_desc = {
+    .struct_size = sizeof(llmrt_plugin_desc),
+    .abi_version = LLMRT_ABI_VERSION,
+    .kind = LLMRT_PLUGIN_BACKEND,
+    .name = "cuda",
+    .version = CUDA_BACKEND_VERSION,
+    .description = "NVIDIA GPUs through the CUDA runtime: kernels, cuBLAS, one stream, events, "
+                   "CUDA graphs, pinned and mapped host memory",
+    .license = "MIT",
+    .vtable = &cuda_vtable,
+    .init = NULL, /* nothing to check that would not fail on a machine without a GPU */
+};
+
+LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)
+{
+    return index == 0 ? &cuda_desc : NULL;
+}
