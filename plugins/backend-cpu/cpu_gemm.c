@@ -1,18 +1,20 @@
 /* cpu_gemm.c — dense y [n, out] = x [n, in] · Wᵀ with W [out, in] in F32/F16/BF16.
  *
  * Why: decode on the CPU is a stream of GEMVs limited by memory bandwidth, so the weight
- * row is converted to f32 on the fly (never materialised) and read exactly once per block
- * of rows. Work is split over output columns; each thread walks its columns for a block of
- * up to GEMM_ROW_BLOCK rows, four rows at a time, so a weight row loaded from memory stays
- * in L1 while it meets every row of the block.
+ * row is converted to f32 on the fly (never materialised) and read once per block of rows.
+ * Work is split over output columns; each thread walks its columns for a block of up to
+ * GEMM_ROW_BLOCK rows, R_MAX rows at a time, so a weight row loaded from memory stays in L1
+ * while it meets every row of the block.
  *
- * Every y element is produced by the same sequence of f32 operations (16 lanes, added in a
- * fixed order) whatever the thread count, the block it falls in, or n. */
+ * The kernels use GNU C vector types (GCC, Clang) with VW floats per vector: an AVX2 kernel
+ * (VW 8) picked at run time and a baseline one (VW 4: SSE2, NEON). Accumulation runs in 16
+ * lanes, lane l taking elements i ≡ l (mod 16) in increasing i, lanes added in a fixed order:
+ * every y element gets the same f32 operations in the same order whatever the ISA, the
+ * thread count, the block it falls in, or n. (-std=c11 keeps mul and add separate: no FMA.) */
 #include "cpu_internal.h"
 
 #define LANES 16
 #define GEMM_ROW_BLOCK 64
-/* kernels are inlined into the per-ISA clones below, so each clone gets its own code */
 #define ALWAYS_INLINE __attribute__((always_inline))
 
 typedef struct {
@@ -31,87 +33,132 @@ static inline float lane_sum(const float *acc)
     return s;
 }
 
-/* One weight row w (converted by CONV) against R rows of x: y[r * y_stride] = x[r] · w.
- * Weights are converted 64 at a time into wf (a plain loop the compiler vectorises), then
- * meet each of the R rows. Lane l accumulates elements i ≡ l (mod 16) in increasing i for
- * every R, so a row gives the same bits whether it is computed alone or in a block of four. */
-#define DEFINE_DOT(NAME, WT, CONV, R)                                                          \
-    static inline ALWAYS_INLINE void NAME(const WT *restrict w, const float *restrict x,      \
-                                          int64_t in, float *restrict y, int64_t y_stride)   \
+/* Scalar conversion for the tail, by dtype (DT is a constant after inlining). */
+static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int DT)
+{
+    if (DT == LLMRT_DTYPE_F32)
+        return ((const float *)w)[i];
+    if (DT == LLMRT_DTYPE_BF16)
+        return cpu_bf16_to_f32(((const uint16_t *)w)[i]);
+    return cpu_f16_to_f32(((const uint16_t *)w)[i]);
+}
+
+/* DEFINE_GEMM_KERNEL(SUF, VW, R_MAX, ATTR) defines cols_<SUF>(g, o0, o1): outputs [o0, o1)
+ * for all rows. The f16 conversion is cpu_f16_to_f32's formula on vectors. */
+#define DEFINE_GEMM_KERNEL(SUF, VW, R_MAX, ATTR)                                               \
+    typedef float f32v_##SUF __attribute__((vector_size(VW * 4)));                             \
+    typedef uint32_t u32v_##SUF __attribute__((vector_size(VW * 4)));                          \
+    typedef int32_t i32v_##SUF __attribute__((vector_size(VW * 4)));                           \
+    typedef uint16_t u16v_##SUF __attribute__((vector_size(VW * 2)));                          \
+                                                                                               \
+    /* VW weights from element i, as f32 */                                                    \
+    ATTR static inline ALWAYS_INLINE f32v_##SUF wvec_##SUF(const void *w, int64_t i,           \
+                                                           const int DT)                       \
     {                                                                                          \
-        float acc[R][LANES];                                                                   \
+        f32v_##SUF out;                                                                        \
+        if (DT == LLMRT_DTYPE_F32) {                                                           \
+            memcpy(&out, (const float *)w + i, sizeof out);                                    \
+            return out;                                                                        \
+        }                                                                                      \
+        u16v_##SUF h;                                                                          \
+        memcpy(&h, (const uint16_t *)w + i, sizeof h);                                         \
+        u32v_##SUF u = __builtin_convertvector(h, u32v_##SUF);                                 \
+        if (DT == LLMRT_DTYPE_BF16) {                                                          \
+            u <<= 16;                                                                          \
+            memcpy(&out, &u, sizeof out);                                                      \
+            return out;                                                                        \
+        }                                                                                      \
+        u32v_##SUF em = (u & 0x7fffu) << 13;                                                   \
+        u32v_##SUF infnan = (u32v_##SUF)((u & 0x7c00u) == 0x7c00u) & 0x7f800000u;              \
+        u32v_##SUF bits = em | infnan;                                                         \
+        f32v_##SUF mag;                                                                        \
+        memcpy(&mag, &bits, sizeof mag);                                                       \
+        mag *= 0x1p112f;                                                                       \
+        memcpy(&bits, &mag, sizeof bits);                                                      \
+        bits |= (u & 0x8000u) << 16;                                                           \
+        memcpy(&out, &bits, sizeof out);                                                       \
+        return out;                                                                            \
+    }                                                                                          \
+                                                                                               \
+    /* weight row w against R rows of x: y[r * y_stride] = x[r] · w */                         \
+    ATTR static inline ALWAYS_INLINE void dot_##SUF(const void *w, const float *restrict x,    \
+                                                    int64_t in, float *restrict y,             \
+                                                    int64_t y_stride, const int R,             \
+                                                    const int DT)                              \
+    {                                                                                          \
+        enum { NV = LANES / VW };                                                              \
+        const f32v_##SUF zero = {0};                                                           \
+        f32v_##SUF acc[R_MAX][NV];                                                             \
         for (int r = 0; r < R; r++)                                                            \
-            for (int l = 0; l < LANES; l++)                                                    \
-                acc[r][l] = 0.0f;                                                              \
+            for (int v = 0; v < NV; v++)                                                       \
+                acc[r][v] = zero;                                                              \
         int64_t i = 0;                                                                         \
-        for (; i + 64 <= in; i += 64) {                                                        \
-            float wf[64];                                                                      \
-            for (int k = 0; k < 64; k++)                                                       \
-                wf[k] = CONV(w[i + k]);                                                        \
+        for (; i + LANES <= in; i += LANES) {                                                  \
+            f32v_##SUF wv[NV];                                                                 \
+            for (int v = 0; v < NV; v++)                                                       \
+                wv[v] = wvec_##SUF(w, i + v * VW, DT);                                         \
             for (int r = 0; r < R; r++)                                                        \
-                for (int k = 0; k < 64; k += LANES)                                            \
-                    for (int l = 0; l < LANES; l++)                                            \
-                        acc[r][l] += x[r * in + i + k + l] * wf[k + l];                        \
+                for (int v = 0; v < NV; v++) {                                                 \
+                    f32v_##SUF xv;                                                             \
+                    memcpy(&xv, x + r * in + i + v * VW, sizeof xv);                           \
+                    acc[r][v] += xv * wv[v];                                                   \
+                }                                                                              \
         }                                                                                      \
-        for (int l = 0; i < in; i++, l = (l + 1) % LANES) {                                    \
-            float wv = CONV(w[i]);                                                             \
-            for (int r = 0; r < R; r++)                                                        \
-                acc[r][l] += x[r * in + i] * wv;                                               \
+        for (int r = 0; r < R; r++) {                                                          \
+            float lanes[LANES];                                                                \
+            memcpy(lanes, acc[r], sizeof lanes);                                               \
+            for (int64_t j = i; j < in; j++)                                                   \
+                lanes[j - i] += x[r * in + j] * w_scalar(w, j, DT);                            \
+            y[r * y_stride] = lane_sum(lanes);                                                 \
         }                                                                                      \
-        for (int r = 0; r < R; r++)                                                            \
-            y[r * y_stride] = lane_sum(acc[r]);                                                \
-    }
-
-#define CONV_F32(v) (v)
-DEFINE_DOT(dot1_f32, float, CONV_F32, 1)
-DEFINE_DOT(dot4_f32, float, CONV_F32, 4)
-DEFINE_DOT(dot1_bf16, uint16_t, cpu_bf16_to_f32, 1)
-DEFINE_DOT(dot4_bf16, uint16_t, cpu_bf16_to_f32, 4)
-DEFINE_DOT(dot1_f16, uint16_t, cpu_f16_to_f32, 1)
-DEFINE_DOT(dot4_f16, uint16_t, cpu_f16_to_f32, 4)
-
-/* Columns [o0, o1) for all rows. Compiled twice (AVX2 and baseline x86-64) and picked at
- * load time; both do the same f32 operations in the same order, so results are equal. */
-#define DEFINE_COLS(NAME, WT, DOT1, DOT4)                                                     \
-    static inline ALWAYS_INLINE void NAME(const gemm_ctx *g, int64_t o0, int64_t o1)          \
+    }                                                                                          \
+                                                                                               \
+    ATTR static inline ALWAYS_INLINE void cols_dt_##SUF(const gemm_ctx *g, int64_t o0,         \
+                                                        int64_t o1, const int DT)              \
     {                                                                                          \
-        const WT *w = g->w;                                                                    \
         const int64_t in = g->in, out = g->out;                                                \
+        const size_t es = DT == LLMRT_DTYPE_F32 ? 4 : 2;                                       \
         for (int64_t r0 = 0; r0 < g->n; r0 += GEMM_ROW_BLOCK) {                                \
             int64_t r1 = r0 + GEMM_ROW_BLOCK < g->n ? r0 + GEMM_ROW_BLOCK : g->n;              \
             for (int64_t o = o0; o < o1; o++) {                                                \
-                const WT *wr = w + o * in;                                                     \
+                const void *wr = (const char *)g->w + (size_t)(o * in) * es;                   \
                 int64_t r = r0;                                                                \
-                for (; r + 4 <= r1; r += 4)                                                    \
-                    DOT4(wr, g->x + r * in, in, g->y + r * out + o, out);                      \
+                for (; r + R_MAX <= r1; r += R_MAX)                                            \
+                    dot_##SUF(wr, g->x + r * in, in, g->y + r * out + o, out, R_MAX, DT);      \
                 for (; r < r1; r++)                                                            \
-                    DOT1(wr, g->x + r * in, in, g->y + r * out + o, out);                      \
+                    dot_##SUF(wr, g->x + r * in, in, g->y + r * out + o, out, 1, DT);          \
             }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+                                                                                               \
+    ATTR static void cols_##SUF(const gemm_ctx *g, int64_t o0, int64_t o1)                     \
+    {                                                                                          \
+        switch (g->dt) {                                                                       \
+        case LLMRT_DTYPE_F32: cols_dt_##SUF(g, o0, o1, LLMRT_DTYPE_F32); break;                \
+        case LLMRT_DTYPE_BF16: cols_dt_##SUF(g, o0, o1, LLMRT_DTYPE_BF16); break;              \
+        default: cols_dt_##SUF(g, o0, o1, LLMRT_DTYPE_F16); break;                             \
         }                                                                                      \
     }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define CLONES
+/* Baseline: 16-byte vectors (SSE2 on x86-64, NEON on arm64). */
+DEFINE_GEMM_KERNEL(base, 4, 2, )
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CPU_HAVE_AVX2_KERNEL 1
+/* AVX2: 32-byte vectors, four rows per weight pass; picked at run time. */
+DEFINE_GEMM_KERNEL(avx2, 8, 4, __attribute__((target("avx2"))))
 #endif
-
-DEFINE_COLS(cols_f32_impl, float, dot1_f32, dot4_f32)
-DEFINE_COLS(cols_bf16_impl, uint16_t, dot1_bf16, dot4_bf16)
-DEFINE_COLS(cols_f16_impl, uint16_t, dot1_f16, dot4_f16)
-
-CLONES static void cols_f32(const gemm_ctx *g, int64_t o0, int64_t o1) { cols_f32_impl(g, o0, o1); }
-CLONES static void cols_bf16(const gemm_ctx *g, int64_t o0, int64_t o1) { cols_bf16_impl(g, o0, o1); }
-CLONES static void cols_f16(const gemm_ctx *g, int64_t o0, int64_t o1) { cols_f16_impl(g, o0, o1); }
 
 static void gemm_cols(void *c, int64_t o0, int64_t o1)
 {
     const gemm_ctx *g = c;
-    switch (g->dt) {
-    case LLMRT_DTYPE_F32: cols_f32(g, o0, o1); break;
-    case LLMRT_DTYPE_BF16: cols_bf16(g, o0, o1); break;
-    default: cols_f16(g, o0, o1); break;
+#ifdef CPU_HAVE_AVX2_KERNEL
+    if (__builtin_cpu_supports("avx2")) {
+        cols_avx2(g, o0, o1);
+        return;
     }
+#endif
+    cols_base(g, o0, o1);
 }
 
 llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
@@ -132,7 +179,7 @@ llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_te
     if (n == 0)
         return LLMRT_OK;
     gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0]};
-    /* chunks of 16 columns: small enough to balance, large enough to amortise the call */
+    /* two chunks per thread: balanced enough, few enough to amortise the hand-off */
     int64_t grain = (c.out + 2 * b->n_threads - 1) / (2 * b->n_threads);
     if (grain < 16)
         grain = 16;

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -19,9 +20,27 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-/* Spin iterations before sleeping: a few tens of microseconds, about the gap between two
- * ops of a decode step. */
-#define POOL_SPIN 20000
+/* How long a waiting thread spins before it sleeps: about the gap between two ops of a
+ * decode step. Measured in time, not iterations (PAUSE takes 3 to 100 ns depending on the CPU). */
+#define POOL_SPIN_NS 50000
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Spin while cond holds, for at most POOL_SPIN_NS. */
+#define SPIN_WHILE(cond)                                                                      \
+    do {                                                                                      \
+        int64_t spin_end_ = now_ns() + POOL_SPIN_NS;                                          \
+        for (int k_ = 1; (cond); k_++) {                                                      \
+            CPU_RELAX();                                                                      \
+            if ((k_ & 15) == 0 && now_ns() > spin_end_)                                       \
+                break;                                                                        \
+        }                                                                                     \
+    } while (0)
 
 struct cpu_pool {
     int n_threads; /* including the caller */
@@ -59,10 +78,7 @@ static void *worker_main(void *arg)
     cpu_pool *p = arg;
     uint64_t seen = 0;
     for (;;) {
-        for (int k = 0; k < POOL_SPIN && atomic_load(&p->generation) == seen &&
-                        !atomic_load(&p->stop);
-             k++)
-            CPU_RELAX();
+        SPIN_WHILE(atomic_load(&p->generation) == seen && !atomic_load(&p->stop));
         if (atomic_load(&p->generation) == seen) {
             pthread_mutex_lock(&p->mu);
             while (atomic_load(&p->generation) == seen && !atomic_load(&p->stop))
@@ -167,8 +183,7 @@ void cpu_pool_run(cpu_pool *p, int64_t n, int64_t grain, cpu_pool_fn fn, void *c
 
     run_chunks(p);
 
-    for (int k = 0; k < POOL_SPIN && atomic_load(&p->pending) > 0; k++)
-        CPU_RELAX();
+    SPIN_WHILE(atomic_load(&p->pending) > 0);
     if (atomic_load(&p->pending) > 0) {
         pthread_mutex_lock(&p->mu);
         while (atomic_load(&p->pending) > 0)
