@@ -5,9 +5,11 @@
  * input and hands every piece to the next stage, depth first, so no list of pieces is
  * ever materialised and a stage's buffers are reused piece after piece.
  *
- * Regex dialect: HF compiles Split patterns with Oniguruma, whose Unicode \s also
- * matches U+0085 (NEL); PCRE2's does not. Patterns are rewritten (\s → [\s\x{85}]) so both
- * split the same text the same way. */
+ * Regex dialect: HF compiles Split patterns with Oniguruma, whose Unicode \s is exactly
+ * \t \n \v \f \r, U+0085 and the Zs/Zl/Zp separators. PCRE2's \s (with UCP) also
+ * matches U+180E, which Unicode no longer calls a space. Patterns are rewritten so that \s
+ * and \S name Oniguruma's list explicitly, and both libraries split text the same way.
+ */
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -15,10 +17,16 @@
 #include "error.h"
 #include "tokenizer_impl.h"
 
-/* Oniguruma → PCRE2: add NEL to \s (outside and inside classes) and to \S's complement. */
+/* Oniguruma's \s (doc/RE, "Unicode case"), spelled out for PCRE2. */
+#define ONIG_SPACE                                                                            \
+    "\\t\\n\\x0B\\f\\r\\x20\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}"         \
+    "\\x{202F}\\x{205F}\\x{3000}"
+
+/* Oniguruma → PCRE2: \s and \S become the explicit list (inside a class only \s can be
+ * rewritten; a \S inside a class keeps PCRE2's meaning, a difference only at U+180E). */
 static char *onig_to_pcre(const char *p, size_t n, size_t *out_len)
 {
-    char *o = malloc(n * 12 + 1);
+    char *o = malloc(n * (sizeof ONIG_SPACE + 4) + 1);
     if (!o)
         return NULL;
     size_t k = 0;
@@ -29,9 +37,9 @@ static char *onig_to_pcre(const char *p, size_t n, size_t *out_len)
             char d = p[++i];
             const char *rep = NULL;
             if (d == 's')
-                rep = depth ? "\\s\\x{85}" : "[\\s\\x{85}]";
+                rep = depth ? ONIG_SPACE : "[" ONIG_SPACE "]";
             else if (d == 'S' && !depth)
-                rep = "[^\\s\\x{85}]";
+                rep = "[^" ONIG_SPACE "]";
             if (rep) {
                 memcpy(o + k, rep, strlen(rep));
                 k += strlen(rep);
@@ -50,10 +58,8 @@ static char *onig_to_pcre(const char *p, size_t n, size_t *out_len)
                 i = stop - 1;
                 continue;
             }
-            if (c == '[')
-                depth++;
-            else if (c == ']')
-                depth--;
+            if (c == ']') /* PCRE2 classes do not nest: '[' inside is literal */
+                depth = 0;
             o[k++] = c;
             continue;
         }
@@ -82,7 +88,7 @@ pcre2_code *llmrt__tok_regex(const char *pattern, size_t len, int literal, const
     }
     int code;
     PCRE2_SIZE off;
-    uint32_t flags = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+    uint32_t flags = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)(literal ? pattern : conv), plen, flags, &code,
                                    &off, NULL);
     free(conv);
