@@ -1,0 +1,141 @@
+/* serve.h — the parts of `llmrt serve` and the state they share.
+ *
+ *   cmd_serve.c       options, start-up order, signals, drain and shutdown
+ *   serve_http.c      libmicrohttpd: listening, routing, auth, body limit, replies
+ *   serve_generate.c  /v1/completions and /v1/chat/completions: engine requests, token
+ *                     events, whole responses and SSE streams, cancel on disconnect
+ *   serve_tokenize.c  /tokenize and /detokenize
+ *   serve_stepper.c   the stepping thread (continuous batching) and the periodic log line
+ * Request parsing, response shapes and metrics are in core/serve_{request,response,metrics}.
+ *
+ * Threads: libmicrohttpd runs one thread per connection (they parse, tokenize, submit, and
+ * block waiting for their tokens); one stepping thread runs the engine; the main thread
+ * waits for signals. The engine's token callback (stepping thread) only copies each event
+ * into its HTTP request's queue and signals; all formatting happens on connection threads,
+ * so the step loop never waits on a client. */
+#ifndef LLMRT_CLI_SERVE_H
+#define LLMRT_CLI_SERVE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <llmrt/engine.h>
+
+#include "chat_template.h"
+#include "runtime.h"
+#include "serve_metrics.h"
+#include "serve_request.h"
+#include "tokenizer.h"
+
+struct MHD_Daemon;
+struct MHD_Connection;
+
+typedef struct serve_server {
+    /* settings, fixed before the listener starts */
+    llmrt_runtime *rt;
+    const char *host;        /* server.host */
+    int port;                /* server.port (0: any free port) */
+    const char *api_key;     /* server.api_key; "" = no auth */
+    char model_name[256];    /* served_model_name, or the model folder's name */
+    size_t max_body;         /* server.max_body_bytes */
+    int max_connections;     /* server.max_connections */
+    int max_queue;           /* server.max_queue */
+    int timeout_s;           /* server.timeout_s */
+    double log_interval_s;   /* server.log_interval_s */
+    int64_t started;         /* unix time the server started ("created" of /v1/models) */
+
+    /* the model: written once before `ready` becomes 1, read-only afterwards */
+    llmrt_engine *engine;
+    llmrt_tokenizer *tok;        /* NULL: the model has no tokenizer (ids only) */
+    llmrt_chat_template *tmpl;   /* NULL: chat is unavailable, tmpl_error says why */
+    char tmpl_error[600];
+    int32_t max_model_len;
+    int32_t vocab_size;
+
+    atomic_int ready;            /* 1 once the engine is loaded */
+    atomic_int draining;         /* 1 after the first SIGINT/SIGTERM: new requests get 503 */
+    atomic_int abort_all;        /* 1 after the second signal: in-flight requests cancel */
+    atomic_long queued;          /* engine requests submitted whose final event is pending */
+    atomic_long http_active;     /* HTTP requests started and not yet completed */
+    atomic_ullong next_id;       /* response ids */
+    uint64_t id_salt;
+
+    llmrt_serve_metrics *metrics;
+    struct MHD_Daemon *daemon;
+    int bound_port;
+    pthread_mutex_t mhd_log_mu;
+    char mhd_last_error[256];    /* libmicrohttpd's last message, for start-up failures */
+
+    /* stepping thread (serve_stepper.c) */
+    pthread_t stepper;
+    int stepper_running;
+    atomic_int stepper_stop;
+    atomic_int engine_failed;    /* a step failed: /health answers 503 */
+    char engine_error[LLMRT_ERROR_MSG_MAX];
+    /* the stepping thread's own tallies for the periodic log line */
+    double log_last_t;
+    uint64_t log_last_prefill, log_last_gen, log_last_steps;
+    double log_busy_ms, log_idle_ms;
+    uint64_t log_steps;
+} serve_server;
+
+/* One HTTP request while MHD serves it (MHD's per-request pointer). */
+typedef struct serve_gen serve_gen;
+typedef struct serve_conn {
+    serve_server *srv;
+    int route;               /* serve_http.c's route index, -1 unknown */
+    const char *route_name;  /* for metrics */
+    char *body;              /* [len] the request body so far (NUL-terminated) */
+    size_t len, cap;
+    int too_large;           /* the body passed max_body: the rest is discarded, 413 follows */
+    int close_after;         /* answer with Connection: close */
+    int checked;             /* route, method, auth and size were checked */
+    serve_gen *gen;          /* generation endpoints: the request's shared state */
+} serve_conn;
+
+/* ---- serve_http.c ---- */
+/* Listen on host:port; s->bound_port is the port actually bound. */
+llmrt_status serve_http_start(serve_server *s, llmrt_error *err);
+/* Stop accepting connections (the listening socket is closed); open ones keep going. */
+void serve_http_quiesce(serve_server *s);
+/* Close every connection and join the connection threads. */
+void serve_http_stop(serve_server *s);
+/* Replies. Each records the status in the metrics and returns MHD's result. */
+int serve_reply(struct MHD_Connection *c, serve_conn *cx, int status, const char *content_type,
+                char *body /* malloc'd, taken */, size_t len);
+int serve_reply_json(struct MHD_Connection *c, serve_conn *cx, int status,
+                     struct json_t *obj /* taken */);
+int serve_reply_error(struct MHD_Connection *c, serve_conn *cx, const llmrt_serve_error *e);
+/* 1 when the client has closed its end of the connection (checked without blocking). */
+int serve_client_gone(struct MHD_Connection *c);
+/* 0 when the request's "model" is absent or ours; else fills a 404. */
+int serve_check_model(const serve_server *s, const char *model, llmrt_serve_error *e);
+/* 0 when the engine takes requests; else fills a 503 (loading, failed, draining). */
+int serve_check_ready(serve_server *s, llmrt_serve_error *e);
+
+/* ---- serve_generate.c ---- */
+/* Handle a complete request body of /v1/completions or /v1/chat/completions. */
+int serve_generate(struct MHD_Connection *c, serve_conn *cx, llmrt_serve_kind kind);
+/* The HTTP request is over (toe: MHD's termination code; 0 = completed OK). A request that
+ * did not complete cancels its engine requests. Drops the HTTP side's reference. */
+void serve_generate_done(serve_gen *g, int completed_ok);
+/* Render messages through the chat template and tokenize the result (chat and
+ * /tokenize). *ids is malloc'd. Fills e (400) on a bad message list. */
+llmrt_status serve_chat_prompt(serve_server *s, const llmrt_serve_request *req, int32_t **ids,
+                               size_t *n_ids, llmrt_serve_error *e);
+
+/* ---- serve_tokenize.c ---- */
+int serve_tokenize(struct MHD_Connection *c, serve_conn *cx);
+int serve_detokenize(struct MHD_Connection *c, serve_conn *cx);
+
+/* ---- serve_stepper.c ---- */
+llmrt_status serve_stepper_start(serve_server *s, llmrt_error *err);
+void serve_stepper_stop(serve_server *s);
+/* The engine's step callback (installed at engine creation): metrics + log tallies. */
+void serve_on_step(void *user, const llmrt_step_record *rec);
+
+double serve_now(void); /* CLOCK_MONOTONIC seconds, the engine's clock */
+
+#endif

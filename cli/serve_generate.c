@@ -1,0 +1,819 @@
+/* serve_generate.c — /v1/completions and /v1/chat/completions: one HTTP request becomes
+ * n_prompts × n engine requests (its "choices"), each fed by the engine's continuous
+ * batching; their tokens come back as a whole response or as a server-sent-event stream.
+ *
+ * Who does what:
+ *  - connection thread (MHD): parse, tokenize, check lengths and the queue, submit; then
+ *    wait for events (non-streaming) or hand MHD a reader that waits for them (streaming);
+ *    format every chunk and response.
+ *  - stepping thread (engine token callback, on_token): record TTFT/ITL/e2e, copy the event
+ *    into the request's queue, wake the connection thread. Nothing else, so a slow client
+ *    never slows a step.
+ * Lifetime: a serve_gen is reference-counted: the HTTP request holds one reference, a
+ * streaming response one, and every submitted choice one until its final event. A client
+ * that disconnects (socket poll, or MHD's completed callback with an error) cancels its
+ * choices; the engine frees their KV blocks and sends their final events, which drop the
+ * last references. */
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "serve.h"
+#include "serve_response.h"
+
+#define WAIT_SLICE_MS 200 /* how often a waiting connection checks for a gone client */
+
+/* One token event, copied off the stepping thread. */
+typedef struct serve_event {
+    struct serve_event *next;
+    int32_t choice;
+    int32_t token; /* -1: no token */
+    float logprob;
+    int32_t n_top;
+    int32_t top_ids[LLMRT_MAX_TOP_LOGPROBS];
+    float top_lps[LLMRT_MAX_TOP_LOGPROBS];
+    size_t text_len;
+    char text[]; /* [text_len] */
+} serve_event;
+
+typedef struct serve_choice {
+    serve_gen *g;
+    int32_t index;    /* choice index in the response */
+    int32_t prompt;   /* which prompt it continues */
+    uint64_t engine_id;
+    int submitted;
+    /* stepping thread only */
+    int seen_first;
+    double t_last;
+    /* written once under g->mu by the final event, read after final_seen was seen */
+    int final_seen;
+    llmrt_finish_reason finish;
+    int32_t stop_token;
+    char *stop_reason;
+    char *error;
+    int32_t completion_tokens;
+    /* connection thread only */
+    int done;
+    char *text;       /* whole text (non-streaming) or the delta not yet sent (streaming) */
+    size_t len, cap;
+    int64_t text_total; /* bytes of text released so far (completions text_offset) */
+    json_t *lp;       /* logprobs: whole, or not yet sent */
+} serve_choice;
+
+struct serve_gen {
+    serve_server *srv;
+    struct MHD_Connection *conn;
+    serve_conn *cx;
+    llmrt_serve_request *req;
+    llmrt_serve_kind kind;
+    char id[64];
+    int64_t created;
+    double t_arrival;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;                  /* under mu */
+    serve_event *head, *tail;  /* under mu */
+    int n_final;               /* under mu: choices whose final event arrived */
+    int lost;                  /* under mu: an event could not be stored (out of memory) */
+    int cancelled;             /* under mu */
+    serve_choice *choices;     /* [n_choices] */
+    int n_choices;
+    int n_done;                /* connection thread */
+    int64_t prompt_tokens;     /* usage: each prompt counted once */
+    /* streaming output not yet handed to MHD */
+    char *out;
+    size_t out_len, out_off, out_cap;
+    int ended;
+    int failed;                /* building output ran out of memory */
+};
+
+double serve_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- lifetime ---- */
+
+static void gen_free(serve_gen *g)
+{
+    for (serve_event *e = g->head, *next; e; e = next) {
+        next = e->next;
+        free(e);
+    }
+    for (int i = 0; i < g->n_choices; i++) {
+        serve_choice *c = &g->choices[i];
+        free(c->stop_reason);
+        free(c->error);
+        free(c->text);
+        json_decref(c->lp);
+    }
+    free(g->choices);
+    free(g->out);
+    llmrt_serve_request_free(g->req);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    free(g);
+}
+
+static void gen_release(serve_gen *g, int n)
+{
+    pthread_mutex_lock(&g->mu);
+    g->refs -= n;
+    int last = g->refs == 0;
+    pthread_mutex_unlock(&g->mu);
+    if (last)
+        gen_free(g);
+}
+
+/* Cancel every submitted choice whose final event has not arrived. */
+static void gen_cancel(serve_gen *g)
+{
+    uint64_t *ids = malloc((size_t)g->n_choices * sizeof *ids);
+    int n = 0;
+    pthread_mutex_lock(&g->mu);
+    g->cancelled = 1;
+    for (int i = 0; ids && i < g->n_choices; i++)
+        if (g->choices[i].submitted && !g->choices[i].final_seen)
+            ids[n++] = g->choices[i].engine_id;
+    pthread_mutex_unlock(&g->mu);
+    for (int i = 0; i < n; i++)
+        llmrt_engine_cancel(g->srv->engine, ids[i]);
+    free(ids);
+}
+
+void serve_generate_done(serve_gen *g, int completed_ok)
+{
+    if (!completed_ok)
+        gen_cancel(g);
+    gen_release(g, 1);
+}
+
+/* ---- the stepping thread's side ---- */
+
+static void on_token(void *user, const llmrt_token_event *ev)
+{
+    serve_choice *c = user;
+    serve_gen *g = c->g;
+    serve_server *s = g->srv;
+    int final = ev->finish != LLMRT_FINISH_NONE;
+
+    if (ev->token >= 0) {
+        if (!c->seen_first)
+            llmrt_serve_metrics_ttft(s->metrics, ev->time_s - g->t_arrival);
+        else
+            llmrt_serve_metrics_itl(s->metrics, ev->time_s - c->t_last);
+        c->seen_first = 1;
+        c->t_last = ev->time_s;
+    }
+    if (final)
+        llmrt_serve_metrics_finished(s->metrics, ev->finish, ev->prompt_tokens,
+                                     ev->completion_tokens, ev->time_s - g->t_arrival);
+
+    serve_event *e = NULL;
+    if (ev->token >= 0 || ev->text_len) {
+        e = malloc(sizeof *e + ev->text_len);
+        if (e) {
+            e->next = NULL;
+            e->choice = c->index;
+            e->token = ev->token;
+            e->logprob = ev->logprob;
+            e->n_top = ev->n_top < 0 ? 0
+                       : ev->n_top > LLMRT_MAX_TOP_LOGPROBS ? LLMRT_MAX_TOP_LOGPROBS
+                                                            : ev->n_top;
+            if (e->n_top) {
+                memcpy(e->top_ids, ev->top_ids, (size_t)e->n_top * sizeof *e->top_ids);
+                memcpy(e->top_lps, ev->top_logprobs, (size_t)e->n_top * sizeof *e->top_lps);
+            }
+            e->text_len = ev->text_len;
+            if (ev->text_len)
+                memcpy(e->text, ev->text, ev->text_len);
+        }
+    }
+    char *stop_reason = final && ev->stop_reason ? strdup(ev->stop_reason) : NULL;
+    char *error = final && ev->error ? strdup(ev->error) : NULL;
+
+    pthread_mutex_lock(&g->mu);
+    if (e) {
+        if (g->tail)
+            g->tail->next = e;
+        else
+            g->head = e;
+        g->tail = e;
+    } else if (ev->token >= 0 || ev->text_len) {
+        g->lost = 1;
+    }
+    if (final) {
+        c->final_seen = 1;
+        c->finish = ev->finish;
+        c->stop_token = ev->stop_token;
+        c->stop_reason = stop_reason;
+        c->error = error;
+        c->completion_tokens = ev->completion_tokens;
+        g->n_final++;
+    }
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+
+    if (final) {
+        atomic_fetch_sub(&s->queued, 1);
+        gen_release(g, 1);
+    }
+}
+
+/* ---- the connection thread's side ---- */
+
+static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *len + n + 1)
+            c *= 2;
+        char *g = realloc(*buf, c);
+        if (!g)
+            return -1;
+        *buf = g;
+        *cap = c;
+    }
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
+    return 0;
+}
+
+static int out_event(serve_gen *g, json_t *obj /* taken */)
+{
+    size_t n = 0;
+    char *sse = obj ? llmrt_serve_sse_event(obj, &n) : NULL;
+    json_decref(obj);
+    int rc = sse ? append(&g->out, &g->out_len, &g->out_cap, sse, n) : -1;
+    free(sse);
+    if (rc)
+        g->failed = 1;
+    return rc;
+}
+
+static json_t *chunk_head(serve_gen *g)
+{
+    serve_server *s = g->srv;
+    json_t *o = llmrt_serve_object(g->id,
+                                   g->kind == LLMRT_SERVE_CHAT ? "chat.completion.chunk"
+                                                               : "text_completion",
+                                   g->created, s->model_name);
+    if (o)
+        json_object_set_new(o, "choices", json_array());
+    if (o && g->req->include_usage)
+        json_object_set_new(o, "usage", json_null());
+    return o;
+}
+
+static json_t *error_obj(int status, const char *code, const char *msg)
+{
+    llmrt_serve_error e;
+    llmrt_serve_error_set(&e, status, NULL, code, NULL, "%s", msg);
+    size_t n;
+    char *text = llmrt_serve_error_text(&e, &n);
+    json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    return o;
+}
+
+/* Streaming: one chunk for choice c with its pending text/logprobs and, when `final`, its
+ * finish reason. Engine errors and cancellations travel as an "error" event, which the
+ * OpenAI clients raise as an exception. */
+static void stream_choice(serve_gen *g, serve_choice *c, int final)
+{
+    if (final && (c->finish == LLMRT_FINISH_ERROR || c->finish == LLMRT_FINISH_CANCELLED)) {
+        if (c->finish == LLMRT_FINISH_ERROR)
+            out_event(g, error_obj(500, "engine_error", c->error ? c->error : "the engine failed"));
+        else
+            out_event(g, error_obj(503, "cancelled",
+                                   "the request was cancelled: the server is shutting down"));
+        return;
+    }
+    int has_lp = c->lp && json_array_size(json_object_get(c->lp, g->kind == LLMRT_SERVE_CHAT
+                                                                      ? "content"
+                                                                      : "tokens")) > 0;
+    if (!c->len && !has_lp && !final)
+        return;
+    json_t *o = chunk_head(g);
+    llmrt_serve_choice_desc d = {
+        .kind = g->kind,
+        .chunk = 1,
+        .index = c->index,
+        .text = (c->len || g->kind == LLMRT_SERVE_COMPLETIONS) ? (c->text ? c->text : "") : NULL,
+        .text_len = c->len,
+        .logprobs = has_lp ? c->lp : NULL,
+        .finish = final ? c->finish : LLMRT_FINISH_NONE,
+        .stop_reason = final ? c->stop_reason : NULL,
+        .stop_token = final ? c->stop_token : -1,
+    };
+    if (has_lp)
+        c->lp = NULL; /* taken by the choice */
+    json_t *ch = llmrt_serve_choice(&d);
+    if (o && ch)
+        json_array_append_new(json_object_get(o, "choices"), ch);
+    else
+        json_decref(ch);
+    out_event(g, o);
+    c->len = 0;
+    if (c->text)
+        c->text[0] = 0;
+}
+
+static int lp_add(serve_gen *g, serve_choice *c, const serve_event *e)
+{
+    const llmrt_tokenizer *tok = g->req->tokens_as_ids ? NULL : g->srv->tok;
+    llmrt_serve_token_lp t = {.token = e->token, .logprob = e->logprob, .n_top = e->n_top,
+                              .top_ids = e->top_ids, .top_lps = e->top_lps};
+    if (!c->lp)
+        c->lp = g->kind == LLMRT_SERVE_CHAT ? llmrt_serve_lp_chat_new()
+                                            : llmrt_serve_lp_completion_new();
+    if (!c->lp)
+        return -1;
+    return g->kind == LLMRT_SERVE_CHAT ? llmrt_serve_lp_chat_add(c->lp, tok, &t)
+                                       : llmrt_serve_lp_completion_add(c->lp, tok, &t,
+                                                                       c->text_total);
+}
+
+/* Take what the engine delivered, waiting up to one slice when nothing is there, and apply
+ * it: text and logprobs to each choice, and (streaming) chunks to the output. Returns -1
+ * when out of memory. */
+static int gen_pump(serve_gen *g, int wait)
+{
+    pthread_mutex_lock(&g->mu);
+    if (wait && !g->head && g->n_final == g->n_done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += WAIT_SLICE_MS * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+    }
+    serve_event *list = g->head;
+    g->head = g->tail = NULL;
+    int lost = g->lost;
+    /* finals seen now: their events are all in `list` or were taken earlier */
+    char *newly = calloc((size_t)g->n_choices, 1);
+    for (int i = 0; newly && i < g->n_choices; i++)
+        newly[i] = g->choices[i].final_seen && !g->choices[i].done;
+    pthread_mutex_unlock(&g->mu);
+
+    int rc = newly && !lost ? 0 : -1;
+    for (serve_event *e = list, *next; e; e = next) {
+        next = e->next;
+        serve_choice *c = &g->choices[e->choice];
+        if (rc == 0 && e->token >= 0 && g->req->sampling.logprobs >= 0 && lp_add(g, c, e))
+            rc = -1;
+        if (rc == 0 && e->text_len && append(&c->text, &c->len, &c->cap, e->text, e->text_len))
+            rc = -1;
+        c->text_total += (int64_t)e->text_len;
+        free(e);
+    }
+    for (int i = 0; newly && i < g->n_choices; i++)
+        if (newly[i]) {
+            g->choices[i].done = 1;
+            g->n_done++;
+        }
+    if (g->req->stream && rc == 0)
+        for (int i = 0; i < g->n_choices; i++)
+            stream_choice(g, &g->choices[i], newly && newly[i]);
+    free(newly);
+    if (g->failed)
+        rc = -1;
+    return rc;
+}
+
+/* The end of a stream: the usage chunk when asked, then [DONE]. */
+static void stream_finish(serve_gen *g)
+{
+    if (g->req->include_usage) {
+        int64_t completion = 0;
+        for (int i = 0; i < g->n_choices; i++)
+            completion += g->choices[i].completion_tokens;
+        json_t *o = chunk_head(g);
+        if (o)
+            json_object_set_new(o, "usage", llmrt_serve_usage(g->prompt_tokens, completion));
+        out_event(g, o);
+    }
+    static const char done[] = "data: [DONE]\n\n";
+    if (append(&g->out, &g->out_len, &g->out_cap, done, sizeof done - 1))
+        g->failed = 1;
+    g->ended = 1;
+}
+
+/* Between waits: a client that went away, or a forced shutdown, cancels the request. */
+static int gen_check_abort(serve_gen *g)
+{
+    if (serve_client_gone(g->conn)) {
+        llmrt_log(LLMRT_LOG_DEBUG, "serve", "%s: client went away; cancelling", g->id);
+        gen_cancel(g);
+        return -1;
+    }
+    if (atomic_load(&g->srv->abort_all)) {
+        pthread_mutex_lock(&g->mu);
+        int already = g->cancelled;
+        pthread_mutex_unlock(&g->mu);
+        if (!already)
+            gen_cancel(g);
+    }
+    return 0;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    serve_gen *g = cls;
+    (void)pos;
+    for (;;) {
+        if (g->out_off < g->out_len) {
+            size_t n = g->out_len - g->out_off;
+            if (n > max)
+                n = max;
+            memcpy(buf, g->out + g->out_off, n);
+            g->out_off += n;
+            return (ssize_t)n;
+        }
+        g->out_off = g->out_len = 0;
+        if (g->ended)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (g->n_done == g->n_choices) {
+            stream_finish(g);
+        } else {
+            if (gen_pump(g, 1) < 0) {
+                llmrt_log(LLMRT_LOG_ERROR, "serve", "%s: out of memory while streaming", g->id);
+                gen_cancel(g);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            if (g->out_len == 0 && gen_check_abort(g) < 0)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static void stream_free(void *cls)
+{
+    gen_release(cls, 1);
+}
+
+/* Non-streaming: the whole response once every choice has finished. */
+static int reply_whole(struct MHD_Connection *conn, serve_gen *g)
+{
+    serve_server *s = g->srv;
+    llmrt_serve_error e;
+    while (g->n_done < g->n_choices) {
+        if (gen_pump(g, 1) < 0) {
+            gen_cancel(g);
+            llmrt_serve_error_set(&e, 500, NULL, "internal_error", NULL,
+                                  "out of memory collecting the completion");
+            return serve_reply_error(conn, g->cx, &e);
+        }
+        if (g->n_done < g->n_choices && gen_check_abort(g) < 0)
+            return MHD_NO; /* the client is gone: close */
+    }
+    int64_t completion = 0;
+    for (int i = 0; i < g->n_choices; i++) {
+        serve_choice *c = &g->choices[i];
+        completion += c->completion_tokens;
+        if (c->finish == LLMRT_FINISH_ERROR) {
+            llmrt_serve_error_set(&e, 500, NULL, "engine_error", NULL, "generation failed: %s",
+                                  c->error ? c->error : "the engine failed");
+            return serve_reply_error(conn, g->cx, &e);
+        }
+        if (c->finish == LLMRT_FINISH_CANCELLED) {
+            llmrt_serve_error_set(&e, 503, NULL, "cancelled", NULL,
+                                  "the request was cancelled: the server is shutting down");
+            return serve_reply_error(conn, g->cx, &e);
+        }
+    }
+    json_t *o = llmrt_serve_object(g->id, g->kind == LLMRT_SERVE_CHAT ? "chat.completion"
+                                                                     : "text_completion",
+                                   g->created, s->model_name);
+    json_t *choices = json_array();
+    for (int i = 0; o && choices && i < g->n_choices; i++) {
+        serve_choice *c = &g->choices[i];
+        llmrt_serve_choice_desc d = {.kind = g->kind,
+                                     .index = c->index,
+                                     .text = c->text ? c->text : "",
+                                     .text_len = c->len,
+                                     .logprobs = c->lp,
+                                     .finish = c->finish,
+                                     .stop_reason = c->stop_reason,
+                                     .stop_token = c->stop_token};
+        c->lp = NULL;
+        json_array_append_new(choices, llmrt_serve_choice(&d));
+    }
+    if (o) {
+        json_object_set_new(o, "choices", choices);
+        json_object_set_new(o, "usage", llmrt_serve_usage(g->prompt_tokens, completion));
+    } else {
+        json_decref(choices);
+    }
+    return serve_reply_json(conn, g->cx, 200, o);
+}
+
+/* ---- prompts ---- */
+
+llmrt_status serve_chat_prompt(serve_server *s, const llmrt_serve_request *req, int32_t **ids,
+                               size_t *n_ids, llmrt_serve_error *e)
+{
+    llmrt_status st = LLMRT_OK;
+    llmrt_chat_messages *msgs = NULL;
+    char *text = NULL;
+    llmrt_error err = {0};
+    if (!s->tok)
+        return llmrt_serve_error_set(e, 400, NULL, NULL, "messages",
+                                     "the model `%s` has no tokenizer.json, so chat is not "
+                                     "available; use /v1/completions with token ids",
+                                     s->model_name);
+    if (!s->tmpl)
+        return llmrt_serve_error_set(e, 400, NULL, NULL, "messages",
+                                     "the model `%s` has no usable chat template (%s); use "
+                                     "/v1/completions",
+                                     s->model_name, s->tmpl_error);
+    if (llmrt_chat_messages_from_json(req->messages, req->tools, "request", &msgs, &err) !=
+        LLMRT_OK) {
+        st = llmrt_serve_error_set(e, 400, NULL, NULL, "messages", "%s", err.msg);
+        goto cleanup;
+    }
+    llmrt_chat_options opt = {.add_generation_prompt = req->add_generation_prompt,
+                              .enable_thinking = req->enable_thinking,
+                              .tools = (const char *const *)msgs->tools,
+                              .n_tools = msgs->n_tools};
+    if (llmrt_chat_render(s->tmpl, msgs->msgs, msgs->n, &opt, &text, &err) != LLMRT_OK) {
+        st = llmrt_serve_error_set(e, 400, NULL, NULL, "messages", "%s", err.msg);
+        goto cleanup;
+    }
+    if (llmrt_tokenizer_encode(s->tok, text, strlen(text),
+                               req->add_special_tokens ? LLMRT_ENCODE_ADD_SPECIAL : 0, ids,
+                               n_ids, &err) != LLMRT_OK) {
+        st = llmrt_serve_error_set(e, 400, NULL, NULL, "messages", "%s", err.msg);
+        goto cleanup;
+    }
+cleanup:
+    free(text);
+    llmrt_chat_messages_free(msgs);
+    return st;
+}
+
+/* Token ids of prompt i (malloc'd). */
+static llmrt_status prompt_ids(serve_server *s, const llmrt_serve_request *req, int i,
+                               int32_t **ids, size_t *n, llmrt_serve_error *e)
+{
+    if (req->kind == LLMRT_SERVE_CHAT)
+        return serve_chat_prompt(s, req, ids, n, e);
+    const llmrt_serve_prompt *p = &req->prompts[i];
+    if (p->ids) {
+        for (int32_t k = 0; k < p->n_ids; k++)
+            if (p->ids[k] >= s->vocab_size)
+                return llmrt_serve_error_set(e, 400, NULL, NULL, "prompt",
+                                             "token id %d at prompt position %d is out of range: "
+                                             "the model's vocabulary has %d tokens",
+                                             p->ids[k], k, s->vocab_size);
+        *ids = malloc((size_t)p->n_ids * sizeof **ids);
+        if (!*ids)
+            return llmrt_serve_error_set(e, 500, NULL, NULL, NULL, "out of memory");
+        memcpy(*ids, p->ids, (size_t)p->n_ids * sizeof **ids);
+        *n = (size_t)p->n_ids;
+        return LLMRT_OK;
+    }
+    if (!s->tok)
+        return llmrt_serve_error_set(e, 400, NULL, NULL, "prompt",
+                                     "the model `%s` has no tokenizer.json: give the prompt as "
+                                     "an array of token ids",
+                                     s->model_name);
+    llmrt_error err = {0};
+    if (llmrt_tokenizer_encode(s->tok, p->text, p->text_len, LLMRT_ENCODE_ADD_SPECIAL, ids, n,
+                               &err) != LLMRT_OK)
+        return llmrt_serve_error_set(e, 400, NULL, NULL, "prompt", "%s", err.msg);
+    if (*n == 0) {
+        free(*ids);
+        *ids = NULL;
+        return llmrt_serve_error_set(e, 400, NULL, NULL, "prompt",
+                                     "the prompt encodes to no tokens");
+    }
+    return LLMRT_OK;
+}
+
+/* max_tokens for a prompt of n tokens: what was asked, within max_model_len. */
+static llmrt_status budget(serve_server *s, const llmrt_serve_request *req, size_t n,
+                           int32_t *max_tokens, llmrt_serve_error *e)
+{
+    const char *what = req->kind == LLMRT_SERVE_CHAT ? "messages" : "prompt";
+    int64_t room = (int64_t)s->max_model_len - (int64_t)n;
+    if (room < 1)
+        return llmrt_serve_error_set(
+            e, 400, NULL, "context_length_exceeded", what,
+            "This model's maximum context length is %d tokens. However, your %s has %zu "
+            "tokens, which leaves no room for the completion. Shorten the %s.",
+            s->max_model_len, what, n, what);
+    if (req->has_max_tokens) {
+        if ((int64_t)req->sampling.max_tokens > room)
+            return llmrt_serve_error_set(
+                e, 400, NULL, "context_length_exceeded",
+                req->kind == LLMRT_SERVE_CHAT ? "max_completion_tokens" : "max_tokens",
+                "This model's maximum context length is %d tokens. However, you requested %lld "
+                "tokens (%zu in the %s, %d for the completion). Reduce the %s or max_tokens "
+                "(at most %lld here).",
+                s->max_model_len, (long long)n + req->sampling.max_tokens, n, what,
+                req->sampling.max_tokens, what, (long long)room);
+        *max_tokens = req->sampling.max_tokens;
+    } else {
+        /* OpenAI's defaults: 16 for completions; chat may use the rest of the context */
+        *max_tokens = req->kind == LLMRT_SERVE_CHAT ? (int32_t)room
+                                                    : (int32_t)(room < 16 ? room : 16);
+    }
+    return LLMRT_OK;
+}
+
+static void make_id(serve_server *s, serve_gen *g)
+{
+    uint64_t x = s->id_salt + atomic_fetch_add(&s->next_id, 1) * 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    snprintf(g->id, sizeof g->id, "%s-%016llx%08llx",
+             g->kind == LLMRT_SERVE_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)x,
+             (unsigned long long)(atomic_load(&s->next_id) & 0xffffffffu));
+}
+
+static llmrt_status submit_error(const llmrt_error *err, llmrt_serve_kind kind,
+                                 llmrt_serve_error *e)
+{
+    const char *param = kind == LLMRT_SERVE_CHAT ? "messages" : "prompt";
+    switch (err->code) {
+    case LLMRT_ERR_LIMIT:
+        return llmrt_serve_error_set(e, 400, NULL, "context_length_exceeded", param, "%s",
+                                     err->msg);
+    case LLMRT_ERR_INVALID_ARG:
+        return llmrt_serve_error_set(e, 400, NULL, NULL, NULL, "%s", err->msg);
+    case LLMRT_ERR_STATE:
+        return llmrt_serve_error_set(e, 503, NULL, "engine_failed", NULL, "%s", err->msg);
+    default:
+        return llmrt_serve_error_set(e, 500, NULL, "internal_error", NULL, "%s", err->msg);
+    }
+}
+
+int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind kind)
+{
+    serve_server *s = cx->srv;
+    llmrt_serve_error e;
+    llmrt_serve_request *req = NULL;
+    serve_gen *g = NULL;
+    int32_t **ids = NULL;
+    size_t *n_ids = NULL;
+    int32_t *max_tokens = NULL;
+    int n_prompts = 0, rc;
+    double t_arrival = serve_now();
+
+    if (serve_check_ready(s, &e) != 0)
+        goto fail;
+    if (llmrt_serve_request_parse(kind, cx->body, cx->len, &req, &e) != LLMRT_OK)
+        goto fail;
+    if (serve_check_model(s, req->model, &e) != 0)
+        goto fail;
+
+    n_prompts = kind == LLMRT_SERVE_CHAT ? 1 : req->n_prompts;
+    ids = calloc((size_t)n_prompts, sizeof *ids);
+    n_ids = calloc((size_t)n_prompts, sizeof *n_ids);
+    max_tokens = calloc((size_t)n_prompts, sizeof *max_tokens);
+    if (!ids || !n_ids || !max_tokens) {
+        llmrt_serve_error_set(&e, 500, NULL, "internal_error", NULL, "out of memory");
+        goto fail;
+    }
+    int64_t prompt_tokens = 0;
+    for (int i = 0; i < n_prompts; i++) {
+        if (prompt_ids(s, req, i, &ids[i], &n_ids[i], &e) != LLMRT_OK ||
+            budget(s, req, n_ids[i], &max_tokens[i], &e) != LLMRT_OK)
+            goto fail;
+        prompt_tokens += (int64_t)n_ids[i];
+    }
+
+    /* the queue: every choice is one engine request */
+    int64_t n_choices = (int64_t)n_prompts * req->n;
+    long before = atomic_fetch_add(&s->queued, (long)n_choices);
+    if (before + n_choices > s->max_queue) {
+        atomic_fetch_sub(&s->queued, (long)n_choices);
+        llmrt_serve_error_set(&e, 503, NULL, "queue_full", NULL,
+                              "the server is at capacity: %ld requests are queued or running "
+                              "and this one adds %lld (server.max_queue = %d); retry later",
+                              before, (long long)n_choices, s->max_queue);
+        goto fail;
+    }
+
+    g = calloc(1, sizeof *g);
+    if (g)
+        g->choices = calloc((size_t)n_choices, sizeof *g->choices);
+    if (!g || !g->choices) {
+        atomic_fetch_sub(&s->queued, (long)n_choices);
+        free(g);
+        g = NULL;
+        llmrt_serve_error_set(&e, 500, NULL, "internal_error", NULL, "out of memory");
+        goto fail;
+    }
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->srv = s;
+    g->conn = conn;
+    g->cx = cx;
+    g->req = req;
+    req = NULL;
+    g->kind = kind;
+    g->created = (int64_t)time(NULL);
+    g->t_arrival = t_arrival;
+    g->n_choices = (int)n_choices;
+    g->prompt_tokens = prompt_tokens;
+    make_id(s, g);
+    /* references: the HTTP request, a streaming response, and each choice until final */
+    g->refs = 1 + (g->req->stream ? 1 : 0) + g->n_choices;
+    cx->gen = g;
+
+    int submitted = 0;
+    llmrt_error err = {0};
+    for (int p = 0; p < n_prompts; p++)
+        for (int j = 0; j < g->req->n; j++) {
+            serve_choice *c = &g->choices[submitted];
+            c->g = g;
+            c->index = submitted;
+            c->prompt = p;
+            c->stop_token = -1;
+            llmrt_request r;
+            llmrt_request_init(&r);
+            r.prompt_ids = ids[p];
+            r.n_prompt = (int32_t)n_ids[p];
+            r.sampling = g->req->sampling;
+            r.sampling.max_tokens = max_tokens[p];
+            if (r.sampling.has_seed)
+                r.sampling.seed += (uint64_t)j; /* n > 1: distinct, reproducible samples */
+            r.on_token = on_token;
+            r.user = c;
+            if (llmrt_engine_submit(s->engine, &r, &c->engine_id, &err) != LLMRT_OK)
+                goto submit_failed;
+            c->submitted = 1;
+            submitted++;
+        }
+    for (int i = 0; i < n_prompts; i++)
+        free(ids[i]);
+    free(ids);
+    free(n_ids);
+    free(max_tokens);
+    ids = NULL;
+
+    if (!g->req->stream)
+        return reply_whole(conn, g);
+
+    /* streaming: chat opens every choice with the assistant role, as OpenAI does */
+    if (kind == LLMRT_SERVE_CHAT)
+        for (int i = 0; i < g->n_choices; i++) {
+            json_t *o = chunk_head(g);
+            llmrt_serve_choice_desc d = {.kind = kind, .chunk = 1, .index = i, .text = "",
+                                         .with_role = 1, .stop_token = -1};
+            json_t *ch = llmrt_serve_choice(&d);
+            if (o && ch)
+                json_array_append_new(json_object_get(o, "choices"), ch);
+            else
+                json_decref(ch);
+            out_event(g, o);
+        }
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, g,
+                                          stream_free);
+    if (!resp) {
+        gen_cancel(g);
+        gen_release(g, 1); /* the response's reference */
+        llmrt_serve_error_set(&e, 500, NULL, "internal_error", NULL,
+                              "could not create the streaming response");
+        return serve_reply_error(conn, cx, &e);
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    rc = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    llmrt_serve_metrics_http(s->metrics, cx->route_name, 200);
+    return rc;
+
+submit_failed:
+    submit_error(&err, kind, &e);
+    {
+        int missing = g->n_choices - submitted;
+        atomic_fetch_sub(&s->queued, (long)missing);
+        if (g->req->stream)
+            missing++; /* no response will hold its reference */
+        gen_cancel(g);
+        gen_release(g, missing);
+    }
+fail:
+    if (ids)
+        for (int i = 0; i < n_prompts; i++)
+            free(ids[i]);
+    free(ids);
+    free(n_ids);
+    free(max_tokens);
+    llmrt_serve_request_free(req);
+    return serve_reply_error(conn, cx, &e);
+}

@@ -1,0 +1,54 @@
+/* serve_metrics.h — what `llmrt serve` counts, and its /metrics page in the Prometheus text
+ * exposition format (version 0.0.4).
+ *
+ * Why: operators watch a server through Prometheus; the figures that matter for an
+ * inference server are vLLM's (requests and tokens, TTFT, inter-token latency, end-to-end
+ * latency, running/waiting, KV-cache usage) plus what this project is about: how long the
+ * device was busy and idle per step, and which host-memory path is really in use.
+ *
+ * Counters and histograms are recorded here (thread-safe: HTTP threads and the stepping
+ * thread record concurrently); gauges come from an engine stats snapshot at render time. */
+#ifndef LLMRT_CORE_SERVE_METRICS_H
+#define LLMRT_CORE_SERVE_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <llmrt/engine.h>
+#include <llmrt/plugin.h>
+
+typedef struct llmrt_serve_metrics llmrt_serve_metrics;
+
+llmrt_status llmrt_serve_metrics_new(llmrt_serve_metrics **out, llmrt_error *err);
+void llmrt_serve_metrics_free(llmrt_serve_metrics *m);
+
+/* One HTTP response: route ("/v1/completions", ...; anything else is counted as "other")
+ * and status code. */
+void llmrt_serve_metrics_http(llmrt_serve_metrics *m, const char *route, int status);
+/* A generation request (one choice) finished: why, its prompt and completion lengths and
+ * end-to-end latency (arrival → final event). */
+void llmrt_serve_metrics_finished(llmrt_serve_metrics *m, llmrt_finish_reason reason,
+                                  int64_t prompt_tokens, int64_t completion_tokens,
+                                  double e2e_s);
+/* Time to first token and inter-token latency, in seconds. */
+void llmrt_serve_metrics_ttft(llmrt_serve_metrics *m, double seconds);
+void llmrt_serve_metrics_itl(llmrt_serve_metrics *m, double seconds);
+/* One engine step (device busy and idle time). */
+void llmrt_serve_metrics_step(llmrt_serve_metrics *m, const llmrt_step_record *rec);
+
+/* Server-level facts for the page. */
+typedef struct llmrt_serve_metrics_info {
+    const char *model_name;
+    int ready;                       /* 1: engine loaded and not failed */
+    const llmrt_engine_stats *stats; /* NULL while the engine is loading */
+    int64_t http_in_flight;          /* HTTP requests being served now */
+} llmrt_serve_metrics_info;
+
+/* The whole page (malloc'd, NUL-terminated, *len its length). NULL only on OOM. */
+char *llmrt_serve_metrics_render(llmrt_serve_metrics *m, const llmrt_serve_metrics_info *info,
+                                 size_t *len);
+
+/* Prometheus label value escaping (\\, \", \n) into out[cap]; returns out. */
+char *llmrt_serve_metrics_escape(const char *s, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,637 @@
+/* serve_request.c — parse and validate OpenAI-compatible request bodies (see
+ * serve_request.h). Every rejection names the field in the message and in `param`, says
+ * what was found and what would be right. */
+#include "serve_request.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_N 4096 /* most choices per prompt (the server's max_queue caps it further) */
+
+llmrt_status llmrt_serve_error_set(llmrt_serve_error *e, int status, const char *type,
+                                   const char *code, const char *param, const char *fmt, ...)
+{
+    llmrt_status st = LLMRT_ERR_STATE;
+    switch (status) {
+    case 400: st = LLMRT_ERR_INVALID_ARG; break;
+    case 404: st = LLMRT_ERR_NOT_FOUND; break;
+    case 413: case 429: case 503: st = LLMRT_ERR_LIMIT; break;
+    case 500: st = LLMRT_ERR_INTERNAL; break;
+    }
+    if (!e)
+        return st;
+    if (!type)
+        type = status == 401   ? "authentication_error"
+               : status >= 500 ? "server_error"
+                               : "invalid_request_error";
+    e->status = status;
+    snprintf(e->type, sizeof e->type, "%s", type);
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+#define BAD(param, ...) llmrt_serve_error_set(err, 400, NULL, NULL, (param), __VA_ARGS__)
+
+static const char *json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "a value";
+}
+
+/* The getters return 0 when the field is absent or null (the default stays), 1 when set,
+ * -1 on a bad value (err filled). */
+
+static int get_bool(const json_t *root, const char *key, int *out, llmrt_serve_error *err)
+{
+    const json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v)) {
+        BAD(key, "'%s' must be a boolean (true or false), got %s", key, json_kind(v));
+        return -1;
+    }
+    *out = json_is_true(v);
+    return 1;
+}
+
+/* An integer (a number with an integral value is accepted, as pydantic does) in [lo, hi]. */
+static int int_value(const json_t *v, const char *name, int64_t lo, int64_t hi, int64_t *out,
+                     llmrt_serve_error *err)
+{
+    int64_t x;
+    if (json_is_integer(v)) {
+        x = json_integer_value(v);
+    } else if (json_is_real(v) && isfinite(json_real_value(v)) &&
+               floor(json_real_value(v)) == json_real_value(v) &&
+               fabs(json_real_value(v)) < 9.0e15) {
+        x = (int64_t)json_real_value(v);
+    } else {
+        BAD(name, "'%s' must be an integer, got %s", name, json_kind(v));
+        return -1;
+    }
+    if (x < lo || x > hi) {
+        if (hi == INT64_MAX || hi == INT32_MAX)
+            BAD(name, "'%s' must be at least %lld, got %lld", name, (long long)lo, (long long)x);
+        else
+            BAD(name, "'%s' must be between %lld and %lld, got %lld", name, (long long)lo,
+                (long long)hi, (long long)x);
+        return -1;
+    }
+    *out = x;
+    return 1;
+}
+
+static int get_int(const json_t *root, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                   llmrt_serve_error *err)
+{
+    const json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v))
+        return 0;
+    return int_value(v, key, lo, hi, out, err);
+}
+
+/* A number in [lo, hi] (lo excluded when lo_open). */
+static int get_num(const json_t *root, const char *key, double lo, int lo_open, double hi,
+                   float *out, llmrt_serve_error *err)
+{
+    const json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v)) {
+        BAD(key, "'%s' must be a number, got %s", key, json_kind(v));
+        return -1;
+    }
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
+        if (isinf(hi))
+            BAD(key, "'%s' must be %s %g, got %g", key, lo_open ? "greater than" : "at least",
+                lo, x);
+        else
+            BAD(key, "'%s' must be in %s%g, %g], got %g", key, lo_open ? "(" : "[", lo, hi, x);
+        return -1;
+    }
+    *out = (float)x;
+    return 1;
+}
+
+static int get_string(const json_t *root, const char *key, const char **out,
+                      llmrt_serve_error *err)
+{
+    const json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v)) {
+        BAD(key, "'%s' must be a string, got %s", key, json_kind(v));
+        return -1;
+    }
+    *out = json_string_value(v);
+    return 1;
+}
+
+/* A JSON array of token ids (integers in [0, INT32_MAX]) → malloc'd int32 array. */
+static int ids_from_json(const json_t *arr, const char *param, int32_t **out, int32_t *n_out,
+                         llmrt_serve_error *err)
+{
+    size_t n = json_array_size(arr);
+    if (n > INT32_MAX) {
+        BAD(param, "'%s' has too many token ids (%zu)", param, n);
+        return -1;
+    }
+    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    if (!ids) {
+        llmrt_serve_error_set(err, 500, NULL, NULL, NULL, "out of memory reading '%s'", param);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(arr, i);
+        char name[96];
+        snprintf(name, sizeof name, "%s[%zu]", param, i);
+        int64_t x;
+        if (!json_is_integer(v)) {
+            BAD(param, "'%s' must be a token id (an integer), got %s", name, json_kind(v));
+            free(ids);
+            return -1;
+        }
+        x = json_integer_value(v);
+        if (x < 0 || x > INT32_MAX) {
+            BAD(param, "'%s' must be a token id (>= 0), got %lld", name, (long long)x);
+            free(ids);
+            return -1;
+        }
+        ids[i] = (int32_t)x;
+    }
+    *out = ids;
+    *n_out = (int32_t)n;
+    return 1;
+}
+
+static int is_id_array(const json_t *v)
+{
+    return json_is_array(v) && json_array_size(v) > 0 && json_is_integer(json_array_get(v, 0));
+}
+
+/* "prompt": a string, an array of ids, or a list of either (a batch). */
+static llmrt_status parse_prompts(llmrt_serve_request *r, llmrt_serve_error *err)
+{
+    const json_t *p = json_object_get(r->root, "prompt");
+    if (!p || json_is_null(p))
+        return BAD("prompt", "'prompt' is required: a string, an array of token ids, or a "
+                             "list of either");
+    size_t n;
+    if (json_is_string(p) || is_id_array(p)) {
+        n = 1;
+    } else if (json_is_array(p)) {
+        n = json_array_size(p);
+        if (n == 0)
+            return BAD("prompt", "'prompt' must not be an empty array");
+        if (n > MAX_N)
+            return BAD("prompt", "'prompt' holds %zu prompts; at most %d are accepted", n,
+                       MAX_N);
+    } else {
+        return BAD("prompt", "'prompt' must be a string, an array of token ids, or a list of "
+                             "either, got %s",
+                   json_kind(p));
+    }
+    r->prompts = calloc(n, sizeof *r->prompts);
+    if (!r->prompts)
+        return llmrt_serve_error_set(err, 500, NULL, NULL, NULL, "out of memory");
+    r->n_prompts = (int32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = (n == 1 && (json_is_string(p) || is_id_array(p)))
+                              ? p
+                              : json_array_get(p, i);
+        char name[48];
+        if (v == p)
+            snprintf(name, sizeof name, "prompt");
+        else
+            snprintf(name, sizeof name, "prompt[%zu]", i);
+        llmrt_serve_prompt *pr = &r->prompts[i];
+        if (json_is_string(v)) {
+            pr->text_len = json_string_length(v);
+            if (pr->text_len == 0)
+                return BAD("prompt", "'%s' must not be empty", name);
+            pr->text = malloc(pr->text_len + 1);
+            if (!pr->text)
+                return llmrt_serve_error_set(err, 500, NULL, NULL, NULL, "out of memory");
+            memcpy(pr->text, json_string_value(v), pr->text_len + 1);
+        } else if (json_is_array(v)) {
+            if (json_array_size(v) == 0)
+                return BAD("prompt", "'%s' must not be an empty array of token ids", name);
+            if (ids_from_json(v, name, &pr->ids, &pr->n_ids, err) < 0)
+                return LLMRT_ERR_INVALID_ARG;
+        } else {
+            return BAD("prompt", "'%s' must be a string or an array of token ids, got %s", name,
+                       json_kind(v));
+        }
+    }
+    return LLMRT_OK;
+}
+
+/* "messages" (+ "tools"): kept as JSON for llmrt_chat_messages_from_json, which checks
+ * roles and contents against the template. */
+static llmrt_status parse_messages(llmrt_serve_request *r, int required,
+                                   llmrt_serve_error *err)
+{
+    json_t *m = json_object_get(r->root, "messages");
+    if (!m || json_is_null(m)) {
+        if (required)
+            return BAD("messages", "'messages' is required: an array of {\"role\", "
+                                   "\"content\"} objects");
+        return LLMRT_OK;
+    }
+    if (!json_is_array(m))
+        return BAD("messages", "'messages' must be an array of {\"role\", \"content\"} "
+                               "objects, got %s",
+                   json_kind(m));
+    if (json_array_size(m) == 0)
+        return BAD("messages", "'messages' must hold at least one message");
+    for (size_t i = 0; i < json_array_size(m); i++) {
+        const json_t *msg = json_array_get(m, i);
+        char name[48];
+        snprintf(name, sizeof name, "messages[%zu]", i);
+        if (!json_is_object(msg))
+            return BAD(name, "'%s' must be an object with \"role\" and \"content\", got %s",
+                       name, json_kind(msg));
+        const json_t *role = json_object_get(msg, "role");
+        if (!json_is_string(role))
+            return BAD(name, "'%s.role' must be a string (\"system\", \"user\", \"assistant\" "
+                             "or \"tool\"), got %s",
+                       name, role ? json_kind(role) : "nothing");
+    }
+    r->messages = m;
+    json_t *t = json_object_get(r->root, "tools");
+    if (t && !json_is_null(t)) {
+        if (!json_is_array(t))
+            return BAD("tools", "'tools' must be an array, got %s", json_kind(t));
+        if (json_array_size(t) > 0)
+            r->tools = t;
+    }
+    return LLMRT_OK;
+}
+
+static llmrt_status parse_chat_template_kwargs(llmrt_serve_request *r, llmrt_serve_error *err)
+{
+    const json_t *kw = json_object_get(r->root, "chat_template_kwargs");
+    if (!kw || json_is_null(kw))
+        return LLMRT_OK;
+    if (!json_is_object(kw))
+        return BAD("chat_template_kwargs", "'chat_template_kwargs' must be an object, got %s",
+                   json_kind(kw));
+    const json_t *et = json_object_get(kw, "enable_thinking");
+    if (et && !json_is_null(et)) {
+        if (!json_is_boolean(et))
+            return BAD("chat_template_kwargs.enable_thinking",
+                       "'chat_template_kwargs.enable_thinking' must be a boolean, got %s",
+                       json_kind(et));
+        r->enable_thinking = json_is_true(et);
+    }
+    return LLMRT_OK;
+}
+
+static llmrt_status parse_stop(llmrt_serve_request *r, llmrt_serve_error *err)
+{
+    const json_t *s = json_object_get(r->root, "stop");
+    if (s && !json_is_null(s)) {
+        size_t n = json_is_string(s) ? 1 : json_is_array(s) ? json_array_size(s) : 0;
+        if (!json_is_string(s) && !json_is_array(s))
+            return BAD("stop", "'stop' must be a string or an array of strings, got %s",
+                       json_kind(s));
+        if (n) {
+            r->stop_storage = calloc(n, sizeof *r->stop_storage);
+            if (!r->stop_storage)
+                return llmrt_serve_error_set(err, 500, NULL, NULL, NULL, "out of memory");
+        }
+        int32_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            const json_t *v = json_is_string(s) ? s : json_array_get(s, i);
+            if (!json_is_string(v))
+                return BAD("stop", "'stop[%zu]' must be a string, got %s", i, json_kind(v));
+            if (json_string_length(v) == 0)
+                continue; /* an empty stop string can never end anything */
+            if (strlen(json_string_value(v)) != json_string_length(v))
+                return BAD("stop", "'stop[%zu]' must not contain a NUL character", i);
+            r->stop_storage[k] = strdup(json_string_value(v));
+            if (!r->stop_storage[k])
+                return llmrt_serve_error_set(err, 500, NULL, NULL, NULL, "out of memory");
+            k++;
+        }
+        r->sampling.stop = (const char *const *)r->stop_storage;
+        r->sampling.n_stop = k;
+    }
+    const json_t *ids = json_object_get(r->root, "stop_token_ids");
+    if (ids && !json_is_null(ids)) {
+        if (!json_is_array(ids))
+            return BAD("stop_token_ids", "'stop_token_ids' must be an array of token ids, got %s",
+                       json_kind(ids));
+        if (json_array_size(ids) > 0) {
+            if (ids_from_json(ids, "stop_token_ids", &r->stop_ids_storage,
+                              &r->sampling.n_stop_ids, err) < 0)
+                return LLMRT_ERR_INVALID_ARG;
+            r->sampling.stop_ids = r->stop_ids_storage;
+        }
+    }
+    return LLMRT_OK;
+}
+
+/* Fields of OpenAI's API that this server cannot honour: reject them by name. */
+static llmrt_status reject_unsupported(llmrt_serve_request *r, llmrt_serve_error *err)
+{
+    int b = 0;
+    if (get_bool(r->root, "echo", &b, err) < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    if (b)
+        return BAD("echo", "'echo': true is not supported by this server (the prompt is not "
+                           "returned); leave it out or set it to false");
+    const json_t *v = json_object_get(r->root, "suffix");
+    if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
+        return BAD("suffix", "'suffix' is not supported by this server (no fill-in-the-middle)");
+    v = json_object_get(r->root, "logit_bias");
+    if (v && !json_is_null(v) && !(json_is_object(v) && json_object_size(v) == 0))
+        return BAD("logit_bias", "'logit_bias' is not supported by this server");
+    int64_t best_of = 0;
+    if (get_int(r->root, "best_of", 1, MAX_N, &best_of, err) < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    if (best_of > r->n)
+        return BAD("best_of", "'best_of' (%lld) larger than 'n' (%d) is not supported; use n",
+                   (long long)best_of, r->n);
+    v = json_object_get(r->root, "response_format");
+    if (v && !json_is_null(v)) {
+        const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
+        if (!json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
+            return BAD("response_format", "'response_format' other than {\"type\": \"text\"} is "
+                                          "not supported by this server (no guided decoding)");
+    }
+    v = json_object_get(r->root, "tool_choice");
+    if (v && !json_is_null(v)) {
+        if (!json_is_string(v) || (strcmp(json_string_value(v), "none") != 0 &&
+                                   strcmp(json_string_value(v), "auto") != 0))
+            return BAD("tool_choice", "'tool_choice' must be \"none\" or \"auto\": forcing a "
+                                      "tool call is not supported by this server");
+    }
+    return LLMRT_OK;
+}
+
+static llmrt_status parse_generation(llmrt_serve_request *r, llmrt_serve_error *err)
+{
+    llmrt_serve_kind kind = r->kind;
+    const json_t *root = r->root;
+    llmrt_sampling *s = &r->sampling;
+    int64_t x;
+    int rc;
+
+    /* max_completion_tokens (chat) is OpenAI's newer name; it wins over max_tokens */
+    rc = 0;
+    if (kind == LLMRT_SERVE_CHAT)
+        rc = get_int(root, "max_completion_tokens", 1, INT32_MAX, &x, err);
+    if (rc == 0)
+        rc = get_int(root, "max_tokens", 1, INT32_MAX, &x, err);
+    if (rc < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    if (rc > 0) {
+        s->max_tokens = (int32_t)x;
+        r->has_max_tokens = 1;
+    }
+    rc = get_int(root, "min_tokens", 0, INT32_MAX, &x, err);
+    if (rc < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    if (rc > 0)
+        s->min_tokens = (int32_t)x;
+    if (r->has_max_tokens && s->min_tokens > s->max_tokens)
+        return BAD("min_tokens", "'min_tokens' (%d) must not exceed 'max_tokens' (%d)",
+                   s->min_tokens, s->max_tokens);
+
+    if (get_num(root, "temperature", 0, 0, INFINITY, &s->temperature, err) < 0 ||
+        get_num(root, "top_p", 0, 1, 1, &s->top_p, err) < 0 ||
+        get_num(root, "min_p", 0, 0, 1, &s->min_p, err) < 0 ||
+        get_num(root, "presence_penalty", -2, 0, 2, &s->presence_penalty, err) < 0 ||
+        get_num(root, "frequency_penalty", -2, 0, 2, &s->frequency_penalty, err) < 0 ||
+        get_num(root, "repetition_penalty", 0, 1, INFINITY, &s->repetition_penalty, err) < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    rc = get_int(root, "top_k", -1, INT32_MAX, &x, err);
+    if (rc < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    if (rc > 0)
+        s->top_k = x < 0 ? 0 : (int32_t)x;
+    rc = get_int(root, "seed", INT64_MIN, INT64_MAX, &x, err);
+    if (rc < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    if (rc > 0) {
+        s->has_seed = 1;
+        s->seed = (uint64_t)x;
+    }
+    int ignore_eos = 0;
+    if (get_bool(root, "ignore_eos", &ignore_eos, err) < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    s->ignore_eos = ignore_eos;
+
+    rc = get_int(root, "n", 1, MAX_N, &x, err);
+    if (rc < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    r->n = rc > 0 ? (int32_t)x : 1;
+
+    if (get_bool(root, "stream", &r->stream, err) < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    const json_t *so = json_object_get(root, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so))
+            return BAD("stream_options", "'stream_options' must be an object, got %s",
+                       json_kind(so));
+        if (!r->stream)
+            return BAD("stream_options", "'stream_options' is only allowed with \"stream\": "
+                                         "true");
+        if (get_bool(so, "include_usage", &r->include_usage, err) < 0) {
+            snprintf(err->param, sizeof err->param, "stream_options.include_usage");
+            return LLMRT_ERR_INVALID_ARG;
+        }
+    }
+
+    /* logprobs: completions take an int (alternatives per token); chat takes a boolean and
+     * top_logprobs */
+    if (kind == LLMRT_SERVE_COMPLETIONS) {
+        const json_t *lp = json_object_get(root, "logprobs");
+        if (lp && json_is_boolean(lp))
+            return BAD("logprobs", "'logprobs' of /v1/completions must be an integer "
+                                   "(alternatives per token, 0..%d), got a boolean",
+                       LLMRT_MAX_TOP_LOGPROBS);
+        rc = get_int(root, "logprobs", 0, LLMRT_MAX_TOP_LOGPROBS, &x, err);
+        if (rc < 0)
+            return LLMRT_ERR_INVALID_ARG;
+        if (rc > 0)
+            s->logprobs = (int32_t)x;
+    } else {
+        int want = 0;
+        if (get_bool(root, "logprobs", &want, err) < 0)
+            return LLMRT_ERR_INVALID_ARG;
+        rc = get_int(root, "top_logprobs", 0, LLMRT_MAX_TOP_LOGPROBS, &x, err);
+        if (rc < 0)
+            return LLMRT_ERR_INVALID_ARG;
+        if (rc > 0 && !want && x > 0)
+            return BAD("top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+        r->chat_logprobs = want;
+        if (want)
+            s->logprobs = rc > 0 ? (int32_t)x : 0;
+    }
+    if (get_bool(root, "return_tokens_as_token_ids", &r->tokens_as_ids, err) < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    if (parse_stop(r, err) != LLMRT_OK)
+        return LLMRT_ERR_INVALID_ARG;
+    return reject_unsupported(r, err);
+}
+
+static void free_prompts(llmrt_serve_request *r)
+{
+    for (int32_t i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].ids);
+    }
+    free(r->prompts);
+}
+
+void llmrt_serve_request_free(llmrt_serve_request *r)
+{
+    if (!r)
+        return;
+    free(r->model);
+    free_prompts(r);
+    if (r->stop_storage) {
+        for (int32_t i = 0; i < r->sampling.n_stop; i++)
+            free(r->stop_storage[i]);
+        free(r->stop_storage);
+    }
+    free(r->stop_ids_storage);
+    free(r->tokens);
+    if (r->root)
+        json_decref(r->root);
+    free(r);
+}
+
+llmrt_status llmrt_serve_request_parse(llmrt_serve_kind kind, const char *body, size_t len,
+                                       llmrt_serve_request **out, llmrt_serve_error *err)
+{
+    llmrt_status st = LLMRT_OK;
+    *out = NULL;
+    llmrt_serve_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return llmrt_serve_error_set(err, 500, NULL, NULL, NULL, "out of memory");
+    r->kind = kind;
+    llmrt_sampling_init(&r->sampling);
+    r->n = 1;
+    r->add_generation_prompt = 1;
+    r->enable_thinking = 1;
+
+    json_error_t jerr;
+    r->root = json_loadb(body ? body : "", len, 0, &jerr);
+    if (!r->root) {
+        st = llmrt_serve_error_set(err, 400, NULL, "invalid_json", NULL,
+                                   "request body is not valid JSON: %s (line %d, column %d)",
+                                   jerr.text, jerr.line, jerr.column);
+        goto cleanup;
+    }
+    if (!json_is_object(r->root)) {
+        st = BAD(NULL, "request body must be a JSON object, got %s", json_kind(r->root));
+        goto cleanup;
+    }
+
+    const char *model = NULL;
+    if (get_string(r->root, "model", &model, err) < 0) {
+        st = LLMRT_ERR_INVALID_ARG;
+        goto cleanup;
+    }
+    if (model && !(r->model = strdup(model))) {
+        st = llmrt_serve_error_set(err, 500, NULL, NULL, NULL, "out of memory");
+        goto cleanup;
+    }
+
+    switch (kind) {
+    case LLMRT_SERVE_COMPLETIONS:
+        if ((st = parse_prompts(r, err)) != LLMRT_OK ||
+            (st = parse_generation(r, err)) != LLMRT_OK)
+            goto cleanup;
+        break;
+    case LLMRT_SERVE_CHAT:
+        if ((st = parse_messages(r, 1, err)) != LLMRT_OK ||
+            (st = parse_chat_template_kwargs(r, err)) != LLMRT_OK ||
+            (st = parse_generation(r, err)) != LLMRT_OK)
+            goto cleanup;
+        if (get_bool(r->root, "add_generation_prompt", &r->add_generation_prompt, err) < 0) {
+            st = LLMRT_ERR_INVALID_ARG;
+            goto cleanup;
+        }
+        break;
+    case LLMRT_SERVE_TOKENIZE: {
+        const json_t *p = json_object_get(r->root, "prompt");
+        const json_t *m = json_object_get(r->root, "messages");
+        int has_p = p && !json_is_null(p), has_m = m && !json_is_null(m);
+        if (has_p == has_m) {
+            st = BAD(has_p ? "messages" : "prompt",
+                     "/tokenize needs exactly one of 'prompt' (a string) or 'messages' (an "
+                     "array), got %s",
+                     has_p ? "both" : "neither");
+            goto cleanup;
+        }
+        if (has_p) {
+            if (!json_is_string(p)) {
+                st = BAD("prompt", "'prompt' must be a string, got %s", json_kind(p));
+                goto cleanup;
+            }
+            if ((st = parse_prompts(r, err)) != LLMRT_OK)
+                goto cleanup;
+            r->add_special_tokens = 1;
+        } else {
+            if ((st = parse_messages(r, 1, err)) != LLMRT_OK ||
+                (st = parse_chat_template_kwargs(r, err)) != LLMRT_OK)
+                goto cleanup;
+            r->add_special_tokens = 0;
+        }
+        if (get_bool(r->root, "add_special_tokens", &r->add_special_tokens, err) < 0 ||
+            get_bool(r->root, "add_generation_prompt", &r->add_generation_prompt, err) < 0 ||
+            get_bool(r->root, "return_token_strs", &r->return_token_strs, err) < 0) {
+            st = LLMRT_ERR_INVALID_ARG;
+            goto cleanup;
+        }
+        break;
+    }
+    case LLMRT_SERVE_DETOKENIZE: {
+        const json_t *t = json_object_get(r->root, "tokens");
+        if (!t || json_is_null(t)) {
+            st = BAD("tokens", "'tokens' is required: an array of token ids");
+            goto cleanup;
+        }
+        if (!json_is_array(t)) {
+            st = BAD("tokens", "'tokens' must be an array of token ids, got %s", json_kind(t));
+            goto cleanup;
+        }
+        if (ids_from_json(t, "tokens", &r->tokens, &r->n_tokens, err) < 0) {
+            st = LLMRT_ERR_INVALID_ARG;
+            goto cleanup;
+        }
+        break;
+    }
+    default:
+        st = llmrt_serve_error_set(err, 500, NULL, NULL, NULL, "unknown request kind %d",
+                                   (int)kind);
+        goto cleanup;
+    }
+    *out = r;
+    r = NULL;
+cleanup:
+    llmrt_serve_request_free(r);
+    return st;
+}
