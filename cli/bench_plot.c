@@ -247,6 +247,12 @@ static void bars_panel(cairo_t *cr, const bench_result *r, panel p)
          NULL, "milliseconds per step", NULL, -1);
     double group_w = p.w / nl, bar_w = fmin(60, group_w * 0.8 / nc);
     cairo_set_font_size(cr, 11);
+    int rotate = 0; /* slant the names when one is wider than its bar */
+    for (int c = 0; c < nc; c++) {
+        cairo_text_extents_t e;
+        cairo_text_extents(cr, r->configs[c].name, &e);
+        rotate |= e.x_advance > bar_w;
+    }
     for (int l = 0; l < nl; l++) {
         double gx = p.x + group_w * l + (group_w - bar_w * nc) / 2;
         for (int c = 0; c < nc; c++) {
@@ -270,9 +276,9 @@ static void bars_panel(cairo_t *cr, const bench_result *r, panel p)
             text(cr, x + w / 2, ty(&p, base) - 3, b, 0.5, 1);
             cairo_save(cr);
             cairo_translate(cr, x + w / 2, p.y + p.h + 6);
-            if (nl > 1 || nc > 4)
+            if (rotate)
                 cairo_rotate(cr, M_PI / 6);
-            text(cr, 0, 0, r->configs[c].name, nl > 1 || nc > 4 ? 0 : 0.5, 0);
+            text(cr, 0, 0, r->configs[c].name, rotate ? 0 : 0.5, 0);
             cairo_restore(cr);
         }
         if (nl > 1) {
@@ -347,10 +353,10 @@ static void draw_caption(cairo_t *cr, const bench_result *r, double w)
     text(cr, w / 2, 14, b, 0.5, 0);
     cairo_set_font_size(cr, 11);
     snprintf(b, sizeof b,
-             "%s mode, prompt %d, output %d tokens, %d rounds x %d per config, order %s; "
+             "%s mode, prompt %d, output %d tokens, %d round%s x %d %s per config, order %s; "
              "commit %s, %s",
              s->load_mode ? "load" : "latency", s->input_len, s->output_len, s->rounds,
-             s->requests, s->order == BENCH_ORDER_ABAB ? "abab" : "random", r->env.commit,
+             s->rounds == 1 ? "" : "s", s->requests, s->load_mode ? "batches" : "requests", s->order == BENCH_ORDER_ABAB ? "abab" : "random", r->env.commit,
              r->env.date_utc);
     text(cr, w / 2, 36, b, 0.5, 0);
 }

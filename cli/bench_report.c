@@ -195,9 +195,10 @@ void bench_report_print(const bench_result *r, FILE *out)
 {
     const bench_settings *s = r->settings;
     fprintf(out, "\nllmrt bench — %s mode: prompt %d tokens, output %d tokens%s; %d warm-up, "
-                 "%d rounds x %d %s per config, order %s, seed %llu\n",
+                 "%d round%s x %d %s per config, order %s, seed %llu\n",
             s->load_mode ? "load" : "latency", s->input_len, s->output_len,
-            s->ignore_eos ? " (eos ignored)" : "", s->warmup, s->rounds, s->requests,
+            s->ignore_eos ? " (eos ignored)" : "", s->warmup, s->rounds, s->rounds == 1 ? "" : "s",
+            s->requests,
             s->load_mode ? "batches" : "requests", s->order == BENCH_ORDER_ABAB ? "abab" : "random",
             (unsigned long long)s->seed);
     fprintf(out, "llmrt %s, commit %s, %s, %s, %s (%d CPUs)\n\n", r->env.version, r->env.commit,

@@ -307,6 +307,7 @@ int cmd_bench(int argc, char **argv)
         goto done;
     }
     bench_diff_print(&diff, cfgs, n, report);
+    fflush(report); /* before progress lines on stderr */
     if (diff.n_diff) {
         char keys[1024] = "";
         size_t len = 0;

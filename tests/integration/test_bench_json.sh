@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# llmrt bench --json follows docs/bench.schema.json (validated with ajv in strict mode, in
+# latency and load mode), and its content agrees with the run: one token time per generated
+# token, the verdict sentences the terminal printed, the configs' memory paths. A document
+# with a missing field must fail validation, so the check cannot pass vacuously.
+# ajv comes from npm, installed once into a cache folder outside the repository; the test
+# skips (77) only when npm cannot fetch it.
+set -uo pipefail
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; [[ -f "$tmp/out" ]] && tail -30 "$tmp/out"; exit 1; }
+
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/llmrt-test/ajv
+if [[ ! -f "$cache/node_modules/ajv/package.json" ]]; then
+  command -v npm > /dev/null || { echo "SKIP: npm is not installed, cannot fetch ajv"; exit 77; }
+  mkdir -p "$cache"
+  npm install --prefix "$cache" --no-audit --no-fund --silent ajv@8 > "$tmp/npm.log" 2>&1 || {
+    cat "$tmp/npm.log"; echo "SKIP: npm could not fetch ajv (offline?)"; exit 77; }
+fi
+validate() { AJV_PREFIX="$cache" node "$LLMRT_SOURCE_DIR/tools/validate-json-schema.mjs" \
+  "$LLMRT_SOURCE_DIR/docs/bench.schema.json" "$1"; }
+
+"$LLMRT" mkmodel --preset tiny -o "$tmp/tiny" -q || fail "llmrt mkmodel --preset tiny"
+for m in pageable uva; do
+  printf '[model]\npath = tiny\n[memory]\nplugin = %s\n[cache]\nkv_tokens = 2048\n' "$m" > "$tmp/$m.ini"
+done
+
+"$LLMRT" bench -c "$tmp/pageable.ini" -c "$tmp/uva.ini" --input-len 8 --output-len 6 --warmup 1 \
+  --rounds 2 --requests 3 --json "$tmp/lat.json" > "$tmp/out" 2>&1 || fail "latency run"
+validate "$tmp/lat.json" > "$tmp/v.out" 2>&1 || { cat "$tmp/v.out"; fail "latency JSON does not follow the schema"; }
+
+"$LLMRT" bench -c "$tmp/pageable.ini" -c "$tmp/uva.ini" --input-len 8 --output-len 6 --warmup 1 \
+  --rounds 1 --requests 5 --concurrency 1,3 --order random --seed 7 --json "$tmp/load.json" \
+  > "$tmp/load.out" 2>&1 || { cp "$tmp/load.out" "$tmp/out"; fail "load run"; }
+validate "$tmp/load.json" > "$tmp/v.out" 2>&1 || { cat "$tmp/v.out"; fail "load JSON does not follow the schema"; }
+
+# content: counts, sentences, memory paths (node is there: ajv needs it)
+node - "$tmp/lat.json" "$tmp/out" "$tmp/load.json" <<'EOF' || fail "JSON content does not match the run"
+const fs = require('fs');
+const [latPath, outPath, loadPath] = process.argv.slice(2);
+const lat = JSON.parse(fs.readFileSync(latPath, 'utf8'));
+const out = fs.readFileSync(outPath, 'utf8');
+const load = JSON.parse(fs.readFileSync(loadPath, 'utf8'));
+function check(cond, msg) { if (!cond) { console.error('mismatch: ' + msg); process.exit(1); } }
+check(lat.settings.mode === 'latency' && lat.settings.output_len === 6, 'settings');
+check(lat.configs.map(c => c.name).join() === 'pageable,uva', 'config names');
+check(lat.configs[1].memory_path === 'uva' && lat.configs[0].memory_path === 'pageable', 'memory paths');
+check(lat.settings_diff.length === 1 && lat.settings_diff[0].key === 'memory.plugin' &&
+      lat.settings_diff[0].class === 'knob', 'settings_diff');
+check(lat.samples.requests.length === 12, '2 configs x 6 requests');
+check(lat.samples.requests.every(r => r.token_s.length === 6 && r.finish === 'length'), '6 tokens each');
+check(lat.samples.requests.every(r => r.token_s.every((t, i) => i === 0 ? t >= r.submit_s : t >= r.token_s[i - 1])),
+      'token times increase');
+const cell = lat.levels[0].configs[0];
+check(cell.itl_ms.n === 6 * 5 && cell.ttft_ms.n === 6 && cell.tokens === 36, 'cell counts');
+check(lat.levels[0].verdicts.length === 3, 'one verdict per metric');
+for (const v of lat.levels[0].verdicts) {
+  check(out.includes('  ' + v.sentence + '\n'), 'terminal prints the sentence: ' + v.sentence);
+  check(v.ok && v.ci_low <= v.rel_change && v.rel_change <= v.ci_high, 'interval holds the estimate');
+}
+check(lat.samples.steps.length >= 12 * 6, 'a step per token at least');
+check(load.settings.mode === 'load' && load.levels.map(l => l.concurrency).join() === '1,3', 'levels');
+check(load.samples.requests.length === 2 * 5 * (1 + 3), 'load requests');
+check(load.levels[1].configs[1].requests === 15 && load.levels[1].configs[1].batches === 5, 'load cell counts');
+EOF
+
+# a document missing a required field must be rejected
+node -e 'const fs=require("fs");const d=JSON.parse(fs.readFileSync(process.argv[1]));delete d.levels[0].configs[0].itl_ms.p99;fs.writeFileSync(process.argv[2],JSON.stringify(d))' \
+  "$tmp/lat.json" "$tmp/broken.json"
+validate "$tmp/broken.json" > "$tmp/v.out" 2>&1 && fail "a JSON without itl_ms.p99 passed validation"
+grep -q "must have required property 'p99'" "$tmp/v.out" || { cat "$tmp/v.out"; fail "validator message"; }
+
+# --json - writes the document to stdout and the table to stderr
+"$LLMRT" bench -c "$tmp/pageable.ini" --input-len 4 --output-len 3 --warmup 0 --rounds 1 --requests 2 \
+  --json - > "$tmp/stdout.json" 2> "$tmp/stderr.txt" || fail "--json -"
+validate "$tmp/stdout.json" > "$tmp/v.out" 2>&1 || { cat "$tmp/v.out"; fail "--json - output"; }
+grep -q "llmrt bench — latency mode" "$tmp/stderr.txt" || fail "--json -: table goes to stderr"
+echo "ok: bench json"
