@@ -1,12 +1,495 @@
-/* cmd_generate.c — placeholder until this subcommand lands (see the open issues). */
+/* cmd_generate.c — `llmrt generate`: one prompt streamed to stdout, or a file of prompts
+ * submitted together and batched, one output line each in input order. A summary (load time,
+ * prefill and decode speed, inter-token latency, KV capacity, memory path, backend) goes to
+ * stderr.
+ *
+ * Why a thin front end: generation, batching and stops all happen in the engine
+ * (include/llmrt/engine.h); this file only turns options into requests and events into
+ * output, so what generate measures is what bench and serve run. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llmrt/engine.h>
 
 #include "commands.h"
+#include "common.h"
+#include "error.h"
+#include "tokenizer.h"
+
+static const char usage[] =
+    "usage: llmrt generate [-c FILE] [--model DIR] (--prompt TEXT | --prompt-ids LIST |\n"
+    "                      --prompts-file FILE [--ids]) --max-tokens N [options]\n\n"
+    "Generates from a prompt (greedy unless --temperature is set) and streams the text to\n"
+    "stdout. With --prompts-file every line is a prompt; all are submitted at once and\n"
+    "batched, and one line per prompt is printed in input order (newlines in the output\n"
+    "written as \\n, backslashes as \\\\). A summary goes to stderr.\n\n"
+    "options:\n"
+    "  --prompt TEXT          prompt text (needs the model folder's tokenizer.json)\n"
+    "  --prompt-ids LIST      prompt token ids, comma or space separated\n"
+    "  --prompts-file FILE    one prompt per line (text, or ids with --ids)\n"
+    "  --ids                  the lines of --prompts-file are token ids\n"
+    "  --max-tokens N         most tokens to generate per prompt (required)\n"
+    "  --temperature T        0 = greedy (default 0)\n"
+    "  --top-p P              nucleus sampling mass in (0, 1] (default 1)\n"
+    "  --top-k K              sample from the K most likely tokens (default 0 = all)\n"
+    "  --min-p P              drop tokens below P x the most likely one's probability\n"
+    "  --seed S               seed: the same seed gives the same output (default: random)\n"
+    "  --ignore-eos           keep generating past the model's end-of-sequence tokens\n"
+    "  --print-ids            print the generated ids (one line, space separated) instead\n"
+    "                         of text\n"
+    "  --no-stream            print each output when it is complete\n\n" CLI_COMMON_USAGE;
+
+enum {
+    OPT_PROMPT = CLI_OPT_FIRST_OWN,
+    OPT_PROMPT_IDS,
+    OPT_PROMPTS_FILE,
+    OPT_IDS,
+    OPT_MAX_TOKENS,
+    OPT_TEMPERATURE,
+    OPT_TOP_P,
+    OPT_TOP_K,
+    OPT_MIN_P,
+    OPT_SEED,
+    OPT_IGNORE_EOS,
+    OPT_PRINT_IDS,
+    OPT_NO_STREAM
+};
+
+struct gen;
+
+/* One prompt's output. */
+typedef struct gen_out {
+    struct gen *g;
+    int32_t *ids;
+    int32_t n, cap;
+    char *text;
+    size_t len, text_cap;
+    llmrt_finish_reason finish;
+    char error[512];
+    double t_first, t_last;
+    double *itl; /* inter-token gaps, seconds */
+    int32_t n_itl, itl_cap;
+    int32_t prompt_tokens;
+} gen_out;
+
+typedef struct gen {
+    gen_out *outs;
+    int n;
+    int stream;      /* write text to stdout as it comes (single prompt) */
+    int print_ids;
+    int remaining;
+    /* step records → prefill / decode speed */
+    double prefill_s, decode_s;
+    uint64_t prefill_tokens, decode_tokens;
+} gen;
+
+static int grow(void **p, int32_t *cap, int32_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    int32_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static void on_token(void *user, const llmrt_token_event *ev)
+{
+    gen_out *o = user;
+    struct gen *g = o->g;
+    o->prompt_tokens = ev->prompt_tokens;
+    if (ev->token >= 0) {
+        if (o->n > 0 && grow((void **)&o->itl, &o->itl_cap, o->n_itl + 1, sizeof *o->itl) == 0)
+            o->itl[o->n_itl++] = ev->time_s - o->t_last;
+        if (o->n == 0)
+            o->t_first = ev->time_s;
+        o->t_last = ev->time_s;
+        if (grow((void **)&o->ids, &o->cap, o->n + 1, sizeof *o->ids) == 0)
+            o->ids[o->n++] = ev->token;
+    }
+    if (ev->text_len) {
+        if (g->stream && !g->print_ids) {
+            fwrite(ev->text, 1, ev->text_len, stdout);
+            fflush(stdout);
+        } else {
+            size_t need = o->len + ev->text_len + 1;
+            if (need > o->text_cap) {
+                size_t c = o->text_cap ? o->text_cap : 256;
+                while (c < need)
+                    c *= 2;
+                char *t = realloc(o->text, c);
+                if (t)
+                    o->text = t, o->text_cap = c;
+            }
+            if (need <= o->text_cap) {
+                memcpy(o->text + o->len, ev->text, ev->text_len);
+                o->len += ev->text_len;
+                o->text[o->len] = 0;
+            }
+        }
+    }
+    if (ev->finish != LLMRT_FINISH_NONE) {
+        o->finish = ev->finish;
+        if (ev->error)
+            snprintf(o->error, sizeof o->error, "%s", ev->error);
+        g->remaining--;
+    }
+}
+
+static void on_step(void *user, const llmrt_step_record *r)
+{
+    gen *g = user;
+    if (r->n_prefill_tokens > 0) {
+        g->prefill_s += r->wall_ms * 1e-3;
+        g->prefill_tokens += (uint64_t)r->n_prefill_tokens;
+    } else {
+        g->decode_s += r->wall_ms * 1e-3;
+        g->decode_tokens += (uint64_t)r->n_decode_seqs;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void print_escaped(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\n')
+            fputs("\\n", stdout);
+        else if (s[i] == '\\')
+            fputs("\\\\", stdout);
+        else if (s[i] == '\r')
+            fputs("\\r", stdout);
+        else
+            putchar(s[i]);
+    }
+}
+
+static void print_ids(const gen_out *o)
+{
+    for (int32_t i = 0; i < o->n; i++)
+        printf(i ? " %d" : "%d", o->ids[i]);
+    putchar('\n');
+}
+
+/* Lines of a file (without the newline); *n lines. */
+static char **read_lines(const char *path, int *n, llmrt_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        llmrt_fail(err, LLMRT_ERR_IO, "cannot open --prompts-file %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char **lines = NULL;
+    int cap = 0;
+    *n = 0;
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t got;
+    while ((got = getline(&line, &lcap, f)) >= 0) {
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
+            line[--got] = 0;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **g = realloc(lines, sizeof *g * (size_t)cap);
+            if (!g)
+                break;
+            lines = g;
+        }
+        lines[(*n)++] = strdup(line);
+    }
+    free(line);
+    fclose(f);
+    if (*n == 0)
+        llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "--prompts-file %s has no lines", path);
+    return lines;
+}
+
+static int parse_num(const char *arg, const char *opt, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || end == arg || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "llmrt generate: %s '%s': expected a number in [%g, %g]\n", opt, arg,
+                lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
 
 int cmd_generate(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "llmrt generate: not available in this build yet\n");
-    return 2;
+    static const struct option opts[] = {
+        CLI_COMMON_OPTIONS,
+        {"prompt", required_argument, 0, OPT_PROMPT},
+        {"prompt-ids", required_argument, 0, OPT_PROMPT_IDS},
+        {"prompts-file", required_argument, 0, OPT_PROMPTS_FILE},
+        {"ids", no_argument, 0, OPT_IDS},
+        {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
+        {"temperature", required_argument, 0, OPT_TEMPERATURE},
+        {"top-p", required_argument, 0, OPT_TOP_P},
+        {"top-k", required_argument, 0, OPT_TOP_K},
+        {"min-p", required_argument, 0, OPT_MIN_P},
+        {"seed", required_argument, 0, OPT_SEED},
+        {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
+        {"print-ids", no_argument, 0, OPT_PRINT_IDS},
+        {"no-stream", no_argument, 0, OPT_NO_STREAM},
+        {0, 0, 0, 0}};
+    cli_common c = {0};
+    const char *prompt = NULL, *prompt_ids = NULL, *prompts_file = NULL;
+    int file_ids = 0, ignore_eos = 0, want_ids = 0, no_stream = 0, have_seed = 0;
+    double max_tokens = -1, temperature = 0, top_p = 1, top_k = 0, min_p = 0, seed = 0;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
+        int r = cli_common_opt(&c, opt, optarg, "generate", usage);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        switch (opt) {
+        case OPT_PROMPT: prompt = optarg; break;
+        case OPT_PROMPT_IDS: prompt_ids = optarg; break;
+        case OPT_PROMPTS_FILE: prompts_file = optarg; break;
+        case OPT_IDS: file_ids = 1; break;
+        case OPT_MAX_TOKENS:
+            if (parse_num(optarg, "--max-tokens", 1, 1e9, &max_tokens) || max_tokens != floor(max_tokens))
+                return cli_usage_error("generate", usage, "--max-tokens must be a whole number >= 1");
+            break;
+        case OPT_TEMPERATURE:
+            if (parse_num(optarg, "--temperature", 0, 100, &temperature))
+                return 2;
+            break;
+        case OPT_TOP_P:
+            if (parse_num(optarg, "--top-p", 1e-9, 1, &top_p))
+                return 2;
+            break;
+        case OPT_TOP_K:
+            if (parse_num(optarg, "--top-k", 0, 1e9, &top_k) || top_k != floor(top_k))
+                return cli_usage_error("generate", usage, "--top-k must be a whole number >= 0");
+            break;
+        case OPT_MIN_P:
+            if (parse_num(optarg, "--min-p", 0, 1, &min_p))
+                return 2;
+            break;
+        case OPT_SEED:
+            if (parse_num(optarg, "--seed", 0, 1.8e19, &seed) || seed != floor(seed))
+                return cli_usage_error("generate", usage, "--seed must be a whole number >= 0");
+            have_seed = 1;
+            break;
+        case OPT_IGNORE_EOS: ignore_eos = 1; break;
+        case OPT_PRINT_IDS: want_ids = 1; break;
+        case OPT_NO_STREAM: no_stream = 1; break;
+        default: return cli_bad_option("generate", usage);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("generate", usage, "unexpected argument '%s'", argv[optind]);
+    if (!!prompt + !!prompt_ids + !!prompts_file != 1)
+        return cli_usage_error("generate", usage,
+                               "give exactly one of --prompt, --prompt-ids, --prompts-file");
+    if (file_ids && !prompts_file)
+        return cli_usage_error("generate", usage, "--ids goes with --prompts-file");
+    if (max_tokens < 1)
+        return cli_usage_error("generate", usage, "--max-tokens N is required");
+
+    llmrt_runtime *rt = NULL;
+    if (cli_open_runtime(&c, &rt))
+        return 1;
+    int rc = 1;
+    llmrt_error err = {0};
+    llmrt_engine *e = NULL;
+    char **lines = NULL;
+    int n_lines = 0;
+    int32_t **pids = NULL;
+    int32_t *pn = NULL;
+    gen g;
+    memset(&g, 0, sizeof g);
+
+    llmrt_engine_options eo;
+    llmrt_engine_options_init(&eo);
+    eo.show_progress = 1;
+    eo.on_step = on_step;
+    eo.step_user = &g;
+    if (llmrt_engine_create(rt, &eo, &e, &err) != LLMRT_OK) {
+        cli_fail("generate", &err);
+        goto done;
+    }
+    llmrt_tokenizer *tok = llmrt_engine_tokenizer(e);
+
+    /* the prompts */
+    if (prompts_file) {
+        lines = read_lines(prompts_file, &n_lines, &err);
+        if (!lines) {
+            cli_fail("generate", &err);
+            goto done;
+        }
+    } else {
+        n_lines = 1;
+    }
+    pids = calloc((size_t)n_lines, sizeof *pids);
+    pn = calloc((size_t)n_lines, sizeof *pn);
+    g.outs = calloc((size_t)n_lines, sizeof *g.outs);
+    if (!pids || !pn || !g.outs) {
+        fprintf(stderr, "llmrt generate: out of memory\n");
+        goto done;
+    }
+    g.n = n_lines;
+    for (int i = 0; i < n_lines; i++)
+        g.outs[i].g = &g;
+    for (int i = 0; i < n_lines; i++) {
+        const char *ids_text = prompt_ids ? prompt_ids : (file_ids ? lines[i] : NULL);
+        const char *text = prompt ? prompt : (!file_ids && lines ? lines[i] : NULL);
+        if (ids_text) {
+            int n = cli_parse_ids(ids_text, &pids[i]);
+            if (n < 0) {
+                if (prompts_file)
+                    fprintf(stderr, "llmrt generate: %s:%d: '%s' is not a list of token ids\n",
+                            prompts_file, i + 1, ids_text);
+                else
+                    fprintf(stderr, "llmrt generate: --prompt-ids '%s' is not a list of token "
+                                    "ids (use 1,2,3)\n", ids_text);
+                rc = 2;
+                goto done;
+            }
+            pn[i] = n;
+        } else {
+            if (!tok) {
+                fprintf(stderr, "llmrt generate: a text prompt needs tokenizer.json in the "
+                                "model folder; give token ids (--prompt-ids, --ids)\n");
+                rc = 2;
+                goto done;
+            }
+            size_t n = 0;
+            if (llmrt_tokenizer_encode(tok, text, strlen(text), 0, &pids[i], &n, &err)) {
+                if (prompts_file)
+                    llmrt_error_prefix(&err, "%s:%d", prompts_file, i + 1);
+                cli_fail("generate", &err);
+                goto done;
+            }
+            pn[i] = (int32_t)n;
+        }
+        if (pn[i] == 0) {
+            if (prompts_file)
+                fprintf(stderr, "llmrt generate: %s:%d: empty prompt\n", prompts_file, i + 1);
+            else
+                fprintf(stderr, "llmrt generate: the prompt is empty\n");
+            rc = 2;
+            goto done;
+        }
+    }
+    g.stream = !prompts_file && !no_stream && tok != NULL;
+    g.print_ids = want_ids || !tok;
+    g.remaining = n_lines;
+    for (int i = 0; i < n_lines; i++) {
+        llmrt_request r;
+        llmrt_request_init(&r);
+        r.prompt_ids = pids[i];
+        r.n_prompt = pn[i];
+        r.sampling.max_tokens = (int32_t)max_tokens;
+        r.sampling.temperature = (float)temperature;
+        r.sampling.top_p = (float)top_p;
+        r.sampling.top_k = (int32_t)top_k;
+        r.sampling.min_p = (float)min_p;
+        r.sampling.ignore_eos = ignore_eos;
+        if (have_seed) {
+            r.sampling.has_seed = 1;
+            r.sampling.seed = (uint64_t)seed + (uint64_t)i; /* distinct per line */
+        }
+        r.on_token = on_token;
+        r.user = &g.outs[i];
+        if (llmrt_engine_submit(e, &r, NULL, &err) != LLMRT_OK) {
+            if (prompts_file)
+                llmrt_error_prefix(&err, "%s:%d", prompts_file, i + 1);
+            cli_fail("generate", &err);
+            goto done;
+        }
+    }
+    if (llmrt_engine_run(e, &err) != LLMRT_OK) {
+        cli_fail("generate", &err);
+        goto done;
+    }
+
+    /* output */
+    rc = 0;
+    for (int i = 0; i < n_lines; i++) {
+        gen_out *o = &g.outs[i];
+        if (o->finish == LLMRT_FINISH_ERROR) {
+            fprintf(stderr, "llmrt generate: error: %s\n", o->error);
+            rc = 1;
+        }
+        if (g.print_ids)
+            print_ids(o);
+        else if (prompts_file) {
+            print_escaped(o->text ? o->text : "", o->len);
+            putchar('\n');
+        } else if (!g.stream) {
+            fwrite(o->text ? o->text : "", 1, o->len, stdout);
+            putchar('\n');
+        } else {
+            putchar('\n');
+        }
+    }
+    fflush(stdout);
+
+    /* summary */
+    llmrt_engine_stats st;
+    llmrt_engine_stats_get(e, &st);
+    uint64_t gen_tokens = 0, prompt_tokens = 0;
+    int32_t n_itl = 0;
+    for (int i = 0; i < n_lines; i++) {
+        gen_tokens += (uint64_t)g.outs[i].n;
+        prompt_tokens += (uint64_t)pn[i];
+        n_itl += g.outs[i].n_itl;
+    }
+    double *all = n_itl ? malloc(sizeof *all * (size_t)n_itl) : NULL;
+    double p50 = 0;
+    if (all) {
+        int32_t k = 0;
+        for (int i = 0; i < n_lines; i++)
+            for (int32_t j = 0; j < g.outs[i].n_itl; j++)
+                all[k++] = g.outs[i].itl[j];
+        qsort(all, (size_t)n_itl, sizeof *all, cmp_double);
+        p50 = n_itl % 2 ? all[n_itl / 2] : 0.5 * (all[n_itl / 2 - 1] + all[n_itl / 2]);
+        free(all);
+    }
+    fprintf(stderr,
+            "llmrt generate: %d prompt(s), %llu prompt tokens, %llu generated | load %.2f s | "
+            "prefill %.1f tok/s | decode %.1f tok/s | ITL p50 %.2f ms | KV cache %lld tokens "
+            "(%s) | memory path %s | backend %s (%s)%s\n",
+            n_lines, (unsigned long long)prompt_tokens, (unsigned long long)gen_tokens,
+            st.load_time_s, g.prefill_s > 0 ? (double)g.prefill_tokens / g.prefill_s : 0.0,
+            g.decode_s > 0 ? (double)g.decode_tokens / g.decode_s : 0.0, p50 * 1e3,
+            (long long)st.kv_capacity_tokens, st.kv_dtype, st.memory_path, st.backend, st.device,
+            st.preemptions ? " | preemptions: raise cache.kv_tokens" : "");
+done:
+    llmrt_engine_destroy(e);
+    for (int i = 0; lines && i < n_lines; i++)
+        free(lines[i]);
+    free(lines);
+    for (int i = 0; pids && i < n_lines; i++)
+        free(pids[i]);
+    free(pids);
+    free(pn);
+    for (int i = 0; g.outs && i < g.n; i++) {
+        free(g.outs[i].ids);
+        free(g.outs[i].text);
+        free(g.outs[i].itl);
+    }
+    free(g.outs);
+    llmrt_runtime_close(rt);
+    return rc;
 }

@@ -1497,13 +1497,15 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
         e->n_eos = parts->n_eos;
     }
 
-    /* KV element type */
+    /* KV element type: auto = f32 where device memory is host memory (cpu), else the model's
+     * f16/bf16 */
     llmrt_dtype kv_dtype = S->kv_dtype;
     if (kv_dtype == LLMRT_DTYPE_INVALID)
-        kv_dtype = e->dev.is_gpu && (mi->weight_dtype == LLMRT_DTYPE_F16 ||
-                                     mi->weight_dtype == LLMRT_DTYPE_BF16)
+        kv_dtype = !(e->be_caps & LLMRT_BACKEND_CAP_HOST_IS_DEVICE) &&
+                           (mi->weight_dtype == LLMRT_DTYPE_F16 ||
+                            mi->weight_dtype == LLMRT_DTYPE_BF16)
                        ? mi->weight_dtype
-                       : LLMRT_DTYPE_F32;
+                       : LLMRT_DTYPE_F32; /* the rule `llmrt logits` uses too */
     uint64_t per_token = llmrt_kv_bytes_per_token(mi->n_layers, mi->n_kv_heads, mi->head_dim,
                                                   kv_dtype);
 

@@ -135,7 +135,7 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
     parts.load_time_s = now_s() - t0;
     parts.release = release_owned;
     parts.release_ctx = own;
-    if (!o.quiet)
+    if (lo.quiet && !o.quiet) /* otherwise the loader said it */
         LOG_INFO("loaded %s (%s%s%s) from %s on %s in %.2f s", lm->info.arch, lm->model_plugin,
                  lm->quant.vt ? " + " : "", lm->quant.vt ? lm->quant.name : "", lm->dir,
                  lm->backend.name, lm->load_seconds);

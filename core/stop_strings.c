@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 struct llmrt_stopper {
     char **stops;   /* [n] */
@@ -39,6 +40,18 @@ llmrt_status llmrt_stopper_new(const char *const *stops, int32_t n, llmrt_stoppe
                               i);
         }
         s->lens[i] = strlen(stops[i]);
+        /* whole characters only, so a match always starts on a character boundary */
+        for (size_t off = 0; off < s->lens[i];) {
+            utf8proc_int32_t cp;
+            utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)stops[i] + off,
+                                                  (utf8proc_ssize_t)(s->lens[i] - off), &cp);
+            if (k <= 0) {
+                llmrt_stopper_free(s);
+                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                                  "stop string %d is not valid UTF-8 (at byte %zu)", i, off);
+            }
+            off += (size_t)k;
+        }
         if (!(s->stops[i] = malloc(s->lens[i] + 1)))
             goto nomem;
         memcpy(s->stops[i], stops[i], s->lens[i] + 1);
