@@ -676,7 +676,7 @@ llmrt_status llmrt_chat_messages_parse(const char *json, size_t len, const char 
     json_error_t jerr;
     where = where ? where : "messages";
     *out = NULL;
-    json_t *root = json_loadb(json, len, 0, &jerr);
+    json_t *root = json_loadb(json, len, JSON_DECODE_ANY, &jerr);
     if (!root)
         FAIL(err, LLMRT_ERR_INVALID_ARG, "%s:%d:%d: not valid JSON: %s", where, jerr.line,
              jerr.column, jerr.text);
