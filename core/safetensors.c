@@ -364,6 +364,7 @@ const llmrt_tensor_view *llmrt_st_file_find(const llmrt_st_file *f, const char *
 typedef struct st_entry {
     const llmrt_tensor_view *view; /* key: view->name */
     int counted;                   /* already counted toward the progress display */
+    void *aligned;                 /* heap copy when the mapped data is misaligned, else NULL */
     UT_hash_handle hh;
 } st_entry;
 
@@ -589,6 +590,21 @@ static llmrt_status ckpt_find(void *ctx, const char *name, llmrt_tensor_view *ou
                           "tensor '%s' not found in the checkpoint %s (%zu tensors in %zu file%s)",
                           name, m->dir, m->n_tensors, m->n_files, m->n_files == 1 ? "" : "s");
     *out = *e->view;
+    /* Files whose header length is not a multiple of 8 (old writers did not pad) leave
+     * tensors misaligned in the mapping; plugins index data as uint16/int32/float arrays,
+     * so they get an aligned copy instead, made once and kept until close. */
+    size_t esize = llmrt_dtype_size(out->dtype);
+    if (out->bytes && (uintptr_t)out->data % esize != 0) {
+        pthread_mutex_lock(&m->lock);
+        if (!e->aligned && (e->aligned = malloc(out->bytes)) != NULL)
+            memcpy(e->aligned, e->view->data, out->bytes);
+        pthread_mutex_unlock(&m->lock);
+        if (!e->aligned)
+            return llmrt_fail(err, LLMRT_ERR_NOMEM,
+                              "out of memory copying misaligned tensor '%s' (%zu bytes) of %s",
+                              name, out->bytes, out->file);
+        out->data = e->aligned;
+    }
     if (m->show_progress) {
         int count;
         pthread_mutex_lock(&m->lock);
@@ -665,6 +681,8 @@ void llmrt_st_model_close(llmrt_st_model *m)
     if (!m)
         return;
     HASH_CLEAR(hh, m->table);
+    for (size_t i = 0; i < m->n_tensors; i++)
+        free(m->entries[i].aligned);
     free(m->entries);
     for (size_t i = 0; i < m->n_files; i++)
         llmrt_st_file_close(m->files[i]);

@@ -36,7 +36,9 @@ const llmrt_tensor_view *llmrt_st_file_find(const llmrt_st_file *f, const char *
 llmrt_status llmrt_st_model_open(const char *dir, int show_progress, llmrt_st_model **out,
                                  llmrt_error *err);
 void llmrt_st_model_close(llmrt_st_model *m);
-/* The accessor handed to model/quant plugins; valid until close. */
+/* The accessor handed to model/quant plugins; valid until close. Its find() always returns
+ * data aligned to the element size: tensors that are misaligned in the file (an unpadded
+ * header) are copied once to the heap. llmrt_st_file_at/find give the raw mapping. */
 const llmrt_checkpoint *llmrt_st_model_checkpoint(llmrt_st_model *m);
 /* Finish the progress display (prints the final line with totals). */
 void llmrt_st_model_progress_done(llmrt_st_model *m);
