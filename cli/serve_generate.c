@@ -407,10 +407,11 @@ static void stream_finish(serve_gen *g)
     g->ended = 1;
 }
 
-/* Between waits: a client that went away, or a forced shutdown, cancels the request. */
-static int gen_check_abort(serve_gen *g)
+/* Between waits: a client that went away (checked on the socket when `socket` is set), or
+ * a forced shutdown, cancels the request. Returns -1 when the client is gone. */
+static int gen_check_abort(serve_gen *g, int socket)
 {
-    if (serve_client_gone(g->conn)) {
+    if (socket && serve_client_gone(g->conn)) {
         llmrt_log(LLMRT_LOG_DEBUG, "serve", "%s: client went away; cancelling", g->id);
         gen_cancel(g);
         return -1;
@@ -449,7 +450,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                 gen_cancel(g);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
-            if (g->out_len == 0 && gen_check_abort(g) < 0)
+            /* with output pending, a gone client shows up as a failed write instead */
+            if (gen_check_abort(g, g->out_len == 0) < 0)
                 return MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
@@ -472,7 +474,7 @@ static int reply_whole(struct MHD_Connection *conn, serve_gen *g)
                                   "out of memory collecting the completion");
             return serve_reply_error(conn, g->cx, &e);
         }
-        if (g->n_done < g->n_choices && gen_check_abort(g) < 0)
+        if (g->n_done < g->n_choices && gen_check_abort(g, 1) < 0)
             return MHD_NO; /* the client is gone: close */
     }
     int64_t completion = 0;
