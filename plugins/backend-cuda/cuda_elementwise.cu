@@ -173,6 +173,9 @@ llmrt_status cuda_rope(llmrt_backend *b, float *x, const int32_t *positions, int
     if (head_dim <= 0 || head_dim % 2)
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                           "cuda rope: head_dim must be even and positive (got %d)", head_dim);
+    if (!(theta > 0.0f))
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "cuda rope: theta %g must be > 0",
+                          (double)theta);
     llmrt_status st = cuda_use(b, err);
     if (st)
         return st;

@@ -125,10 +125,13 @@ static llmrt_status cuda_probe(llmrt_device_info *out, int32_t max, int32_t *cou
 
 /* ---- [backend.cuda] ---- */
 
-static llmrt_status parse_section(const llmrt_section *cfg, int n_devices, int *device,
+/* Keys and value syntax first (so a typo is reported even where no GPU is visible); the
+ * device index is checked against the visible devices afterwards. */
+static llmrt_status parse_section(const llmrt_section *cfg, int *device, const char **where_device,
                                   llmrt_error *err)
 {
     *device = 0;
+    *where_device = NULL;
     if (!cfg)
         return LLMRT_OK;
     for (size_t i = 0; i < cfg->n; i++) {
@@ -140,16 +143,11 @@ static llmrt_status parse_section(const llmrt_section *cfg, int n_devices, int *
             long v = strtol(val, &end, 10);
             if (errno || end == val || *end || v < 0 || v > INT_MAX)
                 return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                                  "[backend.cuda] device = '%s' (%s): expected a device index "
-                                  "0..%d",
-                                  val, where, n_devices > 0 ? n_devices - 1 : 0);
-            if (v >= n_devices)
-                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                                  "[backend.cuda] device = %ld (%s): only %d CUDA device%s "
-                                  "visible (indices 0..%d)",
-                                  v, where, n_devices, n_devices == 1 ? " is" : "s are",
-                                  n_devices - 1);
+                                  "[backend.cuda] device = '%s' (%s): expected a CUDA device "
+                                  "index (0, 1, ...)",
+                                  val, where);
             *device = (int)v;
+            *where_device = where;
         } else {
             return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                               "[backend.cuda] unknown key '%s' (%s); the keys of this section "
@@ -190,6 +188,10 @@ static llmrt_status cuda_create(const llmrt_host *host, const llmrt_section *cfg
     cudaError_t e;
     *out = NULL;
 
+    int device = 0;
+    const char *where_device = NULL;
+    if ((st = parse_section(cfg, &device, &where_device, err)) != LLMRT_OK)
+        return st;
     int n = 0;
     e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
@@ -199,9 +201,12 @@ static llmrt_status cuda_create(const llmrt_host *host, const llmrt_section *cfg
                           "cpu, or check the driver with nvidia-smi",
                           e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     }
-    int device = 0;
-    if ((st = parse_section(cfg, n, &device, err)) != LLMRT_OK)
-        return st;
+    if (device >= n)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "[backend.cuda] device = %d (%s): only %d CUDA device%s visible "
+                          "(indices 0..%d)",
+                          device, where_device ? where_device : "?", n, n == 1 ? " is" : "s are",
+                          n - 1);
 
     b = calloc(1, sizeof *b);
     if (!b)

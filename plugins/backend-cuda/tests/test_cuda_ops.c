@@ -1,0 +1,674 @@
+/* test_cuda_ops.c — every op of backend-cuda against backend-cpu (the reference) on the same
+ * random inputs, several shapes each, outputs poisoned with NaN before every run.
+ *
+ * Tolerances (relative L2 error, ||cuda - cpu|| / ||cpu||), and why:
+ *   exact (0)  embedding, kv_store (both round f32 → f16/bf16 to nearest even), argmax
+ *   1e-5       rmsnorm, silu_mul, add, attention, gemm n <= 8 and F32 gemm: fp32 math on the
+ *              same values, only the summation order differs
+ *   5e-4       rope at positions < 4096: powf may differ by an ulp between CUDA and glibc,
+ *              and the angle is position x inv_freq
+ *   2e-3 / 8e-3  gemm n > 8 with F16 / BF16 weights: cuBLAS multiplies the activations cast
+ *              to the weight dtype (2^-11 / 2^-9 relative rounding per element)
+ * sample has no CPU counterpart (backend-cpu leaves it NULL): it is checked against a
+ * double-precision reference of the same rules written here.
+ * Exits 77 when no CUDA device is visible. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_test_common.h"
+
+#define TOL_FP32 1e-5
+#define TOL_ROPE 5e-4
+#define TOL_GEMM_F16 2e-3
+#define TOL_GEMM_BF16 8e-3
+
+static const llmrt_dtype float_types[3] = {LLMRT_DTYPE_F32, LLMRT_DTYPE_F16, LLMRT_DTYPE_BF16};
+
+/* A weight-like tensor on a backend from f32 host values (converted to dt). */
+static llmrt_tensor make_tensor(const llmrt_backend_ref *b, const float *vals, llmrt_dtype dt,
+                                int64_t d0, int64_t d1)
+{
+    llmrt_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt;
+    t.ndim = d1 > 0 ? 2 : 1;
+    t.shape[0] = d0;
+    t.shape[1] = d1 > 0 ? d1 : 0;
+    size_t n = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+    void *host = ct_to_dtype(vals, n, dt, NULL);
+    t.data = ct_dup(b, host, n * llmrt_dtype_size(dt));
+    free(host);
+    return t;
+}
+
+/* ---- embedding ---- */
+
+START_TEST(test_embedding)
+{
+    static const int shapes[][3] = {{1000, 4096, 1}, {517, 65, 7}, {300, 128, 33}};
+    llmrt_error err = {0};
+    ct_rng r = {11};
+    for (int di = 0; di < 3; di++)
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            const int rows = shapes[si][0], d = shapes[si][1], n = shapes[si][2];
+            float *table = ct_rand_f32(&r, (size_t)rows * d, -1, 1);
+            int32_t *ids = malloc(n * sizeof *ids);
+            for (int i = 0; i < n; i++)
+                ids[i] = ct_int(&r, 0, rows - 1);
+            float *res[2];
+            const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+            for (int k = 0; k < 2; k++) {
+                llmrt_tensor t = make_tensor(bes[k], table, float_types[di], rows, d);
+                int32_t *dids = ct_dup(bes[k], ids, n * sizeof *ids);
+                float *out = ct_alloc(bes[k], (size_t)n * d * sizeof(float));
+                ct_poison(bes[k], out, (size_t)n * d);
+                CT_OK(bes[k]->vt->embedding(bes[k]->b, out, &t, dids, n, &err));
+                res[k] = malloc((size_t)n * d * sizeof(float));
+                ct_download(bes[k], res[k], out, (size_t)n * d * sizeof(float));
+                ct_free(bes[k], t.data);
+                ct_free(bes[k], dids);
+                ct_free(bes[k], out);
+            }
+            char what[96];
+            snprintf(what, sizeof what, "embedding %s [%d, %d] n=%d",
+                     llmrt_dtype_name(float_types[di]), rows, d, n);
+            ct_assert_close(res[0], res[1], (size_t)n * d, 0.0, what);
+            free(res[0]), free(res[1]), free(table), free(ids);
+        }
+}
+END_TEST
+
+/* ---- rmsnorm ---- */
+
+START_TEST(test_rmsnorm)
+{
+    static const int shapes[][2] = {{1, 4096}, {3, 1000}, {17, 128}, {5, 33}, {2, 8192}, {40, 256}};
+    llmrt_error err = {0};
+    ct_rng r = {12};
+    for (int di = 0; di < 3; di++)
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                const int rows = shapes[si][0], d = shapes[si][1];
+                float *x = ct_rand_f32(&r, (size_t)rows * d, -3, 3);
+                float *w = ct_rand_f32(&r, d, 0.5f, 1.5f);
+                float *res[2];
+                const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+                for (int k = 0; k < 2; k++) {
+                    llmrt_tensor t = make_tensor(bes[k], w, float_types[di], d, 0);
+                    float *dx = ct_dup(bes[k], x, (size_t)rows * d * sizeof(float));
+                    float *out = dx;
+                    if (!inplace) {
+                        out = ct_alloc(bes[k], (size_t)rows * d * sizeof(float));
+                        ct_poison(bes[k], out, (size_t)rows * d);
+                    }
+                    CT_OK(bes[k]->vt->rmsnorm(bes[k]->b, out, dx, &t, rows, d, 1e-6f, &err));
+                    res[k] = malloc((size_t)rows * d * sizeof(float));
+                    ct_download(bes[k], res[k], out, (size_t)rows * d * sizeof(float));
+                    ct_free(bes[k], t.data);
+                    if (!inplace)
+                        ct_free(bes[k], out);
+                    ct_free(bes[k], dx);
+                }
+                char what[96];
+                snprintf(what, sizeof what, "rmsnorm %s [%d, %d]%s",
+                         llmrt_dtype_name(float_types[di]), rows, d, inplace ? " in place" : "");
+                ct_assert_close(res[0], res[1], (size_t)rows * d, TOL_FP32, what);
+                free(res[0]), free(res[1]), free(x), free(w);
+            }
+}
+END_TEST
+
+/* ---- rope ---- */
+
+START_TEST(test_rope)
+{
+    static const int shapes[][3] = {{1, 32, 128}, {7, 8, 64}, {33, 4, 128}, {3, 2, 256}};
+    static const float thetas[2] = {1000000.0f, 10000.0f};
+    llmrt_error err = {0};
+    ct_rng r = {13};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (int ti = 0; ti < 2; ti++) {
+            const int n = shapes[si][0], heads = shapes[si][1], hd = shapes[si][2];
+            const size_t cnt = (size_t)n * heads * hd;
+            float *x = ct_rand_f32(&r, cnt, -2, 2);
+            int32_t *pos = malloc(n * sizeof *pos);
+            for (int i = 0; i < n; i++)
+                pos[i] = i == 0 ? 0 : ct_int(&r, 0, 4095);
+            float *res[2];
+            const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+            for (int k = 0; k < 2; k++) {
+                float *dx = ct_dup(bes[k], x, cnt * sizeof(float));
+                int32_t *dp = ct_dup(bes[k], pos, n * sizeof *pos);
+                CT_OK(bes[k]->vt->rope(bes[k]->b, dx, dp, n, heads, hd, thetas[ti], &err));
+                res[k] = malloc(cnt * sizeof(float));
+                ct_download(bes[k], res[k], dx, cnt * sizeof(float));
+                ct_free(bes[k], dx);
+                ct_free(bes[k], dp);
+            }
+            char what[96];
+            snprintf(what, sizeof what, "rope n=%d heads=%d head_dim=%d theta=%g", n, heads, hd,
+                     (double)thetas[ti]);
+            ct_assert_close(res[0], res[1], cnt, TOL_ROPE, what);
+            /* position 0 is the identity */
+            ct_assert_close(res[0], x, (size_t)heads * hd, 0.0, "rope at position 0");
+            free(res[0]), free(res[1]), free(x), free(pos);
+        }
+}
+END_TEST
+
+/* ---- kv_store ---- */
+
+START_TEST(test_kv_store)
+{
+    llmrt_error err = {0};
+    ct_rng r = {14};
+    static const int shapes[][3] = {{5, 2, 64}, {33, 8, 128}, {1, 4, 256}};
+    for (int di = 0; di < 3; di++)
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            const llmrt_dtype dt = float_types[di];
+            const int n = shapes[si][0], kvh = shapes[si][1], hd = shapes[si][2];
+            const int slots_total = 4 * n + 16, row = kvh * hd;
+            const size_t es = llmrt_dtype_size(dt), cache_bytes = (size_t)slots_total * row * es;
+            float *k = ct_rand_f32(&r, (size_t)n * row, -4, 4);
+            float *v = ct_rand_f32(&r, (size_t)n * row, -4, 4);
+            int32_t *slots = malloc(n * sizeof *slots);
+            /* distinct slots in random order; every fourth token skipped (-1) */
+            for (int i = 0; i < n; i++)
+                slots[i] = (i % 4 == 3) ? -1 : (int32_t)((i * 37 + 5) % slots_total);
+            unsigned char *init = malloc(cache_bytes);
+            for (size_t i = 0; i < cache_bytes; i++)
+                init[i] = (unsigned char)ct_next(&r);
+            unsigned char *res_k[2], *res_v[2];
+            const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+            for (int b = 0; b < 2; b++) {
+                void *kc = ct_dup(bes[b], init, cache_bytes), *vc = ct_dup(bes[b], init, cache_bytes);
+                float *dk = ct_dup(bes[b], k, (size_t)n * row * sizeof(float));
+                float *dv = ct_dup(bes[b], v, (size_t)n * row * sizeof(float));
+                int32_t *ds = ct_dup(bes[b], slots, n * sizeof *slots);
+                CT_OK(bes[b]->vt->kv_store(bes[b]->b, kc, vc, dt, dk, dv, ds, n, kvh, hd, &err));
+                res_k[b] = malloc(cache_bytes);
+                res_v[b] = malloc(cache_bytes);
+                ct_download(bes[b], res_k[b], kc, cache_bytes);
+                ct_download(bes[b], res_v[b], vc, cache_bytes);
+                ct_free(bes[b], kc), ct_free(bes[b], vc), ct_free(bes[b], dk), ct_free(bes[b], dv);
+                ct_free(bes[b], ds);
+            }
+            ck_assert_msg(memcmp(res_k[0], res_k[1], cache_bytes) == 0,
+                          "kv_store %s n=%d kvh=%d hd=%d: K caches differ", llmrt_dtype_name(dt), n,
+                          kvh, hd);
+            ck_assert_msg(memcmp(res_v[0], res_v[1], cache_bytes) == 0,
+                          "kv_store %s n=%d kvh=%d hd=%d: V caches differ", llmrt_dtype_name(dt), n,
+                          kvh, hd);
+            /* the test is not vacuous: written slots changed */
+            ck_assert_msg(memcmp(res_k[0] + (size_t)slots[0] * row * es, init + (size_t)slots[0] * row * es,
+                                 (size_t)row * es) != 0, "kv_store wrote nothing");
+            for (int b = 0; b < 2; b++)
+                free(res_k[b]), free(res_v[b]);
+            free(k), free(v), free(slots), free(init);
+        }
+}
+END_TEST
+
+/* ---- attention ---- */
+
+typedef struct att_case {
+    const char *name;
+    int n_seqs;
+    int qlen[4], ctx[4];
+    int n_heads, n_kv_heads, head_dim, block_size;
+    llmrt_dtype dt;
+    int max_seq_len; /* 0: the largest ctx; else a larger bucket bound (graph style) */
+} att_case;
+
+static const att_case att_cases[] = {
+    /* decode */
+    {"decode qwen3-8b ctx 128", 1, {1}, {128}, 32, 8, 128, 16, LLMRT_DTYPE_F16, 0},
+    {"decode 3 seqs split-K", 3, {1, 1, 1}, {1, 77, 2100}, 8, 2, 64, 16, LLMRT_DTYPE_BF16, 0},
+    {"decode MHA f32", 4, {1, 1, 1, 1}, {5, 300, 1000, 33}, 16, 16, 128, 32, LLMRT_DTYPE_F32, 0},
+    {"decode G=16 hd 256", 2, {1, 1}, {700, 50}, 16, 1, 256, 16, LLMRT_DTYPE_F16, 0},
+    {"decode bucket bound 4096", 2, {1, 1}, {10, 200}, 8, 4, 128, 16, LLMRT_DTYPE_F16, 4096},
+    {"decode G=8 bf16 long", 2, {1, 1}, {129, 4000}, 32, 4, 128, 16, LLMRT_DTYPE_BF16, 0},
+    {"decode G=3", 2, {1, 1}, {100, 9}, 12, 4, 128, 16, LLMRT_DTYPE_F16, 0},
+    /* prefill and mixed */
+    {"prefill 100", 1, {100}, {100}, 8, 2, 128, 16, LLMRT_DTYPE_F16, 0},
+    {"mixed prefix + decode f32", 3, {37, 1, 64}, {37, 500, 200}, 4, 4, 64, 16, LLMRT_DTYPE_F32, 0},
+    {"prefill G=8 hd 256 bf16", 2, {130, 5}, {130, 2000}, 16, 2, 256, 16, LLMRT_DTYPE_BF16, 0},
+    {"prefill G=16 hd 64", 1, {65}, {300}, 16, 1, 64, 16, LLMRT_DTYPE_F16, 0},
+    {"prefill G=3 mixed", 2, {20, 1}, {20, 100}, 12, 4, 128, 32, LLMRT_DTYPE_F16, 2048},
+};
+
+static void run_att_case(const att_case *c, uint64_t seed)
+{
+    llmrt_error err = {0};
+    ct_rng r = {seed};
+    const int hd = c->head_dim, bs = c->block_size;
+    int n_tokens = 0, max_q = 0, max_ctx = 0, mbps = 0, total_blocks = 0;
+    for (int s = 0; s < c->n_seqs; s++) {
+        n_tokens += c->qlen[s];
+        max_q = c->qlen[s] > max_q ? c->qlen[s] : max_q;
+        max_ctx = c->ctx[s] > max_ctx ? c->ctx[s] : max_ctx;
+        int nb = (c->ctx[s] + bs - 1) / bs;
+        total_blocks += nb;
+        mbps = nb > mbps ? nb : mbps;
+    }
+    const int max_seq = c->max_seq_len ? c->max_seq_len : max_ctx;
+    if ((max_seq + bs - 1) / bs > mbps)
+        mbps = (max_seq + bs - 1) / bs;
+    const int n_blocks = total_blocks + 3; /* a few never used */
+    /* block ids: a random permutation, so tables are not in order */
+    int32_t *perm = malloc(n_blocks * sizeof *perm);
+    for (int i = 0; i < n_blocks; i++)
+        perm[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) {
+        int j = ct_int(&r, 0, i), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    int32_t *tables = malloc((size_t)c->n_seqs * mbps * sizeof *tables);
+    int used = 0;
+    for (int s = 0; s < c->n_seqs; s++)
+        for (int j = 0; j < mbps; j++)
+            tables[s * mbps + j] = j < (c->ctx[s] + bs - 1) / bs ? perm[used++] : perm[n_blocks - 1];
+    int32_t qs[5], lens[4];
+    qs[0] = 0;
+    for (int s = 0; s < c->n_seqs; s++) {
+        qs[s + 1] = qs[s] + c->qlen[s];
+        lens[s] = c->ctx[s];
+    }
+    const size_t cache_elems = (size_t)n_blocks * bs * c->n_kv_heads * hd;
+    float *kf = ct_rand_f32(&r, cache_elems, -1, 1), *vf = ct_rand_f32(&r, cache_elems, -1, 1);
+    void *kh = ct_to_dtype(kf, cache_elems, c->dt, NULL), *vh = ct_to_dtype(vf, cache_elems, c->dt, NULL);
+    const size_t qn = (size_t)n_tokens * c->n_heads * hd;
+    float *q = ct_rand_f32(&r, qn, -2, 2);
+    const size_t cache_bytes = cache_elems * llmrt_dtype_size(c->dt);
+
+    float *res[2];
+    const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+    for (int b = 0; b < 2; b++) {
+        llmrt_attn_params p;
+        memset(&p, 0, sizeof p);
+        p.n_tokens = n_tokens;
+        p.n_seqs = c->n_seqs;
+        p.n_heads = c->n_heads;
+        p.n_kv_heads = c->n_kv_heads;
+        p.head_dim = hd;
+        p.scale = 1.0f / sqrtf((float)hd);
+        p.query_start = ct_dup(bes[b], qs, (c->n_seqs + 1) * sizeof(int32_t));
+        p.seq_lens = ct_dup(bes[b], lens, c->n_seqs * sizeof(int32_t));
+        p.block_tables = ct_dup(bes[b], tables, (size_t)c->n_seqs * mbps * sizeof(int32_t));
+        p.max_blocks_per_seq = mbps;
+        p.block_size = bs;
+        p.max_seq_len = max_seq;
+        p.max_query_len = max_q;
+        p.kv_dtype = c->dt;
+        p.k_cache = ct_dup(bes[b], kh, cache_bytes);
+        p.v_cache = ct_dup(bes[b], vh, cache_bytes);
+        float *dq = ct_dup(bes[b], q, qn * sizeof(float));
+        float *out = ct_alloc(bes[b], qn * sizeof(float));
+        res[b] = malloc(qn * sizeof(float));
+        for (int rep = 0; rep < 2; rep++) { /* twice: scratch reuse must not leak state */
+            ct_poison(bes[b], out, qn);
+            CT_OK(bes[b]->vt->attention(bes[b]->b, out, dq, &p, &err));
+            ct_download(bes[b], res[b], out, qn * sizeof(float));
+        }
+        ct_free(bes[b], (void *)p.query_start), ct_free(bes[b], (void *)p.seq_lens);
+        ct_free(bes[b], (void *)p.block_tables), ct_free(bes[b], (void *)p.k_cache);
+        ct_free(bes[b], (void *)p.v_cache), ct_free(bes[b], dq), ct_free(bes[b], out);
+    }
+    char what[160];
+    snprintf(what, sizeof what, "attention '%s' (%s, H %d / KV %d, hd %d, bs %d)", c->name,
+             llmrt_dtype_name(c->dt), c->n_heads, c->n_kv_heads, hd, bs);
+    ct_assert_close(res[0], res[1], qn, TOL_FP32 * 10, what);
+    free(res[0]), free(res[1]), free(kf), free(vf), free(kh), free(vh), free(q), free(perm);
+    free(tables);
+}
+
+START_TEST(test_attention)
+{
+    run_att_case(&att_cases[_i], 100 + (uint64_t)_i);
+}
+END_TEST
+
+/* ---- silu_mul, add ---- */
+
+START_TEST(test_silu_mul_add)
+{
+    static const int64_t sizes[] = {1, 1023, 4096 * 3 + 1, 12288 * 8};
+    llmrt_error err = {0};
+    ct_rng r = {15};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (int off = 0; off < 2; off++) /* off = 1: misaligned pointers, the scalar path */
+            for (int op = 0; op < 2; op++) {
+                const int64_t n = sizes[si];
+                float *a = ct_rand_f32(&r, n, -8, 8), *c = ct_rand_f32(&r, n, -8, 8);
+                float *res[2];
+                const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+                for (int b = 0; b < 2; b++) {
+                    float *da = ct_alloc(bes[b], (n + 1) * sizeof(float));
+                    float *dc = ct_alloc(bes[b], (n + 1) * sizeof(float));
+                    float *dout = ct_alloc(bes[b], (n + 1) * sizeof(float));
+                    ct_upload(bes[b], da + off, a, n * sizeof(float));
+                    ct_upload(bes[b], dc + off, c, n * sizeof(float));
+                    ct_poison(bes[b], dout, n + 1);
+                    if (op == 0)
+                        CT_OK(bes[b]->vt->silu_mul(bes[b]->b, dout + off, da + off, dc + off, n, &err));
+                    else
+                        CT_OK(bes[b]->vt->add(bes[b]->b, dout + off, da + off, dc + off, n, &err));
+                    res[b] = malloc(n * sizeof(float));
+                    ct_download(bes[b], res[b], dout + off, n * sizeof(float));
+                    ct_free(bes[b], da), ct_free(bes[b], dc), ct_free(bes[b], dout);
+                }
+                char what[64];
+                snprintf(what, sizeof what, "%s n=%lld offset %d", op ? "add" : "silu_mul",
+                         (long long)n, off);
+                ct_assert_close(res[0], res[1], n, TOL_FP32, what);
+                free(res[0]), free(res[1]), free(a), free(c);
+            }
+    /* in place: out aliases a */
+    const int64_t n = 5000;
+    float *a = ct_rand_f32(&r, n, -8, 8), *c = ct_rand_f32(&r, n, -8, 8), *got = malloc(n * 4);
+    float *da = ct_dup(&CT.cuda, a, n * 4), *dc = ct_dup(&CT.cuda, c, n * 4);
+    CT_OK(CT.cuda_vt->add(CT.cuda.b, da, da, dc, n, &err));
+    ct_download(&CT.cuda, got, da, n * 4);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == a[i] + c[i], "add in place at %lld", (long long)i);
+    ct_free(&CT.cuda, da), ct_free(&CT.cuda, dc);
+    free(a), free(c), free(got);
+}
+END_TEST
+
+/* ---- gemm ---- */
+
+START_TEST(test_gemm)
+{
+    static const int shapes[][2] = {{257, 4096}, {100, 1000}, {4099, 512}, {64, 8}, {33, 4100}};
+    static const int ns[] = {1, 2, 3, 5, 8, 9, 17, 40};
+    llmrt_error err = {0};
+    ct_rng r = {16};
+    for (int di = 0; di < 3; di++)
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            const llmrt_dtype dt = float_types[di];
+            const int out = shapes[si][0], in = shapes[si][1];
+            float *w = ct_rand_f32(&r, (size_t)out * in, -1, 1);
+            llmrt_tensor tw[2] = {make_tensor(&CT.cuda, w, dt, out, in),
+                                  make_tensor(&CT.cpu, w, dt, out, in)};
+            for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+                for (int off = 0; off < (ns[ni] <= 8 ? 2 : 1); off++) {
+                    const int n = ns[ni];
+                    float *x = ct_rand_f32(&r, (size_t)n * in, -1, 1);
+                    float *res[2];
+                    const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+                    for (int b = 0; b < 2; b++) {
+                        float *dx = ct_alloc(bes[b], ((size_t)n * in + 1) * sizeof(float));
+                        ct_upload(bes[b], dx + off, x, (size_t)n * in * sizeof(float));
+                        float *dy = ct_alloc(bes[b], (size_t)n * out * sizeof(float));
+                        ct_poison(bes[b], dy, (size_t)n * out);
+                        CT_OK(bes[b]->vt->gemm(bes[b]->b, dy, dx + off, &tw[b], n, &err));
+                        res[b] = malloc((size_t)n * out * sizeof(float));
+                        ct_download(bes[b], res[b], dy, (size_t)n * out * sizeof(float));
+                        ct_free(bes[b], dx), ct_free(bes[b], dy);
+                    }
+                    double tol = TOL_FP32;
+                    if (n > 8 && dt == LLMRT_DTYPE_F16)
+                        tol = TOL_GEMM_F16;
+                    if (n > 8 && dt == LLMRT_DTYPE_BF16)
+                        tol = TOL_GEMM_BF16;
+                    char what[96];
+                    snprintf(what, sizeof what, "gemm %s [%d, %d] n=%d%s", llmrt_dtype_name(dt), out,
+                             in, n, off ? " misaligned x" : "");
+                    ct_assert_close(res[0], res[1], (size_t)n * out, tol, what);
+                    free(res[0]), free(res[1]), free(x);
+                }
+            ct_free(&CT.cuda, tw[0].data), ct_free(&CT.cpu, tw[1].data);
+            free(w);
+        }
+}
+END_TEST
+
+/* ---- argmax ---- */
+
+START_TEST(test_argmax)
+{
+    static const int shapes[][2] = {{1, 151936}, {3, 1000}, {8, 7}, {5, 5000}, {2, 151936}};
+    llmrt_error err = {0};
+    ct_rng r = {17};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const int rows = shapes[si][0], vocab = shapes[si][1];
+        float *lg = ct_rand_f32(&r, (size_t)rows * vocab, -10, 10);
+        if (vocab > 600) { /* row 0: a tie between 500 and 100 (lowest index wins) */
+            lg[500] = 50.0f;
+            lg[100] = 50.0f;
+        }
+        if (rows > 1) /* row 1: all -inf but one NaN: NaN never wins */
+            for (int i = 0; i < vocab; i++)
+                lg[vocab + i] = i == vocab / 2 ? NAN : -INFINITY;
+        int32_t got[2][8];
+        const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+        for (int b = 0; b < 2; b++) {
+            float *dl = ct_dup(bes[b], lg, (size_t)rows * vocab * sizeof(float));
+            int32_t *dout = ct_alloc(bes[b], rows * sizeof(int32_t));
+            for (int rep = 0; rep < 3; rep++) { /* the completion counters must reset */
+                int32_t junk[8] = {-7, -7, -7, -7, -7, -7, -7, -7};
+                ct_upload(bes[b], dout, junk, rows * sizeof(int32_t));
+                CT_OK(bes[b]->vt->argmax(bes[b]->b, dout, dl, rows, vocab, &err));
+                ct_download(bes[b], got[b], dout, rows * sizeof(int32_t));
+                if (b == 1)
+                    break;
+            }
+            ct_free(bes[b], dl), ct_free(bes[b], dout);
+        }
+        for (int i = 0; i < rows; i++)
+            ck_assert_msg(got[0][i] == got[1][i], "argmax rows=%d vocab=%d row %d: cuda %d, cpu %d",
+                          rows, vocab, i, got[0][i], got[1][i]);
+        if (vocab > 600)
+            ck_assert_int_eq(got[0][0], 100);
+        free(lg);
+    }
+}
+END_TEST
+
+/* ---- sample ---- */
+
+/* The rules of cuda_sample.cu in double precision: temperature, min-p (relative to the most
+ * likely token), top-k, top-p over what is left (ties at a threshold kept), then the inverse
+ * CDF of the kept tokens in ascending id order at u. */
+static int ref_sample(const float *x, int vocab, llmrt_sample_params sp, double top_p_delta,
+                      double u_delta)
+{
+    int amax = 0;
+    for (int i = 1; i < vocab; i++)
+        if (x[i] > x[amax])
+            amax = i;
+    if (!(sp.temperature >= 1e-5f))
+        return amax;
+    double m = x[amax];
+    double *e = malloc(vocab * sizeof *e);
+    char *keep = malloc(vocab);
+    for (int i = 0; i < vocab; i++) {
+        e[i] = exp(((double)x[i] - m) / sp.temperature);
+        keep[i] = !isnan(x[i]) && (sp.min_p <= 0 || e[i] >= sp.min_p);
+    }
+    /* kept values sorted descending */
+    float *vals = malloc(vocab * sizeof *vals);
+    int nk = 0;
+    for (int i = 0; i < vocab; i++)
+        if (keep[i])
+            vals[nk++] = x[i];
+    for (int i = 1; i < nk; i++) { /* insertion sort is fine for test sizes */
+        float v = vals[i];
+        int j = i - 1;
+        while (j >= 0 && vals[j] < v)
+            vals[j + 1] = vals[j], j--;
+        vals[j + 1] = v;
+    }
+    if (sp.top_k > 0 && sp.top_k < nk) {
+        float thr = vals[sp.top_k - 1];
+        for (int i = 0; i < vocab; i++)
+            if (keep[i] && x[i] < thr)
+                keep[i] = 0;
+        nk = 0;
+        for (int i = 0; i < vocab; i++)
+            if (keep[i])
+                vals[nk++] = x[i];
+        for (int i = 1; i < nk; i++) {
+            float v = vals[i];
+            int j = i - 1;
+            while (j >= 0 && vals[j] < v)
+                vals[j + 1] = vals[j], j--;
+            vals[j + 1] = v;
+        }
+    }
+    double top_p = sp.top_p + top_p_delta;
+    if (sp.top_p < 1.0f) {
+        double q = 0;
+        for (int i = 0; i < vocab; i++)
+            if (keep[i])
+                q += e[i];
+        double cum = 0, want = top_p * q;
+        float thr = vals[nk - 1];
+        for (int j = 0; j < nk; j++) {
+            cum += exp(((double)vals[j] - m) / sp.temperature);
+            if (cum >= want) {
+                thr = vals[j];
+                break;
+            }
+        }
+        for (int i = 0; i < vocab; i++)
+            if (keep[i] && x[i] < thr)
+                keep[i] = 0;
+    }
+    double tot = 0;
+    for (int i = 0; i < vocab; i++)
+        if (keep[i])
+            tot += e[i];
+    double target = (sp.uniform + u_delta) * tot, cum = 0;
+    int pick = amax;
+    for (int i = 0; i < vocab; i++) {
+        if (!keep[i])
+            continue;
+        cum += e[i];
+        if (cum > target) {
+            pick = i;
+            break;
+        }
+    }
+    free(e), free(keep), free(vals);
+    return pick;
+}
+
+START_TEST(test_sample)
+{
+    llmrt_error err = {0};
+    ct_rng r = {18};
+    static const llmrt_sample_params kinds[] = {
+        {0.0f, 0, 1.0f, 0.0f, 0, 0},      /* greedy */
+        {1.0f, 0, 1.0f, 0.0f, 0, 0},      /* plain softmax */
+        {0.8f, 50, 0.9f, 0.05f, 0, 0},    /* the usual mix */
+        {0.7f, 20, 1.0f, 0.0f, 0, 0},     /* top-k only */
+        {1.0f, 0, 0.5f, 0.0f, 0, 0},      /* top-p only */
+        {1.3f, 0, 1.0f, 0.2f, 0, 0},      /* min-p only */
+        {0.5f, 1, 1.0f, 0.0f, 0, 0},      /* top-k 1 = greedy */
+        {1.0f, 0, 1e-4f, 0.0f, 0, 0},     /* tiny top-p = greedy */
+    };
+    const int nk = sizeof kinds / sizeof *kinds;
+    static const int vocabs[] = {151936, 1000, 13};
+    for (size_t vi = 0; vi < sizeof vocabs / sizeof *vocabs; vi++) {
+        const int vocab = vocabs[vi], rows = 2 * nk;
+        float *lg = ct_rand_f32(&r, (size_t)rows * vocab, -4, 4);
+        for (int i = 0; i < rows * vocab; i++) /* a peaked tail, like real logits */
+            lg[i] = lg[i] * lg[i] * lg[i] * 0.5f;
+        llmrt_sample_params *sp = malloc(rows * sizeof *sp);
+        for (int i = 0; i < rows; i++) {
+            sp[i] = kinds[i % nk];
+            sp[i].uniform = ct_uniform(&r, 0, 1);
+        }
+        float *dl = ct_dup(&CT.cuda, lg, (size_t)rows * vocab * sizeof(float));
+        llmrt_sample_params *dp = ct_dup(&CT.cuda, sp, rows * sizeof *sp);
+        int32_t *dout = ct_alloc(&CT.cuda, rows * sizeof(int32_t));
+        int32_t *got = malloc(rows * sizeof *got);
+        for (int i = 0; i < rows; i++)
+            got[i] = -7;
+        ct_upload(&CT.cuda, dout, got, rows * sizeof(int32_t));
+        CT_OK(CT.cuda_vt->sample(CT.cuda.b, dout, dl, dp, rows, vocab, &err));
+        ct_download(&CT.cuda, got, dout, rows * sizeof(int32_t));
+        for (int i = 0; i < rows; i++) {
+            const float *x = lg + (size_t)i * vocab;
+            int ok = 0, want = ref_sample(x, vocab, sp[i], 0, 0);
+            /* accept a neighbour decision only at a rounding boundary */
+            static const double d[][2] = {{0, 0}, {1e-5, 0}, {-1e-5, 0}, {0, 1e-5}, {0, -1e-5}};
+            for (size_t k = 0; k < 5 && !ok; k++)
+                ok = got[i] == ref_sample(x, vocab, sp[i], d[k][0], d[k][1]);
+            ck_assert_msg(ok, "sample vocab %d row %d (T %g, top_k %d, top_p %g, min_p %g, u %g): "
+                          "cuda %d, reference %d", vocab, i, (double)sp[i].temperature,
+                          sp[i].top_k, (double)sp[i].top_p, (double)sp[i].min_p,
+                          (double)sp[i].uniform, got[i], want);
+        }
+        ct_free(&CT.cuda, dl), ct_free(&CT.cuda, dp), ct_free(&CT.cuda, dout);
+        free(lg), free(sp), free(got);
+    }
+}
+END_TEST
+
+/* The inverse CDF exactly: a 6-token vocabulary with known probabilities, u on a grid of
+ * 6000 points; each token must be drawn for its share of the grid (±2 points). */
+START_TEST(test_sample_distribution)
+{
+    llmrt_error err = {0};
+    const int vocab = 6, rows = 6000;
+    const float logits[6] = {0.0f, 1.0f, -1.0f, 2.0f, 0.5f, -30.0f};
+    float *lg = malloc((size_t)rows * vocab * sizeof(float));
+    llmrt_sample_params *sp = calloc(rows, sizeof *sp);
+    for (int i = 0; i < rows; i++) {
+        memcpy(lg + (size_t)i * vocab, logits, sizeof logits);
+        sp[i].temperature = 1.0f;
+        sp[i].top_p = 1.0f;
+        sp[i].uniform = (i + 0.5f) / rows;
+    }
+    float *dl = ct_dup(&CT.cuda, lg, (size_t)rows * vocab * sizeof(float));
+    llmrt_sample_params *dp = ct_dup(&CT.cuda, sp, rows * sizeof *sp);
+    int32_t *dout = ct_alloc(&CT.cuda, rows * sizeof(int32_t));
+    int32_t *got = malloc(rows * sizeof *got);
+    CT_OK(CT.cuda_vt->sample(CT.cuda.b, dout, dl, dp, rows, vocab, &err));
+    ct_download(&CT.cuda, got, dout, rows * sizeof(int32_t));
+    double z = 0, p[6];
+    for (int i = 0; i < vocab; i++)
+        z += exp(logits[i]);
+    int count[6] = {0};
+    for (int i = 0; i < rows; i++) {
+        ck_assert_msg(got[i] >= 0 && got[i] < vocab, "draw %d out of range: %d", i, got[i]);
+        count[got[i]]++;
+        if (i > 0) /* ascending u, ascending token ids */
+            ck_assert_msg(got[i] >= got[i - 1], "inverse CDF not monotone at %d", i);
+    }
+    for (int t = 0; t < vocab; t++) {
+        p[t] = exp(logits[t]) / z;
+        ck_assert_msg(fabs(count[t] - p[t] * rows) <= 2.0, "token %d drawn %d times, expected %.1f",
+                      t, count[t], p[t] * rows);
+    }
+    ct_free(&CT.cuda, dl), ct_free(&CT.cuda, dp), ct_free(&CT.cuda, dout);
+    free(lg), free(sp), free(got);
+}
+END_TEST
+
+int main(void)
+{
+    ct_open(1);
+    Suite *s = suite_create("backend-cuda.ops");
+    TCase *tc = tcase_create("ops");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_embedding);
+    tcase_add_test(tc, test_rmsnorm);
+    tcase_add_test(tc, test_rope);
+    tcase_add_test(tc, test_kv_store);
+    tcase_add_loop_test(tc, test_attention, 0, (int)(sizeof att_cases / sizeof *att_cases));
+    tcase_add_test(tc, test_silu_mul_add);
+    tcase_add_test(tc, test_gemm);
+    tcase_add_test(tc, test_argmax);
+    tcase_add_test(tc, test_sample);
+    tcase_add_test(tc, test_sample_distribution);
+    suite_add_tcase(s, tc);
+    int rc = ct_run(s);
+    ct_close();
+    return rc;
+}
