@@ -147,6 +147,68 @@ static llmrt_status lowercase(const char *s, size_t n, char **out, size_t *out_l
     return LLMRT_OK;
 }
 
+/* One Unicode normalization form over s. Only the stretches that can change go through
+ * utf8proc: a char below `clean` (U+0300 for NFC, U+0080 otherwise) is a starter that
+ * never composes with what precedes it and is unchanged by the form, so text splits
+ * safely before it. A dirty stretch starts one char early (a base letter may compose with
+ * the marks after it) and ends before the next clean char. */
+static llmrt_status normalize_form(tok_norm_kind k, const char *s, size_t n, char **out,
+                                   size_t *out_len, llmrt_error *err)
+{
+    llmrt_status st = LLMRT_OK;
+    uint8_t clean = k == TOK_NORM_NFC ? 0xCC : 0x80; /* lead bytes below this are clean */
+    int opt = UTF8PROC_STABLE;
+    opt |= (k == TOK_NORM_NFC || k == TOK_NORM_NFKC) ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE;
+    if (k == TOK_NORM_NFKC || k == TOK_NORM_NFKD)
+        opt |= UTF8PROC_COMPAT;
+    char *o = NULL;
+    size_t ol = 0, cap = 0;
+    const uint8_t *u = (const uint8_t *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i, prev = i;
+        while (j < n && u[j] < clean) {
+            prev = j;
+            j += u[j] < 0x80 ? 1 : 2; /* clean chars are ASCII or 2-byte */
+        }
+        size_t start = j > i ? prev : j, e = j;
+        while (e < n && u[e] >= clean) /* whole chars: step by the lead byte's length */
+            e += u[e] < 0xE0 ? 2 : u[e] < 0xF0 ? 3 : 4;
+        if (e > n)
+            e = n;
+        if (llmrt__grow(&o, &cap, ol + (start - i) + 1) != 0)
+            FAIL(err, LLMRT_ERR_NOMEM, "out of memory normalizing %zu bytes", n);
+        memcpy(o + ol, s + i, start - i);
+        ol += start - i;
+        if (e > start) {
+            utf8proc_uint8_t *dst = NULL;
+            utf8proc_ssize_t r = utf8proc_map(u + start, (utf8proc_ssize_t)(e - start), &dst,
+                                              (utf8proc_option_t)opt);
+            if (r < 0)
+                FAIL(err, r == UTF8PROC_ERROR_NOMEM ? LLMRT_ERR_NOMEM : LLMRT_ERR_INVALID_ARG,
+                     "normalizing text: %s", utf8proc_errmsg(r));
+            int grown = llmrt__grow(&o, &cap, ol + (size_t)r + 1);
+            if (grown == 0) {
+                memcpy(o + ol, dst, (size_t)r);
+                ol += (size_t)r;
+            }
+            free(dst);
+            if (grown != 0)
+                FAIL(err, LLMRT_ERR_NOMEM, "out of memory normalizing %zu bytes", n);
+        }
+        i = e;
+    }
+    if (llmrt__grow(&o, &cap, ol + 1) != 0)
+        FAIL(err, LLMRT_ERR_NOMEM, "out of memory normalizing %zu bytes", n);
+    o[ol] = 0;
+    *out = o;
+    *out_len = ol;
+    o = NULL;
+cleanup:
+    free(o);
+    return st;
+}
+
 llmrt_status llmrt__tok_normalize(const llmrt_tokenizer *tok, const char *text, size_t len,
                                   char **out, size_t *out_len, llmrt_error *err)
 {
@@ -158,35 +220,17 @@ llmrt_status llmrt__tok_normalize(const llmrt_tokenizer *tok, const char *text, 
     size_t n = len;
     for (int i = 0; i < tok->n_norm; i++) {
         tok_norm_kind k = tok->norm[i];
-        if (k == TOK_NORM_LOWERCASE) {
-            char *next = NULL;
-            size_t nl = 0;
+        char *next = NULL;
+        size_t nl = 0;
+        if (k == TOK_NORM_LOWERCASE)
             TRY(lowercase(cur, n, &next, &nl, err));
-            free(cur);
-            cur = next;
-            n = nl;
+        else if (k == TOK_NORM_NFC ? all_below(cur, n, 0xCC) : all_below(cur, n, 0x80))
             continue;
-        }
-        /* Text below U+0300 is already NFC (no combining marks, no singletons); ASCII is
-         * invariant under every normalization form. */
-        if (k == TOK_NORM_NFC ? all_below(cur, n, 0xCC) : all_below(cur, n, 0x80))
-            continue;
-        int opt = UTF8PROC_STABLE;
-        if (k == TOK_NORM_NFC || k == TOK_NORM_NFKC)
-            opt |= UTF8PROC_COMPOSE;
         else
-            opt |= UTF8PROC_DECOMPOSE;
-        if (k == TOK_NORM_NFKC || k == TOK_NORM_NFKD)
-            opt |= UTF8PROC_COMPAT;
-        utf8proc_uint8_t *dst = NULL;
-        utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)cur, (utf8proc_ssize_t)n,
-                                          &dst, (utf8proc_option_t)opt);
-        if (r < 0)
-            FAIL(err, r == UTF8PROC_ERROR_NOMEM ? LLMRT_ERR_NOMEM : LLMRT_ERR_INVALID_ARG,
-                 "normalizing text: %s", utf8proc_errmsg(r));
+            TRY(normalize_form(k, cur, n, &next, &nl, err));
         free(cur);
-        cur = (char *)dst;
-        n = (size_t)r;
+        cur = next;
+        n = nl;
     }
     *out = cur;
     *out_len = n;

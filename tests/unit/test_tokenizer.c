@@ -404,9 +404,13 @@ START_TEST(normalizers)
 {
     /* vocab: single chars, é precomposed (U+00E9), e + combining acute, f, i, fi ligature. */
     const char *vocab = "{\"e\":0,\"\\u00e9\":1,\"\\u0301\":2,\"f\":3,\"i\":4,\"\\ufb01\":5,"
-                        "\"\\u0307\":6,\"a\":7,\"\\u00c5\":8,\"A\":9,\"\\u030a\":10}";
+                        "\"\\u0307\":6,\"a\":7,\"\\u00c5\":8,\"A\":9,\"\\u030a\":10,"
+                        "\"\\u1ed1\":11,\"o\":12,\"\\u0302\":13}";
     llmrt_tokenizer *t = load_ok(tj("{\"type\":\"NFC\"}", NULL, vocab, "[]", NULL, NULL, NULL, NULL));
     EXPECT(t, "e\xCC\x81", 0, 1);      /* e + U+0301 → é */
+    EXPECT(t, "ae\xCC\x81" "e", 0, 7, 1, 0);
+    EXPECT(t, "o\xCC\x82\xCC\x81o", 0, 11, 12); /* o + circumflex + acute → ố, two marks */
+    EXPECT(t, "\xC3\xA9\xCC\x82", 0, 1, 13);  /* é + circumflex: nothing to compose */
     EXPECT(t, "\xE2\x84\xAB", 0, 8);   /* U+212B ANGSTROM SIGN → Å */
     EXPECT(t, "\xEF\xAC\x81", 0, 5);   /* NFC keeps the ligature */
     llmrt_tokenizer_free(t);
