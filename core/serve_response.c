@@ -28,12 +28,37 @@ cleanup:
     return text;
 }
 
+/* Length of the invalid sequence at p that one U+FFFD replaces: the "maximal subpart" of
+ * Unicode's recommendation (as Rust's from_utf8_lossy and HF tokenizers do), so a
+ * character cut short counts once. */
+static size_t bad_prefix(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    size_t want = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+                  : c >= 0xF0 && c <= 0xF4                             ? 4
+                                                                       : 1;
+    size_t k = 1;
+    while (k < want && k < n) {
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (k == 1) {
+            if (c == 0xE0) lo = 0xA0;
+            if (c == 0xED) hi = 0x9F;
+            if (c == 0xF0) lo = 0x90;
+            if (c == 0xF4) hi = 0x8F;
+        }
+        if (p[k] < lo || p[k] > hi)
+            break;
+        k++;
+    }
+    return k;
+}
+
 json_t *llmrt_serve_json_string(const char *s, size_t len)
 {
     json_t *j = json_stringn(s, len);
     if (j)
         return j;
-    /* invalid UTF-8 (or an embedded NUL): rebuild with U+FFFD for each bad sequence */
+    /* invalid UTF-8: rebuild with U+FFFD for each bad sequence */
     char *buf = malloc(len * 3 + 1);
     if (!buf)
         return NULL;
@@ -42,14 +67,14 @@ json_t *llmrt_serve_json_string(const char *s, size_t len)
         utf8proc_int32_t cp;
         utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i,
                                               (utf8proc_ssize_t)(len - i), &cp);
-        if (k > 0 && cp != 0) {
+        if (k > 0) {
             memcpy(buf + o, s + i, (size_t)k);
             o += (size_t)k;
             i += (size_t)k;
         } else {
             memcpy(buf + o, "\xEF\xBF\xBD", 3);
             o += 3;
-            i += 1;
+            i += bad_prefix((const unsigned char *)s + i, len - i);
         }
     }
     j = json_stringn(buf, o);
