@@ -1,7 +1,10 @@
 /* test_engine_threads.c — submissions, cancellations and stats from several threads while one
  * thread steps (the server's pattern): every request ends with exactly one final event,
  * uncancelled ones with the reference greedy output, cancelled ones with a prefix of it, and
- * the KV cache is empty at the end. Also run under ThreadSanitizer (see the report). */
+ * the KV cache is empty at the end. Every fourth request is a "target": its first token's
+ * callback holds the stepping thread until the canceller thread has cancelled it, so those
+ * cancellations always land mid-generation (the others are cancelled at random moments).
+ * Also run under ThreadSanitizer (see the report). */
 #include <check.h>
 #include <pthread.h>
 #include <sched.h>
@@ -23,6 +26,9 @@ typedef struct req {
     llmrt_finish_reason fin;
     _Atomic uint64_t id;  /* 0 until submitted */
     _Atomic int cancel_sent;
+    int target;           /* cancelled deterministically after its first token */
+    _Atomic int started;
+    _Atomic int cancel_done;
 } req;
 
 typedef struct shared {
@@ -39,6 +45,13 @@ static void on_token(void *user, const llmrt_token_event *ev)
     req *r = user;
     if (ev->token >= 0 && r->n < 64)
         r->ids[r->n++] = ev->token;
+    if (r->target && !ev->finish && !atomic_load(&r->started)) {
+        atomic_store(&r->started, 1);
+        for (int waited = 0; !atomic_load(&r->cancel_done) && waited < 50000; waited++) {
+            struct timespec ts = {0, 100000L}; /* up to 5 s, then the test fails below */
+            nanosleep(&ts, NULL);
+        }
+    }
     if (ev->finish) {
         r->finals++;
         r->fin = ev->finish;
@@ -59,7 +72,7 @@ static void *submitter(void *arg)
         req *r = &s->reqs[a->t * PER_THREAD + k];
         seed = seed * 1103515245u + 12345u;
         r->n_prompt = 1 + (int)((seed >> 8) % 30);
-        r->max_tokens = 1 + (int)((seed >> 16) % 40);
+        r->max_tokens = r->target ? 60 : 1 + (int)((seed >> 16) % 40);
         for (int i = 0; i < r->n_prompt; i++)
             r->prompt[i] = (int32_t)(((seed >> (i % 16)) + (unsigned)i * 7u) % 97u);
         llmrt_request q;
@@ -86,10 +99,20 @@ static void *canceller(void *arg)
     shared *s = arg;
     unsigned seed = 5;
     while (!atomic_load(&s->stop)) {
+        for (int i = 0; i < N; i++) { /* targets: right after their first token */
+            req *r = &s->reqs[i];
+            if (r->target && atomic_load(&r->started) && atomic_load(&r->id) &&
+                !atomic_load(&r->cancel_done)) {
+                atomic_store(&r->cancel_sent, 1);
+                if (llmrt_engine_cancel(s->e, atomic_load(&r->id)) != LLMRT_OK)
+                    abort(); /* it is blocked mid-generation: it must be found */
+                atomic_store(&r->cancel_done, 1);
+            }
+        }
         seed = seed * 1103515245u + 12345u;
         req *r = &s->reqs[(seed >> 8) % N];
         uint64_t id = atomic_load(&r->id);
-        if (id && (seed >> 20) % 4 == 0 && !atomic_load(&r->cancel_sent)) {
+        if (id && !r->target && (seed >> 20) % 4 == 0 && !atomic_load(&r->cancel_sent)) {
             atomic_store(&r->cancel_sent, 1);
             llmrt_status st = llmrt_engine_cancel(s->e, id);
             if (st != LLMRT_OK && st != LLMRT_ERR_NOT_FOUND)
@@ -133,6 +156,8 @@ START_TEST(test_concurrent_submit_cancel_stats)
     llmrt_error err = {0};
     ck_assert_msg(mock_rig_open(&r, &o, &err) == LLMRT_OK, "%s", err.msg);
     s->e = r.e;
+    for (int i = 0; i < N; i++) /* before any thread starts: read by all of them */
+        s->reqs[i].target = (i % PER_THREAD) % 4 == 1;
     pthread_t subs[N_SUBMITTERS], canc, stats;
     sub_arg args[N_SUBMITTERS];
     for (int t = 0; t < N_SUBMITTERS; t++) {
@@ -159,6 +184,8 @@ START_TEST(test_concurrent_submit_cancel_stats)
         ck_assert_int_eq(q->finals, 1);
         int32_t ref[64];
         int nr = mock_model_greedy(&o.model, q->prompt, q->n_prompt, q->max_tokens, ref);
+        if (q->target)
+            ck_assert_msg(q->fin == LLMRT_FINISH_CANCELLED, "target %d ended with %d", i, q->fin);
         if (q->fin == LLMRT_FINISH_CANCELLED) {
             cancelled++;
             ck_assert(atomic_load(&q->cancel_sent));
@@ -170,7 +197,7 @@ START_TEST(test_concurrent_submit_cancel_stats)
         for (int k = 0; k < q->n; k++)
             ck_assert_int_eq(q->ids[k], ref[k]);
     }
-    ck_assert_int_gt(cancelled, 0);
+    ck_assert_int_ge(cancelled, N / 4);
     llmrt_engine_stats st;
     llmrt_engine_stats_get(r.e, &st);
     ck_assert_int_eq(st.kv_blocks_used, 0);
