@@ -6,7 +6,10 @@
  * plus a persistent thread pool, graphs and on-device sampling are absent (NULL).
  *
  * [backend.cpu]
- *   threads = 0     ; worker threads including the caller; 0 = one per core available */
+ *   threads = 0     ; worker threads including the caller; 0 = one per core available
+ *   simd = auto     ; auto | avx2 | baseline: vector kernels of the GEMMs (and of quant
+ *                   ; plugins, which ask through native_handle("cpu.simd")); all give the
+ *                   ; same results, baseline exists to check that and to measure the gain */
 #include "cpu_internal.h"
 
 #include <errno.h>
@@ -19,7 +22,7 @@
 
 #define CPU_MAX_THREADS 1024
 
-static const char *const known_keys[] = {"threads"};
+static const char *const known_keys[] = {"threads", "simd"};
 #define N_KNOWN_KEYS (sizeof known_keys / sizeof known_keys[0])
 
 /* Cores this process may run on (affinity mask), else online cores. */
@@ -60,10 +63,13 @@ static const char *where_of(const llmrt_section *cfg, size_t i)
     return cfg->where && cfg->where[i] ? cfg->where[i] : "runtime.ini";
 }
 
-/* Validate [backend.cpu]; *threads gets the requested count (0 = auto). */
-static llmrt_status parse_config(const llmrt_section *cfg, int *threads, llmrt_error *err)
+/* Validate [backend.cpu]; *threads gets the requested count (0 = auto), *simd the kernel
+ * choice. */
+static llmrt_status parse_config(const llmrt_section *cfg, int *threads, cpu_simd *simd,
+                                 llmrt_error *err)
 {
     *threads = 0;
+    *simd = cpu_simd_detect();
     if (!cfg)
         return LLMRT_OK;
     const char *name = cfg->name ? cfg->name : "backend.cpu";
@@ -83,6 +89,26 @@ static llmrt_status parse_config(const llmrt_section *cfg, int *threads, llmrt_e
             *threads = (int)v;
             continue;
         }
+        if (strcmp(key, "simd") == 0) {
+            if (strcmp(val, "auto") == 0) {
+                *simd = cpu_simd_detect();
+            } else if (strcmp(val, "baseline") == 0) {
+                *simd = CPU_SIMD_BASELINE;
+            } else if (strcmp(val, "avx2") == 0) {
+                if (cpu_simd_detect() != CPU_SIMD_AVX2)
+                    return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                                      "%s: [%s] simd = avx2, but this CPU (or this build) has no "
+                                      "AVX2 + F16C; use simd = auto or baseline",
+                                      where_of(cfg, i), name);
+                *simd = CPU_SIMD_AVX2;
+            } else {
+                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                                  "%s: [%s] simd = '%s' is not valid (expected auto, avx2 or "
+                                  "baseline)",
+                                  where_of(cfg, i), name, val);
+            }
+            continue;
+        }
         const char *best = NULL;
         int bd = 1 << 30;
         for (size_t k = 0; k < N_KNOWN_KEYS; k++) {
@@ -95,7 +121,7 @@ static llmrt_status parse_config(const llmrt_section *cfg, int *threads, llmrt_e
                               "%s: unknown key '%s' in [%s] (did you mean '%s'?)", where_of(cfg, i),
                               key, name, best);
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "%s: unknown key '%s' in [%s] (known keys: threads)", where_of(cfg, i),
+                          "%s: unknown key '%s' in [%s] (known keys: threads, simd)", where_of(cfg, i),
                           key, name);
     }
     return LLMRT_OK;
@@ -139,7 +165,8 @@ static llmrt_status cpu_create(const llmrt_host *host, const llmrt_section *cfg,
 {
     *out = NULL;
     int threads = 0;
-    llmrt_status st = parse_config(cfg, &threads, err);
+    cpu_simd simd;
+    llmrt_status st = parse_config(cfg, &threads, &simd, err);
     if (st != LLMRT_OK)
         return st;
     if (threads == 0)
@@ -149,6 +176,7 @@ static llmrt_status cpu_create(const llmrt_host *host, const llmrt_section *cfg,
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "cpu backend: out of memory");
     b->host = host;
     b->n_threads = threads;
+    b->simd = simd;
     pthread_mutex_init(&b->mem_mu, NULL);
     st = cpu_pool_create(threads, &b->pool, err);
     if (st != LLMRT_OK) {
@@ -156,8 +184,8 @@ static llmrt_status cpu_create(const llmrt_host *host, const llmrt_section *cfg,
         return st;
     }
     if (host && host->log)
-        host->log(host->ctx, LLMRT_LOG_DEBUG, "cpu", "cpu backend: %d thread%s", threads,
-                  threads == 1 ? "" : "s");
+        host->log(host->ctx, LLMRT_LOG_DEBUG, "cpu", "cpu backend: %d thread%s, %s kernels",
+                  threads, threads == 1 ? "" : "s", cpu_simd_name(simd));
     *out = b;
     return LLMRT_OK;
 }
@@ -177,8 +205,11 @@ static llmrt_status cpu_synchronize(llmrt_backend *b, llmrt_error *err)
     return LLMRT_OK; /* ops complete before they return */
 }
 
+/* "cpu.simd" → the kernel family in use, as a static string ("avx2", "baseline"). */
 static void *cpu_native_handle(llmrt_backend *b, const char *what)
 {
+    if (what && strcmp(what, "cpu.simd") == 0)
+        return (void *)cpu_simd_name(b->simd);
     return NULL;
 }
 

@@ -6,8 +6,8 @@
  * GEMM_ROW_BLOCK rows, R_MAX rows at a time, so a weight row loaded from memory stays in L1
  * while it meets every row of the block.
  *
- * The kernels use GNU C vector types (GCC, Clang) with VW floats per vector: an AVX2 kernel
- * (VW 8) picked at run time and a baseline one (VW 4: SSE2, NEON). Accumulation runs in 16
+ * The kernels use GNU C vector types (GCC, Clang) with VW floats per vector: an AVX2+F16C
+ * kernel (VW 8) picked at run time and a baseline one (VW 4: SSE2, NEON). Accumulation runs in 16
  * lanes, lane l taking elements i ≡ l (mod 16) in increasing i, lanes added in a fixed order:
  * every y element gets the same f32 operations in the same order whatever the ISA, the
  * thread count, the block it falls in, or n. (-std=c11 keeps mul and add separate: no FMA.) */
@@ -23,6 +23,7 @@ typedef struct {
     const void *w;     /* [out, in] */
     llmrt_dtype dt;
     int64_t n, in, out;
+    cpu_simd simd;
 } gemm_ctx;
 
 static inline float lane_sum(const float *acc)
@@ -68,6 +69,8 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
             memcpy(&out, &u, sizeof out);                                                      \
             return out;                                                                        \
         }                                                                                      \
+        if (HALF_VEC_##SUF(&out, (const uint16_t *)w + i))                                     \
+            return out;                                                                        \
         u32v_##SUF em = (u & 0x7fffu) << 13;                                                   \
         u32v_##SUF infnan = (u32v_##SUF)((u & 0x7c00u) == 0x7c00u) & 0x7f800000u;              \
         u32v_##SUF bits = em | infnan;                                                         \
@@ -140,20 +143,45 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
         }                                                                                      \
     }
 
-/* Baseline: 16-byte vectors (SSE2 on x86-64, NEON on arm64). */
+/* Baseline: 16-byte vectors (SSE2 on x86-64, NEON on arm64); f16 by the formula. */
+#define HALF_VEC_base(out, p) 0
 DEFINE_GEMM_KERNEL(base, 4, 2, )
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
 #define CPU_HAVE_AVX2_KERNEL 1
-/* AVX2: 32-byte vectors, four rows per weight pass; picked at run time. */
-DEFINE_GEMM_KERNEL(avx2, 8, 4, __attribute__((target("avx2"))))
+/* AVX2 + F16C: 32-byte vectors, four rows per weight pass, f16 by vcvtph2ps (exact, like the
+ * formula); picked at run time. */
+__attribute__((target("avx2,f16c"))) static inline ALWAYS_INLINE int half_vec_f16c(void *out,
+                                                                                 const uint16_t *p)
+{
+    __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    memcpy(out, &v, sizeof v);
+    return 1;
+}
+#define HALF_VEC_avx2(out, p) half_vec_f16c(out, p)
+DEFINE_GEMM_KERNEL(avx2, 8, 4, __attribute__((target("avx2,f16c"))))
 #endif
+
+cpu_simd cpu_simd_detect(void)
+{
+#ifdef CPU_HAVE_AVX2_KERNEL
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+        return CPU_SIMD_AVX2;
+#endif
+    return CPU_SIMD_BASELINE;
+}
+
+const char *cpu_simd_name(cpu_simd s)
+{
+    return s == CPU_SIMD_AVX2 ? "avx2" : "baseline";
+}
 
 static void gemm_cols(void *c, int64_t o0, int64_t o1)
 {
     const gemm_ctx *g = c;
 #ifdef CPU_HAVE_AVX2_KERNEL
-    if (__builtin_cpu_supports("avx2")) {
+    if (g->simd == CPU_SIMD_AVX2) {
         cols_avx2(g, o0, o1);
         return;
     }
@@ -178,7 +206,7 @@ llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_te
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "cpu backend: gemm: n = %d", n);
     if (n == 0)
         return LLMRT_OK;
-    gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0]};
+    gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0], b->simd};
     /* two chunks per thread: balanced enough, few enough to amortise the hand-off */
     int64_t grain = (c.out + 2 * b->n_threads - 1) / (2 * b->n_threads);
     if (grain < 16)

@@ -16,17 +16,23 @@
 
 typedef struct cpu_host_range cpu_host_range; /* cpu_memory.c */
 
+/* Which vector kernels the GEMM runs (cpu_gemm.c); results are identical for all. */
+typedef enum cpu_simd { CPU_SIMD_BASELINE = 0, CPU_SIMD_AVX2 = 1 } cpu_simd;
+cpu_simd cpu_simd_detect(void); /* the best this CPU and build support */
+const char *cpu_simd_name(cpu_simd s);
+
 struct llmrt_backend {
     const llmrt_host *host; /* may be NULL (tests) */
     cpu_pool *pool;
     int n_threads;
+    cpu_simd simd;
     pthread_mutex_t mem_mu;   /* guards ranges */
     cpu_host_range *ranges;   /* host_alloc'd and registered host memory (uthash) */
 };
 
-/* Run fn over [0, n) on the pool, or inline when the whole job is smaller than about
- * `min_work` items' worth of parallel overhead (cost: rough work per item, any unit that
- * makes n * cost comparable to CPU_PAR_MIN_WORK). */
+/* Run fn over [0, n) on the pool (chunks of `grain` items; 0 = one per thread), or inline
+ * when the job is too small to pay for the hand-off: n * cost < CPU_PAR_MIN_WORK, where cost
+ * is a rough count of multiply-adds (or bytes moved) per item. */
 #define CPU_PAR_MIN_WORK 32768
 static inline void cpu_parallel(llmrt_backend *b, int64_t n, int64_t cost, int64_t grain,
                                 cpu_pool_fn fn, void *ctx)

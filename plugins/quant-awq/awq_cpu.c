@@ -26,9 +26,13 @@
 #define ROW_BLOCK 64    /* rows of x that meet a repacked weight row while it is in L1 */
 #define COLS_CHUNK 16   /* outputs per parallel_for item */
 #define ALWAYS_INLINE __attribute__((always_inline))
+#if defined(__x86_64__) && defined(__GNUC__)
+#define AWQ_HAVE_AVX2_KERNEL 1
+#endif
 
 struct awq_cpu_linear {
     int64_t in, out, group, n_groups, n_blocks;
+    int avx2;         /* run the AVX2 kernel (the backend's "cpu.simd" says so) */
     uint32_t *q;      /* [out, n_blocks, 16] */
     uint16_t *scales; /* [out, n_groups] f16 */
     uint8_t *zeros;   /* [out, n_groups] */
@@ -118,6 +122,13 @@ llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, cons
     l->q = l->mem;
     l->scales = (uint16_t *)((char *)l->mem + qb);
     l->zeros = (uint8_t *)((char *)l->mem + qb + sb);
+    /* the kernel family follows the backend's [backend.cpu] simd */
+    const char *simd = be->vt->native_handle ? be->vt->native_handle(be->b, "cpu.simd") : NULL;
+#ifdef AWQ_HAVE_AVX2_KERNEL
+    l->avx2 = simd ? strcmp(simd, "avx2") == 0 : __builtin_cpu_supports("avx2");
+#else
+    (void)simd;
+#endif
     repack_ctx c = {l, qweight, qzeros, scales};
     run_parallel(be, (out + REPACK_CHUNK - 1) / REPACK_CHUNK, repack_chunk, &c);
     *out_linear = l;
@@ -267,8 +278,7 @@ typedef struct {
 /* Baseline: 16-byte vectors (SSE2 on x86-64, NEON on arm64), two rows per weight pass. */
 DEFINE_AWQ_KERNEL(base, 4, 2, )
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define AWQ_HAVE_AVX2_KERNEL 1
+#ifdef AWQ_HAVE_AVX2_KERNEL
 /* AVX2: 32-byte vectors and four rows per pass; picked at run time. */
 DEFINE_AWQ_KERNEL(avx2, 8, 4, __attribute__((target("avx2"))))
 #endif
@@ -280,7 +290,7 @@ static void fwd_chunk(void *c, int64_t c0, int64_t c1)
     if (o1 > f->l->out)
         o1 = f->l->out;
 #ifdef AWQ_HAVE_AVX2_KERNEL
-    if (__builtin_cpu_supports("avx2")) {
+    if (f->l->avx2) {
         cols_avx2(f, o0, o1);
         return;
     }

@@ -25,10 +25,15 @@ const llmrt_backend_vtable *ct_vtable(void)
 
 llmrt_backend *ct_create(int threads)
 {
+    return ct_create_simd(threads, "auto");
+}
+
+llmrt_backend *ct_create_simd(int threads, const char *simd)
+{
     char val[16];
     snprintf(val, sizeof val, "%d", threads);
-    const char *keys[] = {"threads"}, *vals[] = {val}, *where[] = {"test"};
-    llmrt_section sec = {"backend.cpu", 1, keys, vals, where};
+    const char *keys[] = {"threads", "simd"}, *vals[] = {val, simd}, *where[] = {"test", "test"};
+    llmrt_section sec = {"backend.cpu", 2, keys, vals, where};
     llmrt_backend *b = NULL;
     llmrt_error err = {0};
     if (ct_vtable()->create(NULL, &sec, &b, &err) != LLMRT_OK) {

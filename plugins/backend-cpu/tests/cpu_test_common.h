@@ -11,6 +11,8 @@
 const llmrt_backend_vtable *ct_vtable(void);
 /* An instance with [backend.cpu] threads = n (aborts the test on failure). */
 llmrt_backend *ct_create(int threads);
+/* The same with simd = "auto", "avx2" or "baseline". */
+llmrt_backend *ct_create_simd(int threads, const char *simd);
 
 /* xorshift64*: same sequence on every machine. */
 typedef struct ct_rng {

@@ -68,6 +68,23 @@ START_TEST(config_threads_validated)
     ck_assert_int_eq(info.multiprocessors, cores());
     vt->destroy(b);
 
+    /* simd: the kernel family, reported through native_handle("cpu.simd") */
+    const char *base[] = {"simd", "baseline", NULL};
+    ck_assert_int_eq(create_with(base, &b, &err), LLMRT_OK);
+    ck_assert_str_eq((const char *)vt->native_handle(b, "cpu.simd"), "baseline");
+    ck_assert_ptr_null(vt->native_handle(b, "cuda.stream"));
+    vt->destroy(b);
+    const char *badsimd[] = {"simd", "avx512", NULL};
+    ck_assert_int_eq(create_with(badsimd, &b, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "conf/test.ini:3") && strstr(err.msg, "avx512") &&
+                      strstr(err.msg, "auto, avx2 or baseline"),
+                  "message: %s", err.msg);
+    const char *autosimd[] = {"simd", "auto", NULL};
+    ck_assert_int_eq(create_with(autosimd, &b, &err), LLMRT_OK);
+    const char *simd = vt->native_handle(b, "cpu.simd");
+    ck_assert(strcmp(simd, "avx2") == 0 || strcmp(simd, "baseline") == 0);
+    vt->destroy(b);
+
     /* no section at all: defaults */
     ck_assert_int_eq(vt->create(NULL, NULL, &b, &err), LLMRT_OK);
     vt->destroy(b);
@@ -79,6 +96,9 @@ START_TEST(config_unknown_key_named_with_where)
     llmrt_backend *b = NULL;
     llmrt_error err = {0};
     const char *typo[] = {"threads", "1", "thread", "2", NULL};
+    const char *typo2[] = {"smid", "auto", NULL};
+    ck_assert_int_eq(create_with(typo2, &b, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "did you mean 'simd'"), "message: %s", err.msg);
     ck_assert_int_eq(create_with(typo, &b, &err), LLMRT_ERR_INVALID_ARG);
     ck_assert_msg(strstr(err.msg, "conf/test.ini:4") && strstr(err.msg, "'thread'") &&
                       strstr(err.msg, "did you mean 'threads'"),

@@ -1,6 +1,7 @@
 /* test_ops.c — every op of backend-cpu against a naive double-precision reference written
  * here, on random inputs of several shapes (odd sizes included), outputs poisoned with NaN
- * before each run, and with 1 and 2 threads giving bit-identical results. */
+ * before each run, and with 1 and 2 threads giving bit-identical results (and, for the GEMM,
+ * the baseline vector kernels giving the bits of the AVX2 ones). */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -9,19 +10,21 @@
 #include "cpu_test_common.h"
 
 static const llmrt_backend_vtable *vt;
-static llmrt_backend *b1, *b2; /* 1 and 2 threads */
+static llmrt_backend *b1, *b2, *bb; /* 1 and 2 threads; 2 threads on the baseline kernels */
 
 static void setup(void)
 {
     vt = ct_vtable();
     b1 = ct_create(1);
     b2 = ct_create(2);
+    bb = ct_create_simd(2, "baseline");
 }
 
 static void teardown(void)
 {
     vt->destroy(b1);
     vt->destroy(b2);
+    vt->destroy(bb);
 }
 
 static void *xmalloc(size_t n)
@@ -95,6 +98,11 @@ static void check_gemm(int64_t n, int64_t in, int64_t out, llmrt_dtype dt, uint6
         }
     ck_assert_msg(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
                   "gemm %s n=%lld: 1 and 2 threads differ", llmrt_dtype_name(dt), (long long)n);
+    ct_poison(y2, n * out);
+    ck_assert_int_eq(vt->gemm(bb, y2, x, &w.t, (int32_t)n, &err), LLMRT_OK);
+    ck_assert_msg(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
+                  "gemm %s n=%lld: baseline and %s kernels differ", llmrt_dtype_name(dt),
+                  (long long)n, (const char *)vt->native_handle(b1, "cpu.simd"));
     free_weights(&w);
     free(x);
     free(y1);
@@ -206,6 +214,39 @@ START_TEST(half_conversion_exhaustive)
         free(table);
         free(out);
     }
+}
+END_TEST
+
+/* The GEMM converts weights with vector code of its own: every f16/bf16 bit pattern, each
+ * alone in its row at a different lane, times x = 1 must come out as the SDK's conversion. */
+START_TEST(gemm_half_conversion_exhaustive)
+{
+    for (int d = 1; d < 3; d++)
+        for (int k = 0; k < 2; k++) { /* the default kernels, then the baseline ones */
+            const int64_t rows = 65536, in = 16;
+            uint16_t *w = calloc((size_t)(rows * in), sizeof(uint16_t));
+            for (int64_t o = 0; o < rows; o++)
+                w[o * in + o % in] = (uint16_t)o;
+            llmrt_tensor t = {float_types[d], 2, {rows, in}, w};
+            float x[16], *y = xmalloc((size_t)rows * sizeof(float));
+            for (int i = 0; i < 16; i++)
+                x[i] = 1.0f;
+            ct_poison(y, rows);
+            llmrt_error err = {0};
+            ck_assert_int_eq(vt->gemm(k ? bb : b2, y, x, &t, 1, &err), LLMRT_OK);
+            for (int64_t o = 0; o < rows; o++) {
+                float want = llmrt_load_f(w, float_types[d], o * in + o % in);
+                if (isnan(want))
+                    ck_assert_msg(isnan(y[o]), "%s 0x%04x should be NaN",
+                                  llmrt_dtype_name(float_types[d]), (unsigned)o);
+                else
+                    ck_assert_msg(y[o] == want, "%s 0x%04x (%s kernels): got %a want %a",
+                                  llmrt_dtype_name(float_types[d]), (unsigned)o,
+                                  k ? "baseline" : "default", (double)y[o], (double)want);
+            }
+            free(w);
+            free(y);
+        }
 }
 END_TEST
 
@@ -585,6 +626,7 @@ static Suite *suite(void)
     tcase_add_test(tc, gemm_rejects_bad_weights);
     tcase_add_test(tc, embedding_matches_reference);
     tcase_add_test(tc, half_conversion_exhaustive);
+    tcase_add_test(tc, gemm_half_conversion_exhaustive);
     tcase_add_test(tc, rmsnorm_matches_reference);
     tcase_add_test(tc, rope_matches_reference);
     tcase_add_test(tc, elementwise_match_reference);

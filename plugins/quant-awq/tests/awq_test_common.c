@@ -37,10 +37,15 @@ const llmrt_backend_vtable *at_cpu(void)
 
 llmrt_backend_ref at_cpu_backend(int threads)
 {
+    return at_cpu_backend_simd(threads, "auto");
+}
+
+llmrt_backend_ref at_cpu_backend_simd(int threads, const char *simd)
+{
     char val[16];
     snprintf(val, sizeof val, "%d", threads);
-    const char *keys[] = {"threads"}, *vals[] = {val}, *where[] = {"test"};
-    llmrt_section sec = {"backend.cpu", 1, keys, vals, where};
+    const char *keys[] = {"threads", "simd"}, *vals[] = {val, simd}, *where[] = {"test", "test"};
+    llmrt_section sec = {"backend.cpu", 2, keys, vals, where};
     llmrt_backend_ref ref = {at_cpu(), NULL, "cpu"};
     llmrt_error err = {0};
     if (ref.vt->create(NULL, &sec, &ref.b, &err) != LLMRT_OK) {

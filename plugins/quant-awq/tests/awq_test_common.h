@@ -12,6 +12,8 @@ const llmrt_quant_vtable *at_awq(void);
 const llmrt_backend_vtable *at_cpu(void);
 /* A cpu backend with [backend.cpu] threads = n (aborts on failure). */
 llmrt_backend_ref at_cpu_backend(int threads);
+/* The same with [backend.cpu] simd = "auto", "avx2" or "baseline". */
+llmrt_backend_ref at_cpu_backend_simd(int threads, const char *simd);
 /* An awq instance over `be` for an AWQ config with this group size (aborts on failure). */
 llmrt_quant *at_quant(const llmrt_backend_ref *be, int group);
 

@@ -1,7 +1,8 @@
 /* test_awq.c — quant-awq on the CPU backend: probe accepts and rejects with the right
  * field named; linears packed by the test's own AutoAWQ packer load and dequantise to exactly
  * the source weights; the CPU kernel matches a double-precision reference for group sizes
- * 32/64/128 and n = 1, 3, 17, identically on 1 and 2 threads; malformed tensors give errors
+ * 32/64/128 and n = 1, 3, 17, identically on 1 and 2 threads and on the baseline and AVX2
+ * kernels; malformed tensors give errors
  * naming the tensor and what was expected. */
 #include <check.h>
 #include <math.h>
@@ -159,15 +160,17 @@ END_TEST
 
 static void forward_case(int64_t in, int64_t out, int64_t g, int32_t n, uint64_t seed)
 {
-    llmrt_backend_ref b1 = at_cpu_backend(1), b2 = at_cpu_backend(2);
+    llmrt_backend_ref b1 = at_cpu_backend(1), b2 = at_cpu_backend(2),
+                      bb = at_cpu_backend_simd(2, "baseline");
     at_linear src = at_linear_random(in, out, g, seed);
     at_ckpt *ck = at_ckpt_new();
     at_linear_add(ck, "p", &src);
-    llmrt_quant *q1 = at_quant(&b1, (int)g), *q2 = at_quant(&b2, (int)g);
-    llmrt_qlinear *l1 = NULL, *l2 = NULL;
+    llmrt_quant *q1 = at_quant(&b1, (int)g), *q2 = at_quant(&b2, (int)g), *qb = at_quant(&bb, (int)g);
+    llmrt_qlinear *l1 = NULL, *l2 = NULL, *lb = NULL;
     llmrt_error err = {0};
     ck_assert_int_eq(at_awq()->linear_load(q1, at_ckpt_view(ck), "p", in, out, &l1, &err), LLMRT_OK);
     ck_assert_int_eq(at_awq()->linear_load(q2, at_ckpt_view(ck), "p", in, out, &l2, &err), LLMRT_OK);
+    ck_assert_int_eq(at_awq()->linear_load(qb, at_ckpt_view(ck), "p", in, out, &lb, &err), LLMRT_OK);
     at_rng r = {seed + 77};
     float *x = xmalloc((size_t)(n * in) * sizeof(float));
     for (int64_t i = 0; i < n * in; i++)
@@ -195,6 +198,11 @@ static void forward_case(int64_t in, int64_t out, int64_t g, int32_t n, uint64_t
         }
     ck_assert_msg(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
                   "awq forward g=%lld n=%d: 1 and 2 threads differ", (long long)g, n);
+    for (int64_t i = 0; i < n * out; i++)
+        y2[i] = NAN;
+    ck_assert_int_eq(at_awq()->linear_forward(qb, lb, y2, x, n, &err), LLMRT_OK);
+    ck_assert_msg(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
+                  "awq forward g=%lld n=%d: baseline and default kernels differ", (long long)g, n);
     /* each row alone gives the bits it gave inside the batch */
     float *yr = xmalloc((size_t)out * sizeof(float));
     for (int32_t t = 0; t < n; t += 5) {
@@ -204,8 +212,10 @@ static void forward_case(int64_t in, int64_t out, int64_t g, int32_t n, uint64_t
     }
     at_awq()->linear_free(q1, l1);
     at_awq()->linear_free(q2, l2);
+    at_awq()->linear_free(qb, lb);
     at_awq()->destroy(q1);
     at_awq()->destroy(q2);
+    at_awq()->destroy(qb);
     at_ckpt_free(ck);
     at_linear_free(&src);
     free(x);
@@ -214,6 +224,7 @@ static void forward_case(int64_t in, int64_t out, int64_t g, int32_t n, uint64_t
     free(yr);
     b1.vt->destroy(b1.b);
     b2.vt->destroy(b2.b);
+    bb.vt->destroy(bb.b);
 }
 
 START_TEST(forward_matches_reference)
