@@ -6,8 +6,8 @@
  *          A last, partial block (in % 128 = 32, 64 or 96) fills nibbles k < (in % 128)/16.
  *   scales uint16 [out, n_groups] (f16 bits), zeros uint8 [out, n_groups]
  * so for a fixed k the sixteen words yield sixteen consecutive inputs with one shift and one
- * mask, a loop the compiler turns into vector code. Group boundaries (32, 64, 128) fall on
- * nibble boundaries, since every group size is a multiple of 16 dividing 128.
+ * mask on a vector of words. Group boundaries (32, 64, 128) fall on nibble boundaries, since
+ * every group size is a multiple of 16 dividing 128.
  *
  * The dot product for output o and row x, with group sums xs[g] = Σ_{i in g} x[i]:
  *   y = Σ_g s_g Σ_{i in g} x_i (q_i - z_g) = Σ_g s_g (Σ_{i in g} x_i q_i) - Σ_g s_g z_g xs[g]
@@ -279,7 +279,8 @@ typedef struct {
 DEFINE_AWQ_KERNEL(base, 4, 2, )
 
 #ifdef AWQ_HAVE_AVX2_KERNEL
-/* AVX2: 32-byte vectors and four rows per pass; picked at run time. */
+/* AVX2: 32-byte vectors and four rows per pass; used when the backend's native_handle
+ * "cpu.simd" is "avx2" ([backend.cpu] simd), else the baseline kernel. */
 DEFINE_AWQ_KERNEL(avx2, 8, 4, __attribute__((target("avx2"))))
 #endif
 
