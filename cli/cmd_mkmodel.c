@@ -31,6 +31,8 @@ static const char usage[] =
     "  --seed S            weights are a function of the seed only (default 0)\n"
     "  --shard-mb N        largest shard in MB of 10^6 bytes, fractions allowed (default 2000)\n"
     "  --tie, --no-tie     tie lm_head to embed_tokens or not (default: the preset's/config's)\n"
+    "  --tied-lm-head      with a tied model, still write lm_head.weight (= embed_tokens),\n"
+    "                      as some released tied checkpoints do\n"
     "  --threads N         fill threads (default: one per CPU); the bytes do not depend on it\n"
     "  -o, --output DIR    output folder (created; files of an earlier mkmodel run replaced)\n"
     "  -q, --quiet         no progress display and no summary\n"
@@ -100,7 +102,7 @@ int cmd_mkmodel(int argc, char **argv)
 {
     enum {
         OPT_PRESET = 1000, OPT_CONFIG, OPT_QUANT, OPT_GROUP, OPT_DTYPE, OPT_SEED, OPT_SHARD,
-        OPT_TIE, OPT_NO_TIE, OPT_THREADS, OPT_INSPECT, OPT_HELP
+        OPT_TIE, OPT_NO_TIE, OPT_TIED_HEAD, OPT_THREADS, OPT_INSPECT, OPT_HELP
     };
     static const struct option opts[] = {
         {"preset", required_argument, 0, OPT_PRESET},
@@ -112,6 +114,7 @@ int cmd_mkmodel(int argc, char **argv)
         {"shard-mb", required_argument, 0, OPT_SHARD},
         {"tie", no_argument, 0, OPT_TIE},
         {"no-tie", no_argument, 0, OPT_NO_TIE},
+        {"tied-lm-head", no_argument, 0, OPT_TIED_HEAD},
         {"threads", required_argument, 0, OPT_THREADS},
         {"output", required_argument, 0, 'o'},
         {"quiet", no_argument, 0, 'q'},
@@ -122,7 +125,7 @@ int cmd_mkmodel(int argc, char **argv)
     const char *quant = "none", *dtype = NULL;
     uint64_t group = 128, seed = 0, threads = 0;
     double shard_mb = 0;
-    int tie = -1, quiet = 0, opt;
+    int tie = -1, quiet = 0, tied_head = 0, opt;
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "o:q", opts, NULL)) != -1) {
@@ -133,6 +136,7 @@ int cmd_mkmodel(int argc, char **argv)
         case OPT_DTYPE: dtype = optarg; break;
         case OPT_TIE: tie = 1; break;
         case OPT_NO_TIE: tie = 0; break;
+        case OPT_TIED_HEAD: tied_head = 1; break;
         case 'o': out = optarg; break;
         case 'q': quiet = 1; break;
         case OPT_INSPECT: inspect_dir = optarg; break;
@@ -222,6 +226,9 @@ int cmd_mkmodel(int argc, char **argv)
     }
     if (tie >= 0)
         o.cfg.tie_word_embeddings = tie;
+    if (tied_head && !o.cfg.tie_word_embeddings)
+        return cli_usage_error("mkmodel", usage, "--tied-lm-head is for tied models (add --tie)");
+    o.tied_lm_head = tied_head;
     o.group_size = (int32_t)group;
     o.seed = seed;
     if (shard_mb > 0)

@@ -269,8 +269,11 @@ static llmrt_status build_plan(const llmrt_mkmodel_opts *o, plan *p, llmrt_error
         TRY(plan_add(p, o->seed, name, o->dtype, h, 0, FILL_NORM, err));
     }
     TRY(plan_add(p, o->seed, "model.norm.weight", o->dtype, h, 0, FILL_NORM, err));
-    if (!c->tie_word_embeddings)
+    if (!c->tie_word_embeddings || o->tied_lm_head) {
         TRY(plan_add(p, o->seed, "lm_head.weight", o->dtype, c->vocab_size, h, FILL_DENSE, err));
+        if (c->tie_word_embeddings) /* the same values as embed_tokens */
+            p->t[p->n - 1].key = p->t[0].key;
+    }
 
     /* Shards, as transformers splits them: a new shard when the next tensor would overflow a
      * non-empty one. Everything in one file when it all fits. */

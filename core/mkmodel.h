@@ -29,6 +29,8 @@ typedef struct llmrt_mkmodel_opts {
     uint64_t shard_bytes; /* max bytes of tensor data per shard; 0: the 2 GB default */
     int threads;          /* fill threads; 0: one per online CPU */
     int show_progress;    /* 1: progress display on stderr */
+    int tied_lm_head;     /* tied model: still write lm_head.weight, equal to embed_tokens
+                             (some released tied checkpoints carry it) */
 } llmrt_mkmodel_opts;
 
 typedef struct llmrt_mkmodel_result {

@@ -99,6 +99,12 @@ cmp -s "$tmp/tiny/model.safetensors" "$tmp/from_cfg/model.safetensors" || fail "
 mk --config "$tmp/tiny/config.json" --dtype f16 --no-tie -o "$tmp/from_cfg16"
 grep -q '"torch_dtype": "float16"' "$tmp/from_cfg16/config.json" || fail "--dtype f16 not applied"
 
+# ---- a tied model that still carries lm_head.weight ----
+mk --preset tiny --tie --tied-lm-head -o "$tmp/tied_head"
+inspect "$tmp/tied_head" "$tmp/tied_head.txt"
+has "$tmp/tied_head.txt" "lm_head.weight BF16 [512, 64] model.safetensors"
+grep -q '"tie_word_embeddings": true' "$tmp/tied_head/config.json" || fail "--tie not in config.json"
+
 # ---- progress: a summary on stderr unless -q ----
 "$LLMRT" mkmodel --preset tiny -o "$tmp/loud" > "$tmp/loud.out" 2>&1 || fail "mkmodel without -q"
 grep -q "writing: done: .* 25 tensors" "$tmp/loud.out" || { cat "$tmp/loud.out"; fail "no progress summary"; }
@@ -119,6 +125,7 @@ expect_rc 2 "--dtype 'fp8'" --preset tiny --dtype fp8 -o "$tmp/x"
 expect_rc 2 "--dtype bf16 with --quant awq" --preset tiny --quant awq --dtype bf16 -o "$tmp/x"
 expect_rc 2 "--shard-mb '-1'" --preset tiny --shard-mb -1 -o "$tmp/x"
 expect_rc 2 "--group-size 'abc'" --preset tiny --group-size abc -o "$tmp/x"
+expect_rc 2 "--tied-lm-head is for tied models" --preset tiny --tied-lm-head -o "$tmp/x"
 expect_rc 1 "group size 48 does not divide" --preset tiny --quant awq --group-size 48 -o "$tmp/x"
 printf '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 8,
  "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1}\n' > "$tmp/llama.json"

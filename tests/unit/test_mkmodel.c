@@ -70,7 +70,7 @@ static size_t expected_tensors(const llmrt_mkmodel_opts *o, expect *e)
     } while (0)
     ADD(dt, c->vocab_size, h, "model.embed_tokens.weight");
     ADD(dt, h, 0, "model.norm.weight");
-    if (!c->tie_word_embeddings)
+    if (!c->tie_word_embeddings || o->tied_lm_head)
         ADD(dt, c->vocab_size, h, "lm_head.weight");
     const struct {
         const char *name;
@@ -267,6 +267,22 @@ START_TEST(test_awq_sharded_tied)
                                    "\"zero_point\":true,\"version\":\"gemm\","
                                    "\"modules_to_not_convert\":null}");
     llmrt_hf_config_free(&c);
+
+    /* a tied checkpoint that still carries lm_head.weight: equal to embed_tokens */
+    o.tied_lm_head = 1;
+    write_ok(d, &o, &res);
+    m = check_layout(d, &o);
+    ck = llmrt_st_model_checkpoint(m);
+    llmrt_tensor_view emb, head;
+    ck_assert_int_eq(ck->find(ck->ctx, "model.embed_tokens.weight", &emb, &err), LLMRT_OK);
+    ck_assert_int_eq(ck->find(ck->ctx, "lm_head.weight", &head, &err), LLMRT_OK);
+    ck_assert_uint_eq(emb.bytes, head.bytes);
+    ck_assert_int_eq(memcmp(emb.data, head.data, emb.bytes), 0);
+    llmrt_st_model_close(m);
+    ck_assert_msg(llmrt_hf_config_load(d, &c, &err) == LLMRT_OK, "%s", err.msg);
+    ck_assert_int_eq(c.tie_word_embeddings, 1);
+    llmrt_hf_config_free(&c);
+    o.tied_lm_head = 0;
 
     /* writing a smaller model over it leaves no stale shard or index behind */
     o.awq = 0;
