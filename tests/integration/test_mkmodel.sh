@@ -55,9 +55,9 @@ cmp -s "$tmp/tiny/model.safetensors" "$tmp/tiny_s1/model.safetensors" && fail "s
 mk --preset tiny --quant awq --group-size 32 --tie --shard-mb 0.05 --seed 7 -o "$tmp/awq"
 [[ -f "$tmp/awq/model.safetensors.index.json" ]] || fail "awq: no index"
 [[ ! -e "$tmp/awq/model.safetensors" ]] || fail "awq: sharded output also has model.safetensors"
-nshards=$(ls "$tmp/awq"/model-*-of-*.safetensors | wc -l)
+shards=("$tmp/awq"/model-*-of-*.safetensors); nshards=${#shards[@]}
 [[ $nshards -ge 3 ]] || fail "awq: expected >= 3 shards, got $nshards"
-ls "$tmp/awq" | grep -qx "model-00001-of-$(printf %05d "$nshards").safetensors" || fail "awq: shard names"
+[[ -f "$tmp/awq/model-00001-of-$(printf %05d "$nshards").safetensors" ]] || fail "awq: shard names"
 inspect "$tmp/awq" "$tmp/awq.txt"
 [[ $(grep -vc '^#' "$tmp/awq.txt") -eq $((2 + 2 * (4 + 7 * 3))) ]] || fail "awq: tensor count"
 grep -q '^lm_head.weight ' "$tmp/awq.txt" && fail "awq --tie still has lm_head.weight"
