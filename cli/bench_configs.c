@@ -245,11 +245,15 @@ void bench_diff_print(const bench_diff *d, const bench_config *cfgs, int n, FILE
 
 /* ---- load and check ---- */
 
-llmrt_status bench_configs_load(bench_config *cfgs, int n, llmrt_error *err)
+llmrt_status bench_configs_load(bench_config *cfgs, int n, FILE *progress, llmrt_error *err)
 {
     llmrt_status st = LLMRT_OK;
     for (int i = 0; i < n; i++) {
         bench_config *c = &cfgs[i];
+        if (progress) {
+            fprintf(progress, "bench: loading %s (%d/%d) from %s\n", c->name, i + 1, n, c->ini_path);
+            fflush(progress);
+        }
         llmrt_engine_options o;
         llmrt_engine_options_init(&o);
         o.quiet = 1;

@@ -80,8 +80,8 @@ void bench_diff_free(bench_diff *d);
 void bench_diff_print(const bench_diff *d, const bench_config *cfgs, int n, FILE *out);
 
 /* Create every engine in order (quiet, step callback installed later), recording load
- * stats and RSS. */
-llmrt_status bench_configs_load(bench_config *cfgs, int n, llmrt_error *err);
+ * stats and RSS; a line per config goes to progress (NULL: silent). */
+llmrt_status bench_configs_load(bench_config *cfgs, int n, FILE *progress, llmrt_error *err);
 /* After load: the engines must agree on the model (architecture, resolved folder, quant)
  * and the KV capacity in tokens. Returns the number of mismatches and prints each to out
  * (naming both configs and both values). */

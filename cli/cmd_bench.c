@@ -319,10 +319,7 @@ int cmd_bench(int argc, char **argv)
             goto done;
     }
 
-    for (int i = 0; i < n; i++)
-        fprintf(stderr, "bench: loading %s (%d/%d) from %s\n", cfgs[i].name, i + 1, n,
-                cfgs[i].ini_path);
-    if (bench_configs_load(cfgs, n, &err) != LLMRT_OK) {
+    if (bench_configs_load(cfgs, n, stderr, &err) != LLMRT_OK) {
         rc = fail(&err);
         goto done;
     }
