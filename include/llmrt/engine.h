@@ -147,7 +147,7 @@ typedef void (*llmrt_step_cb)(void *user, const llmrt_step_record *rec);
 typedef struct llmrt_engine_options {
     int32_t show_progress;  /* 1: load progress bar on stderr (default 0) */
     int32_t no_tokenizer;   /* 1: ids only, even when the model folder has tokenizer.json */
-    int32_t quiet;          /* 1: no capacity / load lines on the log at INFO */
+    int32_t quiet;          /* 1: no load / capacity lines on the log at INFO, no progress */
     llmrt_step_cb on_step;  /* optional */
     void *step_user;
 } llmrt_engine_options;
@@ -162,9 +162,12 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
 void llmrt_engine_destroy(llmrt_engine *e);
 
 /* Queue a request; *id identifies it in events and cancel. Thread-safe. Fails without
- * queueing when the prompt is empty or longer than max_model_len (LLMRT_ERR_LIMIT, the
- * message gives both numbers), a sampling value is out of range, stop strings or a text
- * prompt are given without a tokenizer, or the engine has failed (LLMRT_ERR_STATE). */
+ * queueing when the prompt is empty or leaves no room for a generated token within
+ * max_model_len (at most max_model_len - 1 tokens: LLMRT_ERR_LIMIT, the message gives both
+ * numbers), holds an id outside the vocabulary, a sampling value is out of range, a stop
+ * string is empty or not UTF-8, stop strings or a text prompt come without a tokenizer, or
+ * the engine has failed (LLMRT_ERR_STATE). max_tokens beyond max_model_len is not an error:
+ * the request ends with FINISH_LENGTH there. */
 llmrt_status llmrt_engine_submit(llmrt_engine *e, const llmrt_request *req, uint64_t *id,
                                  llmrt_error *err);
 /* Cancel a queued or running request; its KV blocks are freed before the next step and its
