@@ -536,6 +536,11 @@ llmrt_status llmrt_tokenizer_parse(const char *json, size_t len, const char *whe
     llmrt_tokenizer *t = calloc(1, sizeof *t);
     TRY_ALLOC(err, t, "tokenizer");
     t->bos_id = t->pad_id = -1;
+    for (int b = 0; b < 256; b++) {
+        uint8_t u[4] = {0};
+        llmrt__utf8_encode(llmrt__bytelevel_char((uint8_t)b), u);
+        t->bytelevel_utf8[b][0] = u[0], t->bytelevel_utf8[b][1] = u[1];
+    }
     t->where = strdup(where ? where : "tokenizer.json");
     TRY_ALLOC(err, t->where, "tokenizer name");
     loader L = {t, t->where, err};

@@ -75,6 +75,7 @@ struct llmrt_tokenizer {
     size_t n_post_prefix, n_post_suffix;
 
     llmrt_bpe *bpe;
+    uint8_t bytelevel_utf8[256][2]; /* byte → its ByteLevel char, UTF-8 (1 or 2 bytes) */
 
     tok_added *added; /* [n_added] */
     size_t n_added;

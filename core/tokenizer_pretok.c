@@ -374,8 +374,12 @@ static llmrt_status bytelevel_piece(const llmrt_tokenizer *tok, llmrt__pretok_sc
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory mapping %zu bytes", len);
     uint8_t *o = (uint8_t *)*buf;
     size_t k = 0;
-    for (size_t i = 0; i < len; i++)
-        k += (size_t)llmrt__utf8_encode(llmrt__bytelevel_char((uint8_t)text[i]), o + k);
+    for (size_t i = 0; i < len; i++) {
+        const uint8_t *m = tok->bytelevel_utf8[(uint8_t)text[i]];
+        o[k] = m[0];
+        o[k + 1] = m[1];
+        k += m[0] < 0x80 ? 1 : 2; /* the alphabet is U+0021..U+0143: 1 or 2 bytes */
+    }
     return run_stage(tok, s, stage + 1, *buf, k, word, ctx, err);
 }
 
