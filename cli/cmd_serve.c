@@ -245,14 +245,21 @@ int cmd_serve(int argc, char **argv)
               "%s: no new connections; draining %ld HTTP request(s) in flight (signal again to "
               "cancel them)",
               strsignal(sig), atomic_load(&s.http_active));
+    double abort_deadline = 0;
     while (atomic_load(&s.http_active) > 0 || atomic_load(&s.queued) > 0) {
         if (wait_signal(&sigs, 50) && !atomic_load(&s.abort_all)) {
             atomic_store(&s.abort_all, 1);
+            abort_deadline = serve_now() + 10.0;
             llmrt_log(LLMRT_LOG_WARN, "serve", "second signal: cancelling %ld request(s)",
                       atomic_load(&s.queued));
         }
+        /* cancelled requests end within a step; a client that stopped reading is cut off
+         * when the connections close below */
+        if (abort_deadline && serve_now() > abort_deadline)
+            break;
     }
-    llmrt_log(LLMRT_LOG_INFO, "serve", "drained; stopping");
+    llmrt_log(LLMRT_LOG_INFO, "serve", "%s; stopping",
+              atomic_load(&s.http_active) ? "closing the remaining connections" : "drained");
     rc = 0;
 
 fail:

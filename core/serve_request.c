@@ -318,7 +318,9 @@ static llmrt_status parse_stop(llmrt_serve_request *r, llmrt_serve_error *err)
             if (!r->stop_storage)
                 return llmrt_serve_error_set(err, 500, NULL, NULL, NULL, "out of memory");
         }
-        int32_t k = 0;
+        /* n_stop counts the strings stored so far, so a rejection frees exactly those */
+        r->sampling.stop = (const char *const *)r->stop_storage;
+        r->sampling.n_stop = 0;
         for (size_t i = 0; i < n; i++) {
             const json_t *v = json_is_string(s) ? s : json_array_get(s, i);
             if (!json_is_string(v))
@@ -327,13 +329,11 @@ static llmrt_status parse_stop(llmrt_serve_request *r, llmrt_serve_error *err)
                 continue; /* an empty stop string can never end anything */
             if (strlen(json_string_value(v)) != json_string_length(v))
                 return BAD("stop", "'stop[%zu]' must not contain a NUL character", i);
-            r->stop_storage[k] = strdup(json_string_value(v));
-            if (!r->stop_storage[k])
+            char *copy = strdup(json_string_value(v));
+            if (!copy)
                 return llmrt_serve_error_set(err, 500, NULL, NULL, NULL, "out of memory");
-            k++;
+            r->stop_storage[r->sampling.n_stop++] = copy;
         }
-        r->sampling.stop = (const char *const *)r->stop_storage;
-        r->sampling.n_stop = k;
     }
     const json_t *ids = json_object_get(r->root, "stop_token_ids");
     if (ids && !json_is_null(ids)) {
