@@ -215,8 +215,9 @@ static inline float lane_sum(const float *acc)
         for (int64_t b = 0; b < L->n_blocks; b++) {                                            \
             const float *xb = x + b * BLOCK;                                                   \
             const int kmax = in - b * BLOCK >= BLOCK ? 8 : (int)((in - b * BLOCK) / 16);       \
-            u32v_##SUF w[NV];                                                                  \
-            memcpy(w, qw + b * 16, sizeof w);                                                  \
+            u32v_##SUF w[NV]; /* one load per vector (an array-wide copy stalls forwarding) */ \
+            for (int v = 0; v < NV; v++)                                                       \
+                memcpy(&w[v], qw + b * 16 + v * VW, sizeof w[v]);                              \
             for (int k = 0; k < kmax; k++) {                                                   \
                 f32v_##SUF qf[NV];                                                             \
                 for (int v = 0; v < NV; v++) {                                                 \
