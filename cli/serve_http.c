@@ -115,12 +115,13 @@ int serve_reply_error(struct MHD_Connection *c, serve_conn *cx, const llmrt_serv
     char *text = llmrt_serve_error_text(e, &len);
     if (!text)
         return MHD_NO;
-    if (e->status >= 500)
-        llmrt_log(LLMRT_LOG_WARN, "serve", "%s: %d %s", cx->route_name ? cx->route_name : "?",
-                  e->status, e->message);
-    else
-        llmrt_log(LLMRT_LOG_DEBUG, "serve", "%s: %d %s", cx->route_name ? cx->route_name : "?",
-                  e->status, e->message);
+    /* internal failures are warnings; a full queue or a refusal while loading or draining
+     * is worth a line; client mistakes only at debug level */
+    llmrt_log_level level = e->status == 500                              ? LLMRT_LOG_WARN
+                            : e->status == 503 && cx->route != R_HEALTH ? LLMRT_LOG_INFO
+                                                                        : LLMRT_LOG_DEBUG;
+    llmrt_log(level, "serve", "%s: %d %s", cx->route_name ? cx->route_name : "?", e->status,
+              e->message);
     return serve_reply(c, cx, e->status, "application/json", text, len);
 }
 
