@@ -78,7 +78,8 @@ typedef struct llmrt_chat_messages {
 } llmrt_chat_messages;
 
 /* `messages`: a JSON array of {"role", "content" (string, null, or an array of
- * {"type":"text","text":...} parts, concatenated), "reasoning_content"?, "tool_calls"?:
+ * {"type":"text","text":...} parts, joined with "\n" as vLLM does), "reasoning_content"?,
+ * "tool_calls"?:
  * [{"function": {"name", "arguments" (string or object)}}]}. `tools` may be NULL or a JSON
  * array (OpenAI "tools"). Errors name `where` and the message index. */
 llmrt_status llmrt_chat_messages_from_json(const struct json_t *messages,

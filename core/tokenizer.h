@@ -12,7 +12,8 @@
  *   post_processor ByteLevel, TemplateProcessing (single sequence), none
  *   added_tokens   special and non-special, matched before BPE, lstrip/rstrip/
  *                  normalized/single_word as HF does.
- * Anything else is an error naming the component type and its JSON path.
+ * Anything else is an error naming the component type and its JSON path. ("truncation" and
+ * "padding" are ignored: they shape training batches, and llmrt never truncates a prompt.)
  *
  * Thread safety: a loaded tokenizer is immutable except for its internal BPE cache, which
  * is lock-protected; encode/decode/lookups may be called from many threads at once. A
@@ -99,8 +100,9 @@ llmrt_status llmrt_tokenizer_encode(const llmrt_tokenizer *tok, const char *text
 
 /* Decode ids to UTF-8 text as HF does (decoder, then lossy UTF-8: each invalid sequence
  * becomes U+FFFD). skip_special: leave out special added tokens. *text is malloc'd and
- * NUL-terminated (caller frees); *len excludes the NUL and may be NULL. An id out of range
- * is an error naming its position. */
+ * NUL-terminated (caller frees); *len excludes the NUL and may be NULL. Ids that name no
+ * token (negative, past the vocabulary, holes) are skipped, as HF skips them: a model's
+ * embedding table is often padded past the tokenizer's vocabulary. */
 llmrt_status llmrt_tokenizer_decode(const llmrt_tokenizer *tok, const int32_t *ids, size_t n,
                                     int skip_special, char **text, size_t *len,
                                     llmrt_error *err);
@@ -120,7 +122,8 @@ typedef struct llmrt_detok llmrt_detok;
 llmrt_status llmrt_detok_new(const llmrt_tokenizer *tok, int skip_special, llmrt_detok **out,
                              llmrt_error *err);
 /* *text points to the newly complete text (NUL-terminated, possibly ""), valid until the
- * next call on this detokenizer; *len is its length (may be NULL). */
+ * next call on this detokenizer; *len is its length (may be NULL). An id that names no
+ * token adds nothing (as in decode). */
 llmrt_status llmrt_detok_push(llmrt_detok *d, int32_t id, const char **text, size_t *len,
                               llmrt_error *err);
 /* End of stream: held bytes that never completed come out as U+FFFD. Same lifetime rule
