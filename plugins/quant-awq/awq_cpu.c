@@ -69,15 +69,24 @@ static void repack_chunk(void *c, int64_t c0, int64_t c1)
     awq_cpu_linear *l = r->l;
     const int64_t in = l->in, out = l->out, words = out / 8;
     int64_t o0 = c0 * REPACK_CHUNK, o1 = c1 * REPACK_CHUNK < out ? c1 * REPACK_CHUNK : out;
-    memset(l->q + o0 * l->n_blocks * 16, 0, (size_t)((o1 - o0) * l->n_blocks * 16) * 4);
-    /* walk qweight row by row (contiguous), scattering into the chunk's output rows */
-    for (int64_t i = 0; i < in; i++) {
-        int64_t blk = i / BLOCK, k = (i % BLOCK) / 16, lane = i % 16;
-        for (int64_t o = o0; o < o1; o += 8) {
-            uint32_t word = load_u32(r->qweight, i * words + o / 8);
-            for (int j = 0; j < 8 && o + j < o1; j++) {
-                uint32_t v = awq_nibble(word, j);
-                l->q[((o + j) * l->n_blocks + blk) * 16 + lane] |= v << (4 * k);
+    for (int64_t oc = o0; oc < o1; oc += REPACK_CHUNK) {
+        const int64_t oe = oc + REPACK_CHUNK < o1 ? oc + REPACK_CHUNK : o1;
+        /* each destination word (o, blk, lane) gathers the nibbles of inputs
+         * 128 blk + 16 k + lane, k < 8: assemble them in registers, store once */
+        for (int64_t blk = 0; blk < l->n_blocks; blk++) {
+            const int kmax = in - blk * BLOCK >= BLOCK ? 8 : (int)((in - blk * BLOCK) / 16);
+            for (int lane = 0; lane < 16; lane++) {
+                uint32_t acc[REPACK_CHUNK] = {0};
+                for (int k = 0; k < kmax; k++) {
+                    const int64_t i = blk * BLOCK + 16 * k + lane;
+                    for (int64_t o = oc; o < oe; o += 8) {
+                        uint32_t word = load_u32(r->qweight, i * words + o / 8);
+                        for (int j = 0; j < 8; j++)
+                            acc[o - oc + j] |= awq_nibble(word, j) << (4 * k);
+                    }
+                }
+                for (int64_t o = oc; o < oe; o++)
+                    l->q[(o * l->n_blocks + blk) * 16 + lane] = acc[o - oc];
             }
         }
     }
