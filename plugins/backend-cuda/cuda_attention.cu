@@ -18,6 +18,7 @@
 #define ATT_TT 4             /* decode: tokens per row group per iteration (loads in flight) */
 #define ATT_CMIN 64          /* decode: fewest context tokens per split */
 #define ATT_MAX_SPLITS 256   /* decode: most splits of one sequence */
+#define ATT_COUNTERS (1 << 20) /* decode: completion counters at the start of the scratch */
 #define PF_THREADS 256       /* prefill: threads per block (16 x 16) */
 
 /* Splits a context of L tokens uses, out of at most S: identical in both decode kernels. */
@@ -43,13 +44,14 @@ template <typename T, int HD> struct att_geom {
 
 /* Block (split, kv-head sub-group, sequence). GB query heads (of one KV head's group) share
  * every K/V row this block reads. With S == 1 the block writes the final output; otherwise it
- * writes an unnormalised partial (acc, max m, sum l) for the merge kernel:
+ * writes an unnormalised partial (acc, max m, sum l), and the last of the sequence's active
+ * splits to finish (counters[s, blockIdx.y]) merges them all into the output:
  *   part    [n_seqs, n_heads, S, HD]
  *   part_ml [n_seqs, n_heads, S, 2] */
 template <typename T, int HD, int GB>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
-attn_decode_kernel(float *__restrict__ out, float *__restrict__ part, float *__restrict__ part_ml,
-                   const float *__restrict__ q, const T *__restrict__ kc, const T *__restrict__ vc,
+attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
+                   unsigned int *__restrict__ counters, const float *__restrict__ q, const T *__restrict__ kc, const T *__restrict__ vc,
                    const int32_t *__restrict__ query_start, const int32_t *__restrict__ seq_lens,
                    const int32_t *__restrict__ block_tables, int mbps, int bs, int n_heads,
                    int n_kv_heads, float scale, int S)
@@ -59,6 +61,9 @@ attn_decode_kernel(float *__restrict__ out, float *__restrict__ part, float *__r
                   NRG = G_::NRG;
     __shared__ float sm_ml[NRG][GB][2];
     __shared__ float sm_acc[NRG][GB][HD];
+    __shared__ float sm_w[GB][ATT_MAX_SPLITS]; /* merge weights exp(m_j - M) */
+    __shared__ float sm_l[GB];
+    __shared__ unsigned int s_done;
 
     const int s = blockIdx.z;
     const int group = n_heads / n_kv_heads;
@@ -229,43 +234,46 @@ attn_decode_kernel(float *__restrict__ out, float *__restrict__ part, float *__r
             }
         }
     }
-}
-
-/* out[row, h, :] from the active splits' partials, weighted by exp(m_j - max m). */
-__global__ void attn_merge_kernel(float *__restrict__ out, const float *__restrict__ part,
-                                  const float *__restrict__ part_ml,
-                                  const int32_t *__restrict__ query_start,
-                                  const int32_t *__restrict__ seq_lens, int n_heads, int hd, int S)
-{
-    __shared__ float wsm[ATT_MAX_SPLITS];
-    __shared__ float red[32];
-    const int h = blockIdx.x, s = blockIdx.y;
-    const int qs0 = query_start[s];
-    const int qlen = query_start[s + 1] - qs0;
-    if (qlen <= 0)
+    if (S == 1)
         return;
-    const int row = qs0 + qlen - 1;
-    const int active = att_active_splits(seq_lens[s], S);
-    const int64_t base = ((int64_t)s * n_heads + h) * S;
 
-    float M = -INFINITY;
-    for (int j = threadIdx.x; j < active; j += blockDim.x)
-        M = fmaxf(M, part_ml[(base + j) * 2]);
-    M = block_max(M, red);
-    float ls = 0.0f;
-    for (int j = threadIdx.x; j < active; j += blockDim.x) {
-        const float w = M == -INFINITY ? 0.0f : expf(part_ml[(base + j) * 2] - M);
-        wsm[j] = w;
-        ls += w * part_ml[(base + j) * 2 + 1];
+    /* publish this split; the last active split of (sequence, head group) merges */
+    __threadfence();
+    __syncthreads();
+    unsigned int *cnt = &counters[(int64_t)s * gridDim.y + blockIdx.y];
+    if (threadIdx.x == 0)
+        s_done = atomicAdd(cnt, 1u);
+    __syncthreads();
+    if (s_done != (unsigned int)active - 1)
+        return;
+    __threadfence();
+    for (int g = warp; g < GB; g += ATT_WARPS) {
+        const int64_t pb = ((int64_t)s * n_heads + hq0 + g) * S;
+        float M = -INFINITY;
+        for (int j = lane; j < active; j += 32)
+            M = fmaxf(M, __ldcg(&part_ml[(pb + j) * 2]));
+        M = warp_max(M);
+        float ls = 0.0f;
+        for (int j = lane; j < active; j += 32) {
+            const float w = M == -INFINITY ? 0.0f : expf(__ldcg(&part_ml[(pb + j) * 2]) - M);
+            sm_w[g][j] = w;
+            ls += w * __ldcg(&part_ml[(pb + j) * 2 + 1]);
+        }
+        ls = warp_sum(ls);
+        if (lane == 0)
+            sm_l[g] = ls;
     }
-    ls = block_sum(ls, red); /* its barriers also publish wsm */
-    const float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < GB * HD; idx += blockDim.x) {
+        const int g = idx / HD, d = idx % HD;
+        const int64_t pb = ((int64_t)s * n_heads + hq0 + g) * S;
         float a = 0.0f;
         for (int j = 0; j < active; j++)
-            a = fmaf(wsm[j], part[(base + j) * hd + d], a);
-        out[((int64_t)row * n_heads + h) * hd + d] = a * inv;
+            a = fmaf(sm_w[g][j], __ldcg(&part[(pb + j) * HD + d]), a);
+        out[((int64_t)row * n_heads + hq0 + g) * HD + d] = sm_l[g] > 0.0f ? a / sm_l[g] : 0.0f;
     }
+    if (threadIdx.x == 0)
+        *cnt = 0; /* ready for the next launch (graph replay) */
 }
 
 /* ---- prefill ---- */
@@ -504,6 +512,7 @@ static int pow2_divisor(int g, int cap)
 typedef struct att_launch {
     cudaStream_t stream;
     float *out, *part, *part_ml;
+    unsigned int *counters;
     const float *q;
     const void *kc, *vc;
     const llmrt_attn_params *p;
@@ -516,7 +525,7 @@ static void launch_decode(const att_launch &a)
 {
     const llmrt_attn_params *p = a.p;
     attn_decode_kernel<T, HD, GB><<<a.grid, ATT_WARPS * 32, 0, a.stream>>>(
-        a.out, a.part, a.part_ml, a.q, (const T *)a.kc, (const T *)a.vc, p->query_start,
+        a.out, a.part, a.part_ml, a.counters, a.q, (const T *)a.kc, (const T *)a.vc, p->query_start,
         p->seq_lens, p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads,
         p->n_kv_heads, p->scale, a.S);
 }
@@ -605,6 +614,7 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
     a.vc = p->v_cache;
     a.p = p;
     a.part = a.part_ml = NULL;
+    a.counters = NULL;
 
     if (p->max_query_len <= 1) {
         const int gb = pow2_divisor(group, 8);
@@ -619,12 +629,20 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
             S = 1;
         a.S = (int)S;
         if (S > 1) {
+            /* [counters: ATT_COUNTERS u32, only ever used as counters, so always zero between
+             * launches][part][part_ml] */
+            if ((int64_t)p->n_seqs * gy > ATT_COUNTERS)
+                return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                                  "cuda attention: %d sequences x %d head groups exceed the %d "
+                                  "split-K counters", p->n_seqs, gy, ATT_COUNTERS);
             const size_t rows = (size_t)p->n_seqs * p->n_heads * (size_t)S;
-            const size_t bytes = rows * (size_t)(p->head_dim + 2) * sizeof(float);
+            const size_t bytes = (size_t)ATT_COUNTERS * sizeof(unsigned int) +
+                                 rows * (size_t)(p->head_dim + 2) * sizeof(float);
             void *scratch = NULL;
             if ((st = cuda_scratch_get(b, CUDA_SCRATCH_ATTN, bytes, &scratch, err)) != LLMRT_OK)
                 return st;
-            a.part = (float *)scratch;
+            a.counters = (unsigned int *)scratch;
+            a.part = (float *)(a.counters + ATT_COUNTERS);
             a.part_ml = a.part + rows * p->head_dim;
         }
         a.grid = dim3((unsigned)S, (unsigned)gy, (unsigned)p->n_seqs);
@@ -633,15 +651,7 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
         case LLMRT_DTYPE_F16: launch_decode_hd<__half>(a, gb); break;
         default: launch_decode_hd<__nv_bfloat16>(a, gb); break;
         }
-        if ((st = cuda_check_launch(err, "attention decode")) != LLMRT_OK)
-            return st;
-        if (S > 1) {
-            attn_merge_kernel<<<dim3((unsigned)p->n_heads, (unsigned)p->n_seqs), 128, 0, b->stream>>>(
-                out, a.part, a.part_ml, p->query_start, p->seq_lens, p->n_heads, p->head_dim, a.S);
-            if ((st = cuda_check_launch(err, "attention merge")) != LLMRT_OK)
-                return st;
-        }
-        return LLMRT_OK;
+        return cuda_check_launch(err, "attention decode");
     }
 
     if (prefill_smem(p->head_dim) > b->smem_optin)
