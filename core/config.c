@@ -671,5 +671,8 @@ void llmrt_config_write_template(FILE *out)
     }
     fprintf(out, "\n[backend.cpu]\n"
                  "; Worker threads for the CPU backend (0: one per core).\n"
-                 "threads = 0\n");
+                 "threads = 0\n"
+                 "; Vector kernels of the CPU GEMMs (dense and AWQ); all give identical results.\n"
+                 "; allowed: auto|avx2|baseline\n"
+                 "simd = auto\n");
 }
