@@ -258,6 +258,8 @@ int cmd_tokenize(int argc, char **argv)
         return cli_usage_error(CMD, usage, "unexpected argument '%s'", argv[optind]);
     if (modes == 0 && optind >= argc)
         return cli_usage_error(CMD, usage, "nothing to do: give TEXT, --file, --decode, --chat or --bench");
+    if (decode && optind >= argc)
+        return cli_usage_error(CMD, usage, "--decode wants ids: one or more non-negative integers");
     if (as_text && !chat)
         return cli_usage_error(CMD, usage, "--text goes with --chat");
 
@@ -310,9 +312,11 @@ int cmd_tokenize(int argc, char **argv)
             k = cli_parse_ids(joined, &parsed);
         }
         free(joined);
-        if (k < 0) {
+        if (k == 0)
+            free(parsed);
+        if (k <= 0) {
             llmrt_tokenizer_free(tok);
-            return cli_usage_error(CMD, usage, "--decode wants ids: non-negative integers separated by spaces or commas");
+            return cli_usage_error(CMD, usage, "--decode wants ids: one or more non-negative integers separated by spaces or commas");
         }
         if (llmrt_tokenizer_decode(tok, parsed, (size_t)k, skip_special, &text, &len, &err)) {
             rc = cli_fail(CMD, &err);

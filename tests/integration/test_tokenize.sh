@@ -21,6 +21,7 @@ grep -q "nothing to do" "$tmp/out" || fail "no-argument message"
 expect_rc 2 "--text without --chat" "$LLMRT" tokenize --tokenizer x --text hi
 expect_rc 2 "two modes" "$LLMRT" tokenize --tokenizer x --decode --chat f.json
 expect_rc 2 "bad --threads" "$LLMRT" tokenize --tokenizer x --bench f --threads 0
+expect_rc 2 "--decode without ids" "$LLMRT" tokenize --tokenizer x --decode
 expect_rc 2 "no tokenizer" env -u LLMRT_MODEL_PATH "$LLMRT" tokenize hello
 grep -q -- "--tokenizer PATH or --model DIR" "$tmp/out" || fail "no-tokenizer message"
 expect_rc 1 "missing tokenizer" "$LLMRT" tokenize --tokenizer "$tmp/nope" hello
