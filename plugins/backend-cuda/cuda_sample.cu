@@ -13,8 +13,11 @@
  * Thresholds are found by MSB-first radix selection over order-preserving keys of the
  * logits — counts for top-k, probability mass for top-p — so nothing is sorted. Masses are
  * 2^-40 fixed point summed with integer atomics, so every pass is exact and the result does
- * not depend on thread timing. The draw is the inverse CDF of the kept tokens in ascending
- * token-id order at the request's uniform u. Ties at a top-k / top-p threshold are all kept. */
+ * not depend on thread timing. The draw is the inverse CDF at the request's uniform u over the
+ * kept tokens in the host sampler's order: ascending token id when neither top-k nor top-p
+ * filters, most likely first when one does (found by one more radix selection, on the
+ * cumulative mass u * total). Ties at a top-k / top-p threshold are all kept, and equally
+ * likely tokens are drawn in id order (the host breaks those ties by its heap). */
 #include "cuda_common.cuh"
 
 #include <cub/block/block_scan.cuh>
@@ -186,13 +189,14 @@ __device__ __forceinline__ u64 mass_of(float e)
     return (u64)(e * SAMPLE_MASS_ONE);
 }
 
-/* Token with logit x survives min-p and the current threshold; e gets its relative prob. */
+/* Token with logit x survives min-p and the current threshold; e gets its relative prob.
+ * A token whose probability is 0 (-inf logit, or underflow) is out, as on the host. */
 __device__ __forceinline__ bool kept(const sample_row &r, float x, float *e)
 {
     if (isnan(x) || float_key(x) < r.thr)
         return false;
     *e = rel_prob(r, x);
-    return r.min_p <= 0.0f || *e >= r.min_p;
+    return *e > 0.0f && *e >= r.min_p;
 }
 
 /* Warp 0: scanning bins from 255 down, find the bin where the running total reaches `want`.
@@ -232,11 +236,13 @@ __device__ void radix_find(const u64 *bins, u64 want, int *sel, u64 *above, u64 
 
 /* MSB-first radix selection over the keys of the kept tokens: the key K such that the
  * tokens with key > K weigh less than `want` and those with key >= K weigh at least `want`
- * (weight = 1 for top-k, mass for top-p). Returns 0 when all kept tokens weigh less than
- * `want` (then nothing needs cutting). Called by the whole block. */
+ * (weight = 1 for top-k, mass for top-p and the sorted draw). *want_left (if not NULL) gets
+ * want minus the weight of the tokens with key > K. Returns 0 when nothing needs cutting:
+ * counting, when at most `want` tokens are kept; weighing, when they weigh less than `want`.
+ * Called by the whole block. */
 template <bool MASS>
 __device__ uint32_t radix_select(const sample_row &r, u64 want, u64 *bins, int *s_sel,
-                                 u64 *s_above, u64 *s_total)
+                                 u64 *s_above, u64 *s_total, u64 *want_left)
 {
     uint32_t prefix = 0;
     for (int pass = 0; pass < 4; pass++) {
@@ -264,16 +270,38 @@ __device__ uint32_t radix_select(const sample_row &r, u64 want, u64 *bins, int *
             radix_find(bins, want, s_sel, s_above, s_total);
         __syncthreads();
         const int sel = *s_sel;
-        const u64 above = *s_above;
-        if (pass == 0 && *s_total < want)
-            return 0; /* everything kept weighs less than want: no cut */
+        const u64 above = *s_above, total = *s_total;
+        __syncthreads(); /* everyone has read them before anyone resets them */
+        if (pass == 0 && (MASS ? total < want : total <= want))
+            return 0;
         if (sel < 0)
             return 0; /* cannot happen when the weights add up; keep everything */
         prefix |= (uint32_t)sel << shift;
         want -= above;
-        __syncthreads(); /* everyone has read s_sel before the next pass resets it */
     }
+    if (want_left)
+        *want_left = want;
     return prefix;
+}
+
+/* Block-wide: total mass of the kept tokens (with key == eq when eq != 0; no kept token has
+ * key 0, which is a NaN's). Thread t owns the slice [lo, hi); *excl gets the mass before it. */
+template <typename SCAN>
+__device__ u64 slice_masses(const sample_row &r, uint32_t eq, int lo, int hi, u64 *sum, u64 *excl,
+                            typename SCAN::TempStorage &tmp)
+{
+    u64 m = 0;
+    for (int i = lo; i < hi; i++) {
+        float e;
+        const float x = r.x[i];
+        if (kept(r, x, &e) && (eq == 0 || float_key(x) == eq))
+            m += mass_of(e);
+    }
+    u64 total;
+    SCAN(tmp).ExclusiveSum(m, *excl, total);
+    __syncthreads(); /* tmp may be reused right away */
+    *sum = m;
+    return total;
 }
 
 __global__ void __launch_bounds__(SAMPLE_THREADS)
@@ -314,43 +342,34 @@ sample_kernel(int32_t *__restrict__ out, const float *__restrict__ logits,
     r.min_p = sp.min_p > 0.0f ? sp.min_p : 0.0f;
     r.thr = 0;
 
+    /* top-k, then top-p over what is left; either one makes the draw most-likely-first */
+    bool sorted = false;
     if (sp.top_k > 0 && sp.top_k < vocab) {
-        const uint32_t k = radix_select<false>(r, (u64)sp.top_k, bins, &s_sel, &s_above, &s_total);
-        r.thr = k;
-    }
-    if (sp.top_p < 1.0f) {
-        /* total kept mass, then the smallest set of most likely tokens reaching top_p of it */
-        u64 q = 0;
-        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-            float e;
-            if (kept(r, r.x[i], &e))
-                q += mass_of(e);
+        const uint32_t k = radix_select<false>(r, (u64)sp.top_k, bins, &s_sel, &s_above, &s_total,
+                                               NULL);
+        if (k != 0) {
+            r.thr = k;
+            sorted = true;
         }
-        u64 total;
-        scan_t(scan_tmp).ExclusiveSum(q, q, total); /* only the aggregate is used */
-        __syncthreads();
-        const float top_p = sp.top_p > 0.0f ? sp.top_p : 0.0f;
-        u64 want = (u64)ceil((double)top_p * (double)total);
+    }
+    const int per = (vocab + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
+    const int lo = min(vocab, (int)threadIdx.x * per), hi = min(vocab, lo + per);
+    u64 sum, excl;
+    if (sp.top_p > 0.0f && sp.top_p < 1.0f) {
+        sorted = true;
+        const u64 q = slice_masses<scan_t>(r, 0, lo, hi, &sum, &excl, scan_tmp);
+        u64 want = (u64)ceil((double)sp.top_p * (double)q);
         if (want < 1)
             want = 1;
-        if (total > 0) {
-            const uint32_t p = radix_select<true>(r, want, bins, &s_sel, &s_above, &s_total);
+        if (q > 0) {
+            const uint32_t p = radix_select<true>(r, want, bins, &s_sel, &s_above, &s_total, NULL);
             if (p > r.thr)
                 r.thr = p;
         }
     }
 
-    /* draw: inverse CDF over the kept tokens in ascending id order; thread t owns a slice */
-    const int per = (vocab + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
-    const int lo = threadIdx.x * per, hi = min(vocab, lo + per);
-    u64 sum = 0;
-    for (int i = lo; i < hi; i++) {
-        float e;
-        if (kept(r, r.x[i], &e))
-            sum += mass_of(e);
-    }
-    u64 excl, total;
-    scan_t(scan_tmp).ExclusiveSum(sum, excl, total);
+    /* the draw: the token where the running mass (in draw order) first exceeds u * total */
+    const u64 total = slice_masses<scan_t>(r, 0, lo, hi, &sum, &excl, scan_tmp);
     if (total == 0) { /* nothing has any mass left (e.g. all filtered): greedy */
         if (threadIdx.x == 0)
             out[row] = amax;
@@ -362,11 +381,23 @@ sample_kernel(int32_t *__restrict__ out, const float *__restrict__ logits,
     u64 target = (u64)((double)u * (double)total);
     if (target >= total)
         target = total - 1;
+    uint32_t eq = 0;
+    if (sorted) {
+        /* most likely first: the key where the descending cumulative mass passes target, then
+         * among the tokens with exactly that key, id order at what is left of the target */
+        u64 left = 0;
+        eq = radix_select<true>(r, target + 1, bins, &s_sel, &s_above, &s_total, &left);
+        if (eq != 0) {
+            target = left - 1; /* target - mass of the keys above eq */
+            slice_masses<scan_t>(r, eq, lo, hi, &sum, &excl, scan_tmp);
+        }
+    }
     if (excl <= target && target < excl + sum) {
         u64 run = excl;
         for (int i = lo; i < hi; i++) {
             float e;
-            if (!kept(r, r.x[i], &e))
+            const float x = r.x[i];
+            if (!kept(r, x, &e) || (eq != 0 && float_key(x) != eq))
                 continue;
             run += mass_of(e);
             if (run > target) {

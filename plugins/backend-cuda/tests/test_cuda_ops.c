@@ -470,9 +470,19 @@ END_TEST
 
 /* ---- sample ---- */
 
-/* The rules of cuda_sample.cu in double precision: temperature, min-p (relative to the most
- * likely token), top-k, top-p over what is left (ties at a threshold kept), then the inverse
- * CDF of the kept tokens in ascending id order at u. */
+/* The rules of cuda_sample.cu (and core/sampler.c) in double precision: temperature, min-p
+ * (relative to the most likely token), top-k, top-p over what is left (ties at a threshold
+ * kept); the inverse CDF at u runs over the kept tokens in ascending id order when neither
+ * top-k nor top-p filters, most likely first (ties by id) when one does. */
+static const float *cmp_base;
+static int cmp_desc(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    if (cmp_base[i] != cmp_base[j])
+        return cmp_base[i] > cmp_base[j] ? -1 : 1;
+    return i - j;
+}
+
 static int ref_sample(const float *x, int vocab, llmrt_sample_params sp, double top_p_delta,
                       double u_delta)
 {
@@ -482,78 +492,62 @@ static int ref_sample(const float *x, int vocab, llmrt_sample_params sp, double 
             amax = i;
     if (!(sp.temperature >= 1e-5f))
         return amax;
-    double m = x[amax];
+    const double m = x[amax];
     double *e = malloc(vocab * sizeof *e);
-    char *keep = malloc(vocab);
+    int *ord = malloc(vocab * sizeof *ord); /* kept tokens, most likely first */
+    int nk = 0;
     for (int i = 0; i < vocab; i++) {
         e[i] = exp(((double)x[i] - m) / sp.temperature);
-        keep[i] = !isnan(x[i]) && (sp.min_p <= 0 || e[i] >= sp.min_p);
+        if (!isnan(x[i]) && e[i] > 0 && (sp.min_p <= 0 || e[i] >= sp.min_p))
+            ord[nk++] = i;
     }
-    /* kept values sorted descending */
-    float *vals = malloc(vocab * sizeof *vals);
-    int nk = 0;
-    for (int i = 0; i < vocab; i++)
-        if (keep[i])
-            vals[nk++] = x[i];
-    for (int i = 1; i < nk; i++) { /* insertion sort is fine for test sizes */
-        float v = vals[i];
-        int j = i - 1;
-        while (j >= 0 && vals[j] < v)
-            vals[j + 1] = vals[j], j--;
-        vals[j + 1] = v;
-    }
+    cmp_base = x;
+    qsort(ord, nk, sizeof *ord, cmp_desc);
+    int sorted = 0;
     if (sp.top_k > 0 && sp.top_k < nk) {
-        float thr = vals[sp.top_k - 1];
-        for (int i = 0; i < vocab; i++)
-            if (keep[i] && x[i] < thr)
-                keep[i] = 0;
-        nk = 0;
-        for (int i = 0; i < vocab; i++)
-            if (keep[i])
-                vals[nk++] = x[i];
-        for (int i = 1; i < nk; i++) {
-            float v = vals[i];
-            int j = i - 1;
-            while (j >= 0 && vals[j] < v)
-                vals[j + 1] = vals[j], j--;
-            vals[j + 1] = v;
-        }
+        const float thr = x[ord[sp.top_k - 1]];
+        while (nk > 0 && x[ord[nk - 1]] < thr)
+            nk--;
+        sorted = 1;
     }
-    double top_p = sp.top_p + top_p_delta;
-    if (sp.top_p < 1.0f) {
-        double q = 0;
-        for (int i = 0; i < vocab; i++)
-            if (keep[i])
-                q += e[i];
-        double cum = 0, want = top_p * q;
-        float thr = vals[nk - 1];
-        for (int j = 0; j < nk; j++) {
-            cum += exp(((double)vals[j] - m) / sp.temperature);
-            if (cum >= want) {
-                thr = vals[j];
+    if (sp.top_p > 0 && sp.top_p < 1) {
+        double q = 0, cum = 0;
+        for (int j = 0; j < nk; j++)
+            q += e[ord[j]];
+        const double want = (sp.top_p + top_p_delta) * q;
+        int j = 0;
+        while (j < nk) {
+            cum += e[ord[j++]];
+            if (cum >= want)
                 break;
-            }
         }
-        for (int i = 0; i < vocab; i++)
-            if (keep[i] && x[i] < thr)
-                keep[i] = 0;
+        const float thr = x[ord[j - 1]];
+        while (nk > 0 && x[ord[nk - 1]] < thr)
+            nk--;
+        sorted = 1;
+    }
+    if (!sorted) { /* back to id order */
+        for (int i = 1; i < nk; i++) {
+            int v = ord[i], k = i - 1;
+            while (k >= 0 && ord[k] > v)
+                ord[k + 1] = ord[k], k--;
+            ord[k + 1] = v;
+        }
     }
     double tot = 0;
-    for (int i = 0; i < vocab; i++)
-        if (keep[i])
-            tot += e[i];
-    double target = (sp.uniform + u_delta) * tot, cum = 0;
+    for (int j = 0; j < nk; j++)
+        tot += e[ord[j]];
+    const double target = (sp.uniform + u_delta) * tot;
+    double cum = 0;
     int pick = amax;
-    for (int i = 0; i < vocab; i++) {
-        if (!keep[i])
-            continue;
-        cum += e[i];
+    for (int j = 0; j < nk; j++) {
+        cum += e[ord[j]];
         if (cum > target) {
-            pick = i;
+            pick = ord[j];
             break;
         }
     }
-    free(e), free(keep), free(vals);
+    free(e), free(ord);
     return pick;
 }
 
@@ -645,6 +639,30 @@ START_TEST(test_sample_distribution)
         p[t] = exp(logits[t]) / z;
         ck_assert_msg(fabs(count[t] - p[t] * rows) <= 2.0, "token %d drawn %d times, expected %.1f",
                       t, count[t], p[t] * rows);
+    }
+    /* top-k 3 (tokens 3, 1, 4): the draw runs most likely first, as the host sampler's does */
+    for (int i = 0; i < rows; i++)
+        sp[i].top_k = 3;
+    ct_upload(&CT.cuda, dp, sp, rows * sizeof *sp);
+    CT_OK(CT.cuda_vt->sample(CT.cuda.b, dout, dl, dp, rows, vocab, &err));
+    ct_download(&CT.cuda, got, dout, rows * sizeof(int32_t));
+    static const int order[3] = {3, 1, 4};
+    const double zk = exp(logits[3]) + exp(logits[1]) + exp(logits[4]);
+    for (int i = 0; i < rows; i++) {
+        const double u = (i + 0.5) / rows;
+        double cdf = 0, gap = 1;
+        int want = order[2];
+        for (int k = 0; k < 3; k++) {
+            cdf += exp(logits[order[k]]) / zk;
+            gap = fmin(gap, fabs(cdf - u));
+            if (u < cdf) {
+                want = order[k];
+                break;
+            }
+        }
+        if (gap * rows < 1.0) /* at a boundary: rounding may go either way */
+            continue;
+        ck_assert_msg(got[i] == want, "top-k draw at u = %g: %d, want %d", u, got[i], want);
     }
     ct_free(&CT.cuda, dl), ct_free(&CT.cuda, dp), ct_free(&CT.cuda, dout);
     free(lg), free(sp), free(got);
