@@ -722,7 +722,8 @@ llmrt_status llmrt_tokenizer_parse_config(llmrt_tokenizer *t, const char *json, 
     llmrt_status st = LLMRT_OK;
     json_error_t jerr;
     char *tpl = NULL;
-    json_t *root = json_loadb(json, len, 0, &jerr);
+    /* ints as reals: some configs carry model_max_length = 1e30 as an integer literal */
+    json_t *root = json_loadb(json, len, JSON_DECODE_INT_AS_REAL, &jerr);
     if (!root)
         FAIL(err, LLMRT_ERR_FORMAT, "%s:%d:%d: not valid JSON: %s", where, jerr.line, jerr.column,
              jerr.text);

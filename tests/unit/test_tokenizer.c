@@ -669,6 +669,11 @@ START_TEST(config_and_files)
     ck_assert_int_eq(llmrt_tokenizer_pad_id(t), 95);
     ck_assert_int_eq(llmrt_tokenizer_bos_id(t), -1);
     ck_assert_str_eq(llmrt_tokenizer_chat_template(t), "T1");
+    /* Llama 3's config writes model_max_length as a 31-digit integer: not an error. */
+    const char big[] = "{\"model_max_length\": 1000000000000000019884624838656, \"eos_token\": \"<|im_end|>\"}";
+    ck_assert_msg(llmrt_tokenizer_parse_config(t, big, strlen(big), "big", &err) == LLMRT_OK, "%s", err.msg);
+    ck_assert_str_eq(llmrt_tokenizer_chat_template(t) ? "set" : "none", "none"); /* replaced */
+    ck_assert_int_eq(llmrt_tokenizer_parse_config(t, cfg1, strlen(cfg1), "cfg", &err), LLMRT_OK);
     const char cfg2[] = "{\"eos_token\":\"</s>\"}";
     ck_assert_int_eq(llmrt_tokenizer_parse_config(t, cfg2, strlen(cfg2), "cfg2", &err), LLMRT_ERR_FORMAT);
     ck_assert_msg(strstr(err.msg, "cfg2") && strstr(err.msg, "eos_token \"</s>\""), "%s", err.msg);
