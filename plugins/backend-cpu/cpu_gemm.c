@@ -207,8 +207,9 @@ llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_te
     if (n == 0)
         return LLMRT_OK;
     gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0], b->simd};
-    /* two chunks per thread: balanced enough, few enough to amortise the hand-off */
-    int64_t grain = (c.out + 2 * b->n_threads - 1) / (2 * b->n_threads);
+    /* four chunks per thread: balanced even when another process takes a core for a while,
+     * few enough to amortise the hand-off */
+    int64_t grain = (c.out + 4 * b->n_threads - 1) / (4 * b->n_threads);
     if (grain < 16)
         grain = 16;
     cpu_parallel(b, c.out, c.in * n, grain, gemm_cols, &c);

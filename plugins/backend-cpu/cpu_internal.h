@@ -30,7 +30,7 @@ struct llmrt_backend {
     cpu_host_range *ranges;   /* host_alloc'd and registered host memory (uthash) */
 };
 
-/* Run fn over [0, n) on the pool (chunks of `grain` items; 0 = one per thread), or inline
+/* Run fn over [0, n) on the pool (chunks of `grain` items; 0 = about four per thread), or inline
  * when the job is too small to pay for the hand-off: n * cost < CPU_PAR_MIN_WORK, where cost
  * is a rough count of multiply-adds (or bytes moved) per item. */
 #define CPU_PAR_MIN_WORK 32768

@@ -164,8 +164,9 @@ void cpu_pool_run(cpu_pool *p, int64_t n, int64_t grain, cpu_pool_fn fn, void *c
 {
     if (n <= 0)
         return;
-    if (grain <= 0)
-        grain = (n + p->n_threads - 1) / p->n_threads;
+    if (grain <= 0) /* four chunks per thread: a thread that lost its core to another
+                       process holds back at most a quarter of its share */
+        grain = (n + 4 * p->n_threads - 1) / (4 * p->n_threads);
     if (p->n_threads == 1 || grain >= n || atomic_flag_test_and_set(&p->busy)) {
         fn(ctx, 0, n);
         return;

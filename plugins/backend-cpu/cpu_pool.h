@@ -23,8 +23,8 @@ llmrt_status cpu_pool_create(int n_threads, cpu_pool **out, llmrt_error *err);
 void cpu_pool_destroy(cpu_pool *p);
 int cpu_pool_threads(const cpu_pool *p);
 
-/* Run fn over [0, n) in chunks of `grain` items (grain <= 0: n split evenly across the
- * threads). Blocks until every chunk is done. */
+/* Run fn over [0, n) in chunks of `grain` items (grain <= 0: about four chunks per
+ * thread). Blocks until every chunk is done. */
 void cpu_pool_run(cpu_pool *p, int64_t n, int64_t grain, cpu_pool_fn fn, void *ctx);
 
 #endif
