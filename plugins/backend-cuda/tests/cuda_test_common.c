@@ -208,3 +208,87 @@ void ct_assert_close(const float *a, const float *ref, size_t n, double tol, con
                   "vs %.9g)", what, e, tol, n, first, first < n ? a[first] : 0.0,
                   first < n ? ref[first] : 0.0);
 }
+
+/* ---- sampling reference ---- */
+
+/* The rules of cuda_sample.cu (and core/sampler.c) in double precision: temperature, min-p
+ * (relative to the most likely token), top-k, top-p over what is left (ties at a threshold
+ * kept); the inverse CDF at u runs over the kept tokens in ascending id order when neither
+ * top-k nor top-p filters, most likely first (ties by id) when one does. */
+static const float *cmp_base;
+static int cmp_desc(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    if (cmp_base[i] != cmp_base[j])
+        return cmp_base[i] > cmp_base[j] ? -1 : 1;
+    return i - j;
+}
+
+int ct_ref_sample(const float *x, int vocab, llmrt_sample_params sp, double top_p_delta,
+                  double u_delta)
+{
+    int amax = 0;
+    for (int i = 1; i < vocab; i++)
+        if (x[i] > x[amax])
+            amax = i;
+    if (!(sp.temperature >= 1e-5f))
+        return amax;
+    const double m = x[amax];
+    double *e = malloc(vocab * sizeof *e);
+    int *ord = malloc(vocab * sizeof *ord); /* kept tokens, most likely first */
+    int nk = 0;
+    for (int i = 0; i < vocab; i++) {
+        e[i] = exp(((double)x[i] - m) / sp.temperature);
+        if (!isnan(x[i]) && e[i] > 0 && (sp.min_p <= 0 || e[i] >= sp.min_p))
+            ord[nk++] = i;
+    }
+    cmp_base = x;
+    qsort(ord, nk, sizeof *ord, cmp_desc);
+    int sorted = 0;
+    if (sp.top_k > 0 && sp.top_k < nk) {
+        const float thr = x[ord[sp.top_k - 1]];
+        while (nk > 0 && x[ord[nk - 1]] < thr)
+            nk--;
+        sorted = 1;
+    }
+    if (sp.top_p > 0 && sp.top_p < 1) {
+        double q = 0, cum = 0;
+        for (int j = 0; j < nk; j++)
+            q += e[ord[j]];
+        const double want = (sp.top_p + top_p_delta) * q;
+        int j = 0;
+        while (j < nk) {
+            cum += e[ord[j++]];
+            if (cum >= want)
+                break;
+        }
+        const float thr = x[ord[j - 1]];
+        while (nk > 0 && x[ord[nk - 1]] < thr)
+            nk--;
+        sorted = 1;
+    }
+    if (!sorted) { /* back to id order */
+        for (int i = 1; i < nk; i++) {
+            int v = ord[i], k = i - 1;
+            while (k >= 0 && ord[k] > v)
+                ord[k + 1] = ord[k], k--;
+            ord[k + 1] = v;
+        }
+    }
+    double tot = 0;
+    for (int j = 0; j < nk; j++)
+        tot += e[ord[j]];
+    const double target = (sp.uniform + u_delta) * tot;
+    double cum = 0;
+    int pick = amax;
+    for (int j = 0; j < nk; j++) {
+        cum += e[ord[j]];
+        if (cum > target) {
+            pick = ord[j];
+            break;
+        }
+    }
+    free(e), free(ord);
+    return pick;
+}
+

@@ -70,4 +70,10 @@ double ct_rel_err(const float *a, const float *ref, size_t n, size_t *nan_count)
 /* Assert a matches ref within tol (relative L2) and has no NaN where ref has none. */
 void ct_assert_close(const float *a, const float *ref, size_t n, double tol, const char *what);
 
+/* ---- sampling reference ---- */
+/* The token cuda_sample.cu draws from logits x [vocab] with sp, in double precision; the
+ * deltas nudge top_p and u to find decisions that sit on a rounding boundary. */
+int ct_ref_sample(const float *x, int vocab, llmrt_sample_params sp, double top_p_delta,
+                  double u_delta);
+
 #endif

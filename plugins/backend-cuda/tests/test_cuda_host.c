@@ -1,7 +1,9 @@
-/* test_cuda_layout.c — the AWQ tensor-core fragment layout (quant-awq/awq_cuda_layout.cuh),
- * checked on the host, no GPU needed.
+/* test_cuda_host.c — what of the CUDA side can be checked on the host, no GPU needed:
+ *  1. the AWQ tensor-core fragment layout (quant-awq/awq_cuda_layout.cuh);
+ *  2. the sampling rules the device sampler implements (ct_ref_sample, which backend-cuda.ops
+ *     compares the kernel with) against core's host sampler.
  *
- * Why: the decode kernel's correctness rests on bit positions: which nibble of which word
+ * Why (1): the decode kernel's correctness rests on bit positions: which nibble of which word
  * holds which (row, input) and how the magic-number extraction turns them into the
  * mma.m16n8k16 A-fragment registers. Here a random AWQ linear is repacked with the same
  * functions the repack kernel uses, and every fragment register of every lane is decoded the
@@ -16,6 +18,7 @@
 
 #include "../../quant-awq/awq_cuda_layout.cuh"
 #include "cuda_test_common.h"
+#include "sampler.h"
 
 /* q values [in, out] (row-major over inputs, like AutoAWQ before packing) → qweight */
 static void pack(const uint8_t *q, int64_t rows, int64_t cols, int32_t *packed)
@@ -120,11 +123,59 @@ START_TEST(test_fragment_layout)
 }
 END_TEST
 
+/* Why (2): the device sampler must draw the token the host sampler draws for the same logits,
+ * parameters and u, so a seed gives the same text on either path. */
+START_TEST(test_sampling_rules_match_host)
+{
+    static const llmrt_sample_params kinds[] = {
+        {1.0f, 0, 1.0f, 0.0f, 0, 0},   {0.8f, 50, 0.9f, 0.05f, 0, 0}, {0.7f, 20, 1.0f, 0.0f, 0, 0},
+        {1.0f, 0, 0.5f, 0.0f, 0, 0},   {1.3f, 0, 1.0f, 0.2f, 0, 0},   {0.5f, 1, 1.0f, 0.0f, 0, 0},
+        {1.0f, 5000, 0.95f, 0, 0, 0},  {2.0f, 3, 0.3f, 0.0f, 0, 0},   {0.9f, 2000, 1.0f, 0.01f, 0, 0},
+    };
+    const int vocab = 20000, nk = sizeof kinds / sizeof *kinds;
+    ct_rng r = {77};
+    float *x = malloc(vocab * sizeof *x);
+    llmrt_sampler *hs = NULL;
+    llmrt_error err = {0};
+    ck_assert_int_eq(llmrt_sampler_new(vocab, &hs, &err), LLMRT_OK);
+    int boundary = 0;
+    for (int it = 0; it < 40 * nk; it++) {
+        for (int i = 0; i < vocab; i++) {
+            float v = ct_uniform(&r, -4, 4);
+            x[i] = v * v * v * 0.5f;
+        }
+        llmrt_sample_params sp = kinds[it % nk];
+        sp.uniform = ct_uniform(&r, 0, 1);
+        llmrt_sampling hp;
+        memset(&hp, 0, sizeof hp);
+        hp.temperature = sp.temperature, hp.top_k = sp.top_k, hp.top_p = sp.top_p;
+        hp.min_p = sp.min_p;
+        const int host = llmrt_sampler_pick(hs, x, &hp, sp.uniform);
+        const int ref = ct_ref_sample(x, vocab, sp, 0, 0);
+        if (host == ref)
+            continue;
+        static const double d[][2] = {{1e-5, 0}, {-1e-5, 0}, {0, 1e-5}, {0, -1e-5}};
+        int near = 0;
+        for (int k = 0; k < 4 && !near; k++)
+            near = host == ct_ref_sample(x, vocab, sp, d[k][0], d[k][1]);
+        ck_assert_msg(near, "draw %d (T %g, top_k %d, top_p %g, min_p %g, u %g): host sampler %d, "
+                      "device rules %d", it, (double)sp.temperature, sp.top_k, (double)sp.top_p,
+                      (double)sp.min_p, (double)sp.uniform, host, ref);
+        boundary++;
+    }
+    ck_assert_msg(boundary <= 2, "%d boundary disagreements out of %d", boundary, 40 * nk);
+    llmrt_sampler_free(hs);
+    free(x);
+}
+END_TEST
+
 int main(void)
 {
-    Suite *s = suite_create("backend-cuda.layout");
-    TCase *tc = tcase_create("layout");
+    Suite *s = suite_create("backend-cuda.host");
+    TCase *tc = tcase_create("host");
+    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_fragment_layout);
+    tcase_add_test(tc, test_sampling_rules_match_host);
     suite_add_tcase(s, tc);
     return ct_run(s);
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cuda_test_common.h"
+#include "sampler.h" /* core's host sampler: device and host must draw the same token */
 
 #define TOL_FP32 1e-5
 #define TOL_ROPE 5e-4
@@ -470,87 +471,6 @@ END_TEST
 
 /* ---- sample ---- */
 
-/* The rules of cuda_sample.cu (and core/sampler.c) in double precision: temperature, min-p
- * (relative to the most likely token), top-k, top-p over what is left (ties at a threshold
- * kept); the inverse CDF at u runs over the kept tokens in ascending id order when neither
- * top-k nor top-p filters, most likely first (ties by id) when one does. */
-static const float *cmp_base;
-static int cmp_desc(const void *a, const void *b)
-{
-    int i = *(const int *)a, j = *(const int *)b;
-    if (cmp_base[i] != cmp_base[j])
-        return cmp_base[i] > cmp_base[j] ? -1 : 1;
-    return i - j;
-}
-
-static int ref_sample(const float *x, int vocab, llmrt_sample_params sp, double top_p_delta,
-                      double u_delta)
-{
-    int amax = 0;
-    for (int i = 1; i < vocab; i++)
-        if (x[i] > x[amax])
-            amax = i;
-    if (!(sp.temperature >= 1e-5f))
-        return amax;
-    const double m = x[amax];
-    double *e = malloc(vocab * sizeof *e);
-    int *ord = malloc(vocab * sizeof *ord); /* kept tokens, most likely first */
-    int nk = 0;
-    for (int i = 0; i < vocab; i++) {
-        e[i] = exp(((double)x[i] - m) / sp.temperature);
-        if (!isnan(x[i]) && e[i] > 0 && (sp.min_p <= 0 || e[i] >= sp.min_p))
-            ord[nk++] = i;
-    }
-    cmp_base = x;
-    qsort(ord, nk, sizeof *ord, cmp_desc);
-    int sorted = 0;
-    if (sp.top_k > 0 && sp.top_k < nk) {
-        const float thr = x[ord[sp.top_k - 1]];
-        while (nk > 0 && x[ord[nk - 1]] < thr)
-            nk--;
-        sorted = 1;
-    }
-    if (sp.top_p > 0 && sp.top_p < 1) {
-        double q = 0, cum = 0;
-        for (int j = 0; j < nk; j++)
-            q += e[ord[j]];
-        const double want = (sp.top_p + top_p_delta) * q;
-        int j = 0;
-        while (j < nk) {
-            cum += e[ord[j++]];
-            if (cum >= want)
-                break;
-        }
-        const float thr = x[ord[j - 1]];
-        while (nk > 0 && x[ord[nk - 1]] < thr)
-            nk--;
-        sorted = 1;
-    }
-    if (!sorted) { /* back to id order */
-        for (int i = 1; i < nk; i++) {
-            int v = ord[i], k = i - 1;
-            while (k >= 0 && ord[k] > v)
-                ord[k + 1] = ord[k], k--;
-            ord[k + 1] = v;
-        }
-    }
-    double tot = 0;
-    for (int j = 0; j < nk; j++)
-        tot += e[ord[j]];
-    const double target = (sp.uniform + u_delta) * tot;
-    double cum = 0;
-    int pick = amax;
-    for (int j = 0; j < nk; j++) {
-        cum += e[ord[j]];
-        if (cum > target) {
-            pick = ord[j];
-            break;
-        }
-    }
-    free(e), free(ord);
-    return pick;
-}
-
 START_TEST(test_sample)
 {
     llmrt_error err = {0};
@@ -586,18 +506,36 @@ START_TEST(test_sample)
         ct_upload(&CT.cuda, dout, got, rows * sizeof(int32_t));
         CT_OK(CT.cuda_vt->sample(CT.cuda.b, dout, dl, dp, rows, vocab, &err));
         ct_download(&CT.cuda, got, dout, rows * sizeof(int32_t));
+        llmrt_sampler *hs = NULL;
+        CT_OK(llmrt_sampler_new(vocab, &hs, &err));
         for (int i = 0; i < rows; i++) {
             const float *x = lg + (size_t)i * vocab;
-            int ok = 0, want = ref_sample(x, vocab, sp[i], 0, 0);
+            int ok = 0, want = ct_ref_sample(x, vocab, sp[i], 0, 0);
             /* accept a neighbour decision only at a rounding boundary */
             static const double d[][2] = {{0, 0}, {1e-5, 0}, {-1e-5, 0}, {0, 1e-5}, {0, -1e-5}};
             for (size_t k = 0; k < 5 && !ok; k++)
-                ok = got[i] == ref_sample(x, vocab, sp[i], d[k][0], d[k][1]);
+                ok = got[i] == ct_ref_sample(x, vocab, sp[i], d[k][0], d[k][1]);
             ck_assert_msg(ok, "sample vocab %d row %d (T %g, top_k %d, top_p %g, min_p %g, u %g): "
                           "cuda %d, reference %d", vocab, i, (double)sp[i].temperature,
                           sp[i].top_k, (double)sp[i].top_p, (double)sp[i].min_p,
                           (double)sp[i].uniform, got[i], want);
+            /* and the host sampler picks the same token, boundaries aside */
+            llmrt_sampling hp;
+            memset(&hp, 0, sizeof hp);
+            hp.temperature = sp[i].temperature;
+            hp.top_k = sp[i].top_k;
+            hp.top_p = sp[i].top_p;
+            hp.min_p = sp[i].min_p;
+            const int host = llmrt_sampler_pick(hs, x, &hp, sp[i].uniform);
+            int same = host == got[i];
+            for (size_t k = 1; k < 5 && !same; k++)
+                same = host == ct_ref_sample(x, vocab, sp[i], d[k][0], d[k][1]);
+            ck_assert_msg(same, "sample vocab %d row %d (T %g, top_k %d, top_p %g, min_p %g, u %g): "
+                          "cuda %d, host sampler %d", vocab, i, (double)sp[i].temperature,
+                          sp[i].top_k, (double)sp[i].top_p, (double)sp[i].min_p,
+                          (double)sp[i].uniform, got[i], host);
         }
+        llmrt_sampler_free(hs);
         ct_free(&CT.cuda, dl), ct_free(&CT.cuda, dp), ct_free(&CT.cuda, dout);
         free(lg), free(sp), free(got);
     }
