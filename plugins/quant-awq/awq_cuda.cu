@@ -444,19 +444,34 @@ awq_gemv_kernel(float *__restrict__ y, float *__restrict__ part, unsigned int *_
     const __half2 sixteenth = __float2half2_rn(0.0625f);
     const __half2 h960 = __float2half2_rn(960.0f);
 
-    for (int it = it0; it < it1; it++) {
-        uint4 wv[AWQ_MT][LD_IT];
-        uint2 mv[AWQ_MT][GPI];
+    /* weights and meta of iteration it into (w, m) */
+    auto load = [&](uint4 (&w)[AWQ_MT][LD_IT], uint2 (&m)[AWQ_MT][GPI], int it) {
 #pragma unroll
         for (int mt = 0; mt < AWQ_MT; mt++)
 #pragma unroll
             for (int c = 0; c < LD_IT; c++)
-                wv[mt][c] = ld_stream16(wbase[mt] + (int64_t)(it * LD_IT + c) * 32);
+                w[mt][c] = ld_stream16(wbase[mt] + (int64_t)(it * LD_IT + c) * 32);
 #pragma unroll
         for (int mt = 0; mt < AWQ_MT; mt++)
 #pragma unroll
             for (int gi = 0; gi < GPI; gi++)
-                mv[mt][gi] = __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
+                m[mt][gi] = __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
+    };
+    /* NT = 1 (decode): a software pipeline, iteration it + 1's loads in flight while it is
+     * computed (+~56 registers; for NT > 1 that would spill, and more tokens per weight byte
+     * hide the latency anyway) */
+    constexpr bool PIPE = NT == 1;
+    uint4 wv[AWQ_MT][LD_IT], wn[AWQ_MT][LD_IT];
+    uint2 mv[AWQ_MT][GPI], mn[AWQ_MT][GPI];
+    if (PIPE && it0 < it1)
+        load(wv, mv, it0);
+    for (int it = it0; it < it1; it++) {
+        if constexpr (PIPE) {
+            if (it + 1 < it1)
+                load(wn, mn, it + 1);
+        } else {
+            load(wv, mv, it);
+        }
 
 #pragma unroll
         for (int gi = 0; gi < GPI; gi++) {
@@ -514,6 +529,17 @@ awq_gemv_kernel(float *__restrict__ y, float *__restrict__ part, unsigned int *_
                     acc[mt][nt][2] = fmaf(s.y, pacc[mt][nt][2], acc[mt][nt][2]);
                     acc[mt][nt][3] = fmaf(s.y, pacc[mt][nt][3], acc[mt][nt][3]);
                 }
+            }
+        }
+        if constexpr (PIPE) {
+#pragma unroll
+            for (int mt = 0; mt < AWQ_MT; mt++) {
+#pragma unroll
+                for (int c = 0; c < LD_IT; c++)
+                    wv[mt][c] = wn[mt][c];
+#pragma unroll
+                for (int gi = 0; gi < GPI; gi++)
+                    mv[mt][gi] = mn[mt][gi];
             }
         }
     }
