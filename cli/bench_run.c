@@ -17,16 +17,18 @@
 void bench_round_order(bench_order order, int n_configs, int requests, llmrt_rng *rng,
                        int32_t *out)
 {
-    int n = n_configs * requests;
-    for (int i = 0; i < n; i++)
-        out[i] = i % n_configs;
-    if (order == BENCH_ORDER_RANDOM)
-        for (int i = n - 1; i > 0; i--) { /* Fisher–Yates */
-            int j = (int)llmrt_rng_below(rng, (uint64_t)i + 1);
-            int32_t t = out[i];
-            out[i] = out[j];
-            out[j] = t;
-        }
+    for (int b = 0; b < requests; b++) {
+        int32_t *blk = out + (size_t)b * (size_t)n_configs;
+        for (int i = 0; i < n_configs; i++)
+            blk[i] = i;
+        if (order == BENCH_ORDER_RANDOM)
+            for (int i = n_configs - 1; i > 0; i--) { /* Fisher–Yates within the block */
+                int j = (int)llmrt_rng_below(rng, (uint64_t)i + 1);
+                int32_t t = blk[i];
+                blk[i] = blk[j];
+                blk[j] = t;
+            }
+    }
 }
 
 void bench_prompt(uint64_t seed, int level, int unit, int slot, int32_t vocab, int32_t *ids,

@@ -9,8 +9,8 @@
  * The unit of the schedule is a batch: `concurrency` requests submitted together to one
  * config's engine and run until all finish. Latency mode is concurrency 1. At each level,
  * each config runs `warmup` batches (not recorded), then `rounds` rounds of `requests`
- * batches per config. Batch k of every config is run in the same round, so a verdict can pair
- * them. */
+ * blocks; a block runs one batch of every config back to back. Batch k of every config runs
+ * in the same block, moments apart, so a verdict can pair them. */
 #ifndef LLMRT_CLI_BENCH_RUN_H
 #define LLMRT_CLI_BENCH_RUN_H
 
@@ -71,9 +71,11 @@ typedef struct bench_data {
     double t_end;
 } bench_data;
 
-/* The order configs take within one round: `requests` turns per config, as config indices
- * written to out[n_configs * requests]. abab: 0 1 2 0 1 2 ...; random: a shuffle drawn from
- * rng (advanced). */
+/* The order configs take within one round, as config indices written to
+ * out[n_configs * requests]: `requests` blocks, each holding every config once, so batch k of
+ * every config runs in block k, back to back (the verdict pairs them). abab: every block in
+ * config order (0 1 2 0 1 2 ...); random: each block a fresh shuffle drawn from rng
+ * (advanced), so no config always goes first. */
 void bench_round_order(bench_order order, int n_configs, int requests, llmrt_rng *rng,
                        int32_t *out);
 /* The synthetic prompt of request `slot` of batch `unit` at `level`: n ids below vocab,

@@ -6,7 +6,8 @@
  *
  * Why clusters: the tokens of one batch share its KV cache, prompt and moment, so their
  * latencies are correlated; the bootstrap resamples whole batches (a request in latency mode),
- * and pairs batch k of each config, which ran in the same round. Summaries and verdicts live
+ * and pairs batch k of each config, which ran in the same block, moments apart (background
+ * load that comes and goes then hits both sides of a pair alike). Summaries and verdicts live
  * apart from the renderers (terminal, JSON, CSV, plot), which only format them. */
 #ifndef LLMRT_CLI_BENCH_SUMMARY_H
 #define LLMRT_CLI_BENCH_SUMMARY_H
