@@ -151,7 +151,7 @@ done
 grep -q '^llmrt_memory_path_info{plugin="pinned",path="[a-z]*",fallback="\(true\|false\)"} 1$' $tmp/m.txt || { grep memory_path $tmp/m.txt; fail "memory path info metric"; }
 grep -q '^llmrt_http_requests_total{route="/v1/completions",status="200"} [1-9]' $tmp/m.txt || fail "http request counter"
 grep -q '^llmrt_requests_finished_total{finish_reason="length"} [1-9]' $tmp/m.txt || fail "finish reason counter"
-[[ $(metric llmrt_kv_cache_blocks_used) == 0 ]] || fail "KV blocks still held after every request finished"
+wait_metric llmrt_kv_cache_blocks_used 0 "KV blocks still held after every request finished"
 g0=$(metric llmrt_generation_tokens_total)
 post /v1/completions '{"prompt": "Hello", "max_tokens": 5}' $o > /dev/null
 [[ $(metric llmrt_generation_tokens_total) == $((g0 + 5)) ]] || fail "generation token counter did not grow by 5"

@@ -102,6 +102,18 @@ metric() {
   curl -s "$SERVE_URL/metrics" | awk -v k="$1" '$1 == k { print $2 }'
 }
 
+# wait_metric NAME VALUE WHAT: wait (up to 20 s) until /metrics shows NAME = VALUE (the
+# engine publishes its gauges at the end of a step, just after the final token events).
+wait_metric() {
+  local i v
+  for ((i = 0; i < 200; i++)); do
+    v=$(metric "$1")
+    [[ "$v" == "$2" ]] && return 0
+    sleep 0.1
+  done
+  fail "$3 ($1 is $v, expected $2)"
+}
+
 # sse_json FILE OUT: the data: payloads of an SSE stream as a JSON array (the final
 # "[DONE]" kept as the string "[DONE]"); fails on any line that is not SSE.
 sse_json() {
