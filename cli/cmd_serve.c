@@ -185,11 +185,12 @@ int cmd_serve(int argc, char **argv)
     while (!atomic_load(&ld.done)) {
         int sig = wait_signal(&sigs, 100);
         if (sig) {
-            /* the engine cannot be interrupted mid-load; leave without unwinding it */
-            llmrt_log(LLMRT_LOG_WARN, "serve", "%s while loading the model: exiting",
+            /* nothing is in flight yet, so there is nothing to drain; the engine cannot be
+             * interrupted mid-load, so leave without unwinding it */
+            llmrt_log(LLMRT_LOG_INFO, "serve", "%s while loading the model: exiting",
                       strsignal(sig));
             serve_http_stop(&s);
-            _exit(1);
+            _exit(0);
         }
     }
     pthread_join(load_thread, NULL);

@@ -207,13 +207,9 @@ static int handle_health(struct MHD_Connection *c, serve_conn *cx)
 {
     serve_server *s = cx->srv;
     llmrt_serve_error e;
-    if (!atomic_load(&s->ready) || atomic_load(&s->engine_failed)) {
-        serve_check_ready(s, &e);
-        if (atomic_load(&s->ready) && atomic_load(&s->engine_failed))
-            llmrt_serve_error_set(&e, 503, NULL, "engine_failed", NULL, "the engine has failed: %s",
-                                  s->engine_error);
+    /* not ready, failed, or draining: a load balancer should send its traffic elsewhere */
+    if (serve_check_ready(s, &e) != 0)
         return serve_reply_error(c, cx, &e);
-    }
     return serve_reply_json(c, cx, 200, json_pack("{s:s}", "status", "ok"));
 }
 
