@@ -49,6 +49,17 @@ if command -v node > /dev/null; then
 else
   load=(python3 "$here/serve-load.py")
 fi
+# the HTTP status of GET URL (curl, or python3 where curl is missing); 000 when unreachable
+http_code() {
+  if command -v curl > /dev/null; then
+    curl -s -o /dev/null -w '%{http_code}' "$1"
+  else
+    python3 -c 'import sys, urllib.request, urllib.error
+try: print(urllib.request.urlopen(sys.argv[1], timeout=5).status)
+except urllib.error.HTTPError as e: print(e.code)
+except Exception: print("000")' "$1"
+  fi
+}
 sets=()
 for s in ${SETS:-}; do sets+=(--set "$s"); done
 load_args=(--concurrency "${CONCURRENCY:-1,8,32}" --max-tokens "${MAX_TOKENS:-64}")
@@ -65,11 +76,11 @@ for conf in "${confs[@]}"; do
   url=
   for ((i = 0; i < 6000; i++)); do # model loading can take minutes for big checkpoints
     url=$(sed -n 's/^listening on //p' "$OUT/serve-$name.out")
-    [[ -n $url && $(curl -s -o /dev/null -w '%{http_code}' "$url/health") == 200 ]] && break
+    [[ -n $url && $(http_code "$url/health") == 200 ]] && break
     kill -0 $pid 2>/dev/null || break
     sleep 0.1
   done
-  if [[ -z $url || $(curl -s -o /dev/null -w '%{http_code}' "$url/health") != 200 ]]; then
+  if [[ -z $url || $(http_code "$url/health") != 200 ]]; then
     echo "== $name: the server did not become ready"; tail -5 "$OUT/serve-$name.log"
     status=1; kill -KILL $pid 2>/dev/null; wait $pid 2>/dev/null; pid=; continue
   fi
