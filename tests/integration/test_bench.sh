@@ -5,6 +5,8 @@
 # metric; --csv files have the documented columns and one row per token / step; --plot
 # writes a real PNG and SVG; load mode runs every level; too few requests give no verdict.
 set -uo pipefail
+# These tests are about the CPU backend (CI's); on a GPU machine `auto` would pick CUDA.
+export LLMRT_RUNTIME_BACKEND=cpu
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; [[ -f "$tmp/out" ]] && tail -40 "$tmp/out"; exit 1; }
 

@@ -16,6 +16,8 @@
 #    slower than 1 thread, so its sign is not a property of llmrt.)
 # Both configs pin one CPU thread so the comparison does not depend on how busy the machine is.
 set -uo pipefail
+# These tests are about the CPU backend (CI's); on a GPU machine `auto` would pick CUDA.
+export LLMRT_RUNTIME_BACKEND=cpu
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; [[ -f "$tmp/out" ]] && tail -30 "$tmp/out"; exit 1; }
 

@@ -6,6 +6,8 @@
 # ajv comes from npm, installed once into a cache folder outside the repository; the test
 # skips (77) only when npm cannot fetch it.
 set -uo pipefail
+# These tests are about the CPU backend (CI's); on a GPU machine `auto` would pick CUDA.
+export LLMRT_RUNTIME_BACKEND=cpu
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; [[ -f "$tmp/out" ]] && tail -30 "$tmp/out"; exit 1; }
 

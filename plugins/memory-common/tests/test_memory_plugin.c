@@ -346,6 +346,9 @@ int main(int argc, char **argv)
     }
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
+    /* The device was already probed in this process: a forked child cannot use CUDA. */
+    if (strcmp(backend_kind, "mock") != 0)
+        srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
