@@ -61,6 +61,10 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
             memcpy(&out, (const float *)w + i, sizeof out);                                    \
             return out;                                                                        \
         }                                                                                      \
+        if (DT == LLMRT_DTYPE_BF16 && BF16_VEC_##SUF(&out, (const uint16_t *)w + i))           \
+            return out;                                                                        \
+        if (DT == LLMRT_DTYPE_F16 && HALF_VEC_##SUF(&out, (const uint16_t *)w + i))            \
+            return out;                                                                        \
         u16v_##SUF h;                                                                          \
         memcpy(&h, (const uint16_t *)w + i, sizeof h);                                         \
         u32v_##SUF u = __builtin_convertvector(h, u32v_##SUF);                                 \
@@ -69,8 +73,6 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
             memcpy(&out, &u, sizeof out);                                                      \
             return out;                                                                        \
         }                                                                                      \
-        if (HALF_VEC_##SUF(&out, (const uint16_t *)w + i))                                     \
-            return out;                                                                        \
         u32v_##SUF em = (u & 0x7fffu) << 13;                                                   \
         u32v_##SUF infnan = (u32v_##SUF)((u & 0x7c00u) == 0x7c00u) & 0x7f800000u;              \
         u32v_##SUF bits = em | infnan;                                                         \
@@ -145,9 +147,11 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
 
 /* Baseline: 16-byte vectors (SSE2 on x86-64, NEON on arm64); f16 by the formula. */
 #define HALF_VEC_base(out, p) 0
+#define BF16_VEC_base(out, p) 0
 DEFINE_GEMM_KERNEL(base, 4, 2, )
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define CPU_HAVE_AVX2_KERNEL 1
 /* AVX2 + F16C: 32-byte vectors, four rows per weight pass, f16 by vcvtph2ps (exact, like the
@@ -159,14 +163,27 @@ __attribute__((target("avx2,f16c"))) static inline ALWAYS_INLINE int half_vec_f1
     memcpy(out, &v, sizeof v);
     return 1;
 }
+/* bf16: zero-extend straight from memory (vpmovzxwd) and shift; GCC's generic widening
+ * of a 16-byte vector goes through two 128-bit halves. */
+__attribute__((target("avx2"))) static inline ALWAYS_INLINE int bf16_vec_avx2(void *out,
+                                                                           const uint16_t *p)
+{
+    __m256i v = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16);
+    memcpy(out, &v, sizeof v);
+    return 1;
+}
 #define HALF_VEC_avx2(out, p) half_vec_f16c(out, p)
+#define BF16_VEC_avx2(out, p) bf16_vec_avx2(out, p)
 DEFINE_GEMM_KERNEL(avx2, 8, 4, __attribute__((target("avx2,f16c"))))
 #endif
 
 cpu_simd cpu_simd_detect(void)
 {
 #ifdef CPU_HAVE_AVX2_KERNEL
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+    /* AVX2 (the builtin also checks that the OS saves ymm registers) and F16C (CPUID.1:ECX
+     * bit 29; not every compiler's builtin knows the name) */
+    unsigned a, b, c, d;
+    if (__builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C))
         return CPU_SIMD_AVX2;
 #endif
     return CPU_SIMD_BASELINE;

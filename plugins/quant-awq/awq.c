@@ -234,10 +234,10 @@ static void shape_str(char *buf, size_t n, int32_t ndim, const int64_t *shape)
         snprintf(buf + len, n - len, "]");
 }
 
-/* Find prefix.suffix and check it is `dt` [d0, d1]. */
+/* Find prefix.suffix and check it is `dt` [d0, d1]; in/out/group only word the message. */
 static llmrt_status find_checked(const llmrt_checkpoint *ck, const char *prefix, const char *suffix,
-                                 llmrt_dtype dt, int64_t d0, int64_t d1, llmrt_tensor_view *v,
-                                 llmrt_error *err)
+                                 llmrt_dtype dt, int64_t d0, int64_t d1, int64_t in, int64_t out,
+                                 int64_t group, llmrt_tensor_view *v, llmrt_error *err)
 {
     char name[512];
     snprintf(name, sizeof name, "%s.%s", prefix, suffix);
@@ -255,9 +255,12 @@ static llmrt_status find_checked(const llmrt_checkpoint *ck, const char *prefix,
         shape_str(ws, sizeof ws, 2, want);
         shape_str(fs, sizeof fs, v->ndim, v->shape);
         return llmrt_fail(err, LLMRT_ERR_FORMAT,
-                          "quant-awq: %s%s%s: expected %s %s, found %s %s", name,
-                          v->file ? " in " : "", v->file ? v->file : "", llmrt_dtype_name(dt), ws,
-                          llmrt_dtype_name(v->dtype), fs);
+                          "quant-awq: %s%s%s: expected %s %s, found %s %s (AutoAWQ GEMM layout "
+                          "for in_features %lld, out_features %lld, group_size %lld: qweight I32 "
+                          "[in, out/8], qzeros I32 [in/group, out/8], scales F16 [in/group, out])",
+                          name, v->file ? " in " : "", v->file ? v->file : "",
+                          llmrt_dtype_name(dt), ws, llmrt_dtype_name(v->dtype), fs, (long long)in,
+                          (long long)out, (long long)group);
     }
     if (!v->data || v->bytes != (size_t)(d0 * d1) * llmrt_dtype_size(dt))
         return llmrt_fail(err, LLMRT_ERR_FORMAT,
@@ -288,11 +291,13 @@ static llmrt_status awq_linear_load(llmrt_quant *q, const llmrt_checkpoint *ckpt
                           "values per int32)",
                           prefix, (long long)out);
     llmrt_tensor_view qw, qz, sc;
-    llmrt_status st = find_checked(ckpt, prefix, "qweight", LLMRT_DTYPE_I32, in, out / 8, &qw, err);
+    llmrt_status st =
+        find_checked(ckpt, prefix, "qweight", LLMRT_DTYPE_I32, in, out / 8, in, out, g, &qw, err);
     if (st == LLMRT_OK)
-        st = find_checked(ckpt, prefix, "qzeros", LLMRT_DTYPE_I32, in / g, out / 8, &qz, err);
+        st = find_checked(ckpt, prefix, "qzeros", LLMRT_DTYPE_I32, in / g, out / 8, in, out, g, &qz,
+                          err);
     if (st == LLMRT_OK)
-        st = find_checked(ckpt, prefix, "scales", LLMRT_DTYPE_F16, in / g, out, &sc, err);
+        st = find_checked(ckpt, prefix, "scales", LLMRT_DTYPE_F16, in / g, out, in, out, g, &sc, err);
     if (st != LLMRT_OK)
         return st;
 
