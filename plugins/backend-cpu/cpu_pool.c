@@ -1,10 +1,17 @@
 /* cpu_pool.c — see cpu_pool.h.
  *
- * Protocol: the caller publishes a job (fn, ctx, n, grain, next = 0), sets `pending` to the
- * number of workers and bumps `generation` under the mutex (so a worker that checked the
- * generation under the mutex and went to sleep cannot miss the wakeup). Every participant,
- * the caller included, takes chunks from `next` until the range is exhausted. Workers then
- * decrement `pending`; the last one signals `done` under the mutex. */
+ * Protocol. A job is numbered by `generation`. The caller writes the job's fields, sets
+ * `claim` to (job number << 32 | chunk 0) and `done` to 0, then bumps `generation` under the
+ * mutex (so a worker that checked it under the mutex and went to sleep cannot miss the
+ * wakeup). Every participant, the caller included, claims chunks with a compare-and-swap on
+ * `claim` that also checks the job number, runs them and counts them in `done`; the caller
+ * returns when done reaches the chunk count.
+ *
+ * The caller never waits for a worker that has not started: on a machine shared with other
+ * processes a worker may be off its core for a scheduler tick, and then the caller simply
+ * runs the remaining chunks itself. A worker that wakes up late finds the job number in
+ * `claim` changed (or no chunk left) and claims nothing; a successful claim means the job is
+ * still running, so its fields are still the ones the worker read. */
 #include "cpu_pool.h"
 
 #include <pthread.h>
@@ -48,28 +55,42 @@ struct cpu_pool {
     int n_started;
 
     pthread_mutex_t mu;
-    pthread_cond_t wake; /* generation changed or stop */
-    pthread_cond_t done; /* pending reached 0 */
+    pthread_cond_t wake;     /* generation changed, or stop */
+    pthread_cond_t finished; /* done reached n_chunks */
     atomic_uint_fast64_t generation;
-    atomic_int pending;
     atomic_int stop;
     atomic_flag busy; /* a job is running: nested or concurrent calls run inline */
 
-    /* the current job (written before generation is bumped) */
+    /* the current job: fields written before generation is bumped */
     cpu_pool_fn fn;
     void *ctx;
     int64_t n, grain;
-    atomic_int_fast64_t next;
+    atomic_int_fast64_t n_chunks; /* read by late workers while the next job is written */
+    atomic_uint_fast64_t claim; /* (job number & 0xffffffff) << 32 | next chunk */
+    atomic_int_fast64_t done;   /* chunks finished */
 };
 
-static void run_chunks(cpu_pool *p)
+/* Claim and run chunks of job `job` until none is left (or the job is over). */
+static void run_chunks(cpu_pool *p, uint64_t job)
 {
+    const uint64_t tag = (job & 0xffffffffu) << 32;
     for (;;) {
-        int64_t begin = atomic_fetch_add(&p->next, p->grain);
-        if (begin >= p->n)
-            break;
+        uint64_t cur = atomic_load(&p->claim);
+        if ((cur & ~(uint64_t)0xffffffffu) != tag)
+            return; /* a later job: this one is finished */
+        int64_t chunk = (int64_t)(cur & 0xffffffffu);
+        if (chunk >= atomic_load_explicit(&p->n_chunks, memory_order_relaxed))
+            return;
+        if (!atomic_compare_exchange_weak(&p->claim, &cur, cur + 1))
+            continue;
+        int64_t begin = chunk * p->grain;
         int64_t end = begin + p->grain < p->n ? begin + p->grain : p->n;
         p->fn(p->ctx, begin, end);
+        if (atomic_fetch_add(&p->done, 1) + 1 == p->n_chunks) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->finished);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 
@@ -88,12 +109,7 @@ static void *worker_main(void *arg)
         if (atomic_load(&p->stop))
             break;
         seen = atomic_load(&p->generation);
-        run_chunks(p);
-        if (atomic_fetch_sub(&p->pending, 1) == 1) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->mu);
-        }
+        run_chunks(p, seen);
     }
     return NULL;
 }
@@ -110,12 +126,13 @@ llmrt_status cpu_pool_create(int n_threads, cpu_pool **out, llmrt_error *err)
     p->n_threads = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
-    pthread_cond_init(&p->done, NULL);
+    pthread_cond_init(&p->finished, NULL);
     atomic_init(&p->generation, 0);
-    atomic_init(&p->pending, 0);
     atomic_init(&p->stop, 0);
     atomic_flag_clear(&p->busy);
-    atomic_init(&p->next, 0);
+    atomic_init(&p->claim, 0);
+    atomic_init(&p->done, 0);
+    atomic_init(&p->n_chunks, 0);
     if (n_threads > 1) {
         p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
         if (!p->workers) {
@@ -149,7 +166,7 @@ void cpu_pool_destroy(cpu_pool *p)
     for (int i = 0; i < p->n_started; i++)
         pthread_join(p->workers[i], NULL);
     free(p->workers);
-    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->finished);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mu);
     free(p);
@@ -171,24 +188,26 @@ void cpu_pool_run(cpu_pool *p, int64_t n, int64_t grain, cpu_pool_fn fn, void *c
         fn(ctx, 0, n);
         return;
     }
+    uint64_t job = atomic_load(&p->generation) + 1;
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
     p->grain = grain;
-    atomic_store(&p->next, 0);
-    atomic_store(&p->pending, p->n_threads - 1);
+    atomic_store(&p->n_chunks, (n + grain - 1) / grain);
+    atomic_store(&p->done, 0);
+    atomic_store(&p->claim, (job & 0xffffffffu) << 32);
     pthread_mutex_lock(&p->mu);
-    atomic_fetch_add(&p->generation, 1);
+    atomic_store(&p->generation, job);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
 
-    run_chunks(p);
+    run_chunks(p, job);
 
-    SPIN_WHILE(atomic_load(&p->pending) > 0);
-    if (atomic_load(&p->pending) > 0) {
+    SPIN_WHILE(atomic_load(&p->done) < p->n_chunks);
+    if (atomic_load(&p->done) < p->n_chunks) {
         pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->pending) > 0)
-            pthread_cond_wait(&p->done, &p->mu);
+        while (atomic_load(&p->done) < p->n_chunks)
+            pthread_cond_wait(&p->finished, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }
     atomic_flag_clear(&p->busy);
