@@ -521,38 +521,40 @@ static int split_key(const char *full, char *section, size_t ns, const char **ke
     return 1;
 }
 
-const char *llmrt_config_get(const llmrt_config *cfg, const char *full)
+/* Find "section.key": its value and origin (schema keys and plugin-section keys). */
+static int lookup(const llmrt_config *cfg, const char *full, const char **value,
+                  const char **origin)
 {
     char section[256];
     const char *key;
     if (!split_key(full, section, sizeof section, &key))
-        return NULL;
+        return 0;
     int idx = schema_index(section, key);
-    if (idx >= 0)
-        return cfg->values[idx];
+    if (idx >= 0) {
+        *value = cfg->values[idx];
+        *origin = cfg->origins[idx];
+        return 1;
+    }
     plugin_section *s = find_section(cfg, section);
-    if (s)
-        for (size_t i = 0; i < s->n; i++)
-            if (strcmp(s->keys[i], key) == 0)
-                return s->values[i];
-    return NULL;
+    for (size_t i = 0; s && i < s->n; i++)
+        if (strcmp(s->keys[i], key) == 0) {
+            *value = s->values[i];
+            *origin = s->where[i];
+            return 1;
+        }
+    return 0;
+}
+
+const char *llmrt_config_get(const llmrt_config *cfg, const char *full)
+{
+    const char *value, *origin;
+    return lookup(cfg, full, &value, &origin) ? value : NULL;
 }
 
 const char *llmrt_config_origin(const llmrt_config *cfg, const char *full)
 {
-    char section[256];
-    const char *key;
-    if (!split_key(full, section, sizeof section, &key))
-        return NULL;
-    int idx = schema_index(section, key);
-    if (idx >= 0)
-        return cfg->origins[idx];
-    plugin_section *s = find_section(cfg, section);
-    if (s)
-        for (size_t i = 0; i < s->n; i++)
-            if (strcmp(s->keys[i], key) == 0)
-                return s->where[i];
-    return NULL;
+    const char *value, *origin;
+    return lookup(cfg, full, &value, &origin) ? origin : NULL;
 }
 
 int64_t llmrt_config_int(const llmrt_config *cfg, const char *key)

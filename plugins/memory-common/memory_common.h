@@ -43,4 +43,30 @@ void memc_stats(llmrt_memory *m, llmrt_mem_stats *out);
         .to_host = memc_to_host, .caps = memc_caps, .stats = memc_stats,                     \
     }
 
+/* Everything a memory plugin .so defines, from its policy: the create function bound to
+ * it, the vtable, the descriptor and the one exported symbol. */
+#define MEMC_PLUGIN(policy_var, desc_text)                                                   \
+    static llmrt_status memc_plugin_create(const llmrt_host *host, const llmrt_section *cfg,   \
+                                           const llmrt_backend_ref *backend,                  \
+                                           llmrt_memory **out, llmrt_error *err)              \
+    {                                                                                         \
+        return memc_create(&(policy_var), host, cfg, backend, out, err);                      \
+    }                                                                                         \
+    static const llmrt_memory_vtable memc_plugin_vtable = MEMC_VTABLE(memc_plugin_create);   \
+    static const llmrt_plugin_desc memc_plugin_desc = {                                       \
+        .struct_size = sizeof(llmrt_plugin_desc),                                             \
+        .abi_version = LLMRT_ABI_VERSION,                                                     \
+        .kind = LLMRT_PLUGIN_MEMORY,                                                          \
+        .name = (policy_var).name,                                                            \
+        .version = "1.0.0",                                                                   \
+        .description = (desc_text),                                                           \
+        .license = "MIT",                                                                     \
+        .vtable = &memc_plugin_vtable,                                                        \
+        .init = NULL,                                                                         \
+    };                                                                                        \
+    LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)                    \
+    {                                                                                         \
+        return index == 0 ? &memc_plugin_desc : NULL;                                         \
+    }
+
 #endif

@@ -13,27 +13,4 @@ static const memc_policy policy = {
     .copies_capturable = 0,
 };
 
-static llmrt_status create(const llmrt_host *host, const llmrt_section *cfg,
-                           const llmrt_backend_ref *backend, llmrt_memory **out, llmrt_error *err)
-{
-    return memc_create(&policy, host, cfg, backend, out, err);
-}
-
-static const llmrt_memory_vtable vtable = MEMC_VTABLE(create);
-
-static const llmrt_plugin_desc desc = {
-    .struct_size = sizeof(llmrt_plugin_desc),
-    .abi_version = LLMRT_ABI_VERSION,
-    .kind = LLMRT_PLUGIN_MEMORY,
-    .name = "uva",
-    .version = "1.0.0",
-    .description = "Zero-copy mapped host memory: kernels read step inputs and write sampled ids through the bus; no copies.",
-    .license = "MIT",
-    .vtable = &vtable,
-    .init = NULL,
-};
-
-LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)
-{
-    return index == 0 ? &desc : NULL;
-}
+MEMC_PLUGIN(policy, "Zero-copy mapped host memory: kernels read step inputs and write sampled ids through the bus; no copies.")
