@@ -679,6 +679,24 @@ cleanup:
     return st;
 }
 
+/* mkdir -p: create `dir` and any missing parents. 0 on success (or when it exists). */
+static int mkdir_parents(const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = path + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(path, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
 llmrt_status llmrt_mkmodel_write(const char *dir, const llmrt_mkmodel_opts *o,
                                  llmrt_mkmodel_result *res, llmrt_error *err)
 {
@@ -694,7 +712,7 @@ llmrt_status llmrt_mkmodel_write(const char *dir, const llmrt_mkmodel_opts *o,
     TRY(check_opts(o, err));
     TRY(build_plan(o, &p, err));
 
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+    if (mkdir_parents(dir) != 0)
         FAIL(err, LLMRT_ERR_IO, "mkmodel: cannot create the output folder %s: %s", dir,
              strerror(errno));
     struct stat sb;
