@@ -364,11 +364,14 @@ START_TEST(test_refusals)
     ck_assert_msg(strstr(err.msg, "unknown preset 'qwen3-70b'") && strstr(err.msg, "qwen3-0.6b"),
                   "%s", err.msg);
 
-    /* the output folder's parent must exist; the message names it */
+    /* missing parents are created (mkdir -p); a parent that is a file is an error naming it */
     tiny_opts(&o);
     char *d = tu_mkdtemp();
     char path[4096];
     snprintf(path, sizeof path, "%s/a/b", d);
+    ck_assert_int_eq(llmrt_mkmodel_write(path, &o, NULL, &err), LLMRT_OK);
+    free(tu_write_file(d, "file", "x"));
+    snprintf(path, sizeof path, "%s/file/b", d);
     ck_assert_int_eq(llmrt_mkmodel_write(path, &o, NULL, &err), LLMRT_ERR_IO);
     ck_assert_msg(strstr(err.msg, path), "%s", err.msg);
     tu_rmtree(d);
