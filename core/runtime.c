@@ -22,6 +22,44 @@ static const char *host_config_get(void *ctx, const char *key)
     return llmrt_config_get((const llmrt_config *)ctx, key);
 }
 
+/* A plugin section whose plugin is not installed is not an error (one runtime.ini may serve a
+ * GPU and a CPU-only machine), but a typo must not pass silently: say so, with the nearest
+ * installed name of that kind. */
+static void warn_orphan_sections(llmrt_runtime *rt)
+{
+    static const llmrt_plugin_kind kinds[] = {LLMRT_PLUGIN_BACKEND, LLMRT_PLUGIN_MEMORY,
+                                              LLMRT_PLUGIN_QUANT, LLMRT_PLUGIN_MODEL};
+    for (size_t i = 0; i < llmrt_config_plugin_section_count(rt->cfg); i++) {
+        const llmrt_section *sec = llmrt_config_plugin_section_at(rt->cfg, i);
+        const char *dot = strchr(sec->name, '.');
+        for (size_t k = 0; dot && k < sizeof kinds / sizeof *kinds; k++) {
+            const char *kname = llmrt_plugin_kind_name(kinds[k]);
+            if (strlen(kname) != (size_t)(dot - sec->name) ||
+                strncmp(kname, sec->name, strlen(kname)) != 0)
+                continue;
+            if (llmrt_registry_find(rt->reg, kinds[k], dot + 1))
+                break;
+            const char *best = NULL;
+            int bd = 3; /* suggest only close names */
+            for (size_t j = 0; j < llmrt_registry_count(rt->reg); j++) {
+                const llmrt_plugin_desc *d = llmrt_registry_at(rt->reg, j)->desc;
+                int dist = d->kind == kinds[k] ? llmrt_edit_distance(dot + 1, d->name) : 99;
+                if (dist < bd)
+                    bd = dist, best = d->name;
+            }
+            char names[512];
+            llmrt_registry_names(rt->reg, kinds[k], names, sizeof names);
+            llmrt_log(LLMRT_LOG_WARN, "config",
+                      "%s: section [%s] is for %s plugin '%s', which is not installed "
+                      "(%s%s%s%s); its keys are ignored",
+                      sec->n ? sec->where[0] : "config", sec->name, kname, dot + 1,
+                      best ? "did you mean " : "installed: ", best ? best : names,
+                      best ? "? installed: " : "", best ? names : "");
+            break;
+        }
+    }
+}
+
 llmrt_status llmrt_runtime_open_config(llmrt_config *cfg, llmrt_runtime **out, llmrt_error *err)
 {
     llmrt_status st = LLMRT_OK;
@@ -41,6 +79,7 @@ llmrt_status llmrt_runtime_open_config(llmrt_config *cfg, llmrt_runtime **out, l
     rt->host.config_get = host_config_get;
     TRY(llmrt_registry_new(&rt->host, &rt->reg, err));
     llmrt_registry_scan_default(rt->reg, llmrt_config_get(cfg, "runtime.plugin_dir"));
+    warn_orphan_sections(rt);
     *out = rt;
     return LLMRT_OK;
 cleanup:

@@ -26,4 +26,8 @@ grep -q "bad.ini:4: unknown section \[memroy\] (did you mean \[memory\]?)" "$tmp
 "$LLMRT" plugins -c "$tmp/bad.ini" > "$tmp/out" 2>&1; [[ $? -eq 1 ]] || fail "plugins with a bad ini must exit 1"
 "$LLMRT" config --set memory.plugin=uva | grep -q "^plugin = uva  *; --set" || fail "--set shown with its origin"
 LLMRT_MEMORY=pageable "$LLMRT" config | grep -q "^plugin = pageable  *; env LLMRT_MEMORY" || fail "LLMRT_MEMORY"
+printf '[memory.pinnned]\ndouble_buffer = false\n' > "$tmp/orphan.ini"
+"$LLMRT" plugins -c "$tmp/orphan.ini" > "$tmp/out" 2>&1 || fail "a section for a missing plugin is not fatal"
+grep -q "orphan.ini:2: section \[memory.pinnned\] is for memory plugin 'pinnned', which is not installed (did you mean pinned?" "$tmp/out" \
+  || { cat "$tmp/out"; fail "typo in a plugin section name is not reported"; }
 echo "ok: cli"
