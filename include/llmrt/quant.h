@@ -43,6 +43,17 @@ typedef struct llmrt_quant_vtable {
     /* Optional: dense f32 [out, in] on the host, for tests and references. */
     llmrt_status (*linear_dequant)(llmrt_quant *q, const llmrt_qlinear *l, float *out,
                                    llmrt_error *err);
+
+    /* ---- optional (appended; NULL or beyond struct_size = absent) ---- */
+    /* Load n_parts linears that read the same input (q/k/v, gate/up) as ONE linear
+     * [sum(out_features[i]), in]: its output row holds part 0's outputs, then part 1's, ...
+     * so one launch replaces n_parts. Same tensors and checks as linear_load for each prefix.
+     * LLMRT_ERR_UNSUPPORTED when the parts cannot be fused (the caller then loads them one by
+     * one); LLMRT_ERR_NOT_FOUND when some part is dense in the checkpoint. */
+    llmrt_status (*linear_load_fused)(llmrt_quant *q, const llmrt_checkpoint *ckpt,
+                                      const char *const *prefixes, int32_t n_parts,
+                                      int64_t in_features, const int64_t *out_features,
+                                      llmrt_qlinear **out, llmrt_error *err);
 } llmrt_quant_vtable;
 
 typedef struct llmrt_quant_ref {

@@ -263,6 +263,9 @@ static const llmrt_backend_vtable cpu_vtable = {
     .native_handle = cpu_native_handle,
     .parallel_for = cpu_parallel_for,
     .mem_info = cpu_mem_info,
+    .add_rmsnorm = cpu_add_rmsnorm,
+    .qk_norm_rope_store = cpu_qk_norm_rope_store,
+    .swiglu = cpu_swiglu,
 };
 
 static const llmrt_plugin_desc cpu_desc = {

@@ -85,6 +85,18 @@ llmrt_status cpu_attention(llmrt_backend *b, float *out, const float *q,
                            const llmrt_attn_params *p, llmrt_error *err);
 llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
                       int32_t n, llmrt_error *err);
+/* optional fused ops (cpu_fused.c) */
+llmrt_status cpu_add_rmsnorm(llmrt_backend *b, float *out, float *x, const float *res,
+                             const llmrt_tensor *w, int32_t rows, int32_t d, float eps,
+                             llmrt_error *err);
+llmrt_status cpu_qk_norm_rope_store(llmrt_backend *b, float *q_out, const float *qkv,
+                                    const llmrt_tensor *q_norm, const llmrt_tensor *k_norm,
+                                    const int32_t *positions, const int32_t *slot_mapping,
+                                    int32_t n, int32_t n_heads, int32_t n_kv_heads,
+                                    int32_t head_dim, float eps, float theta, void *k_cache,
+                                    void *v_cache, llmrt_dtype kv_dtype, llmrt_error *err);
+llmrt_status cpu_swiglu(llmrt_backend *b, float *out, const float *gu, int32_t n, int32_t d,
+                        llmrt_error *err);
 
 /* ---- row converters: vectorisable, bit-identical to llmrt_load_f ---- */
 

@@ -16,29 +16,57 @@
 
 #define ATT_WARPS 4          /* decode: warps per block */
 #define ATT_TT 4             /* decode: tokens per row group per iteration (loads in flight) */
-#define ATT_CMIN 64          /* decode: fewest context tokens per split */
 #define ATT_MAX_SPLITS 256   /* decode: most splits of one sequence */
 #define ATT_COUNTERS (1 << 20) /* decode: completion counters at the start of the scratch */
 #define PF_THREADS 256       /* prefill: threads per block (16 x 16) */
 
-/* Splits a context of L tokens uses, out of at most S: identical in both decode kernels. */
-__device__ __forceinline__ int att_active_splits(int L, int S)
+/* Splits a context of L tokens uses, out of at most S, none shorter than cmin tokens. */
+__device__ __forceinline__ int att_active_splits(int L, int S, int cmin)
 {
-    int a = (L + ATT_CMIN - 1) / ATT_CMIN;
+    int a = (L + cmin - 1) / cmin;
     if (a > S)
         a = S;
     return a < 1 ? 1 : a;
 }
 
-/* How lanes cover one K/V row of HD elements of T with 16-byte loads. */
+/* Largest power of two <= cap that divides v (host and device). */
+__host__ __device__ constexpr int att_pow2_div(int v, int cap)
+{
+    int d = 1;
+    while (d * 2 <= cap && v % (d * 2) == 0)
+        d *= 2;
+    return d;
+}
+
+/* Largest power of two <= v (v >= 1). */
+__host__ __device__ constexpr int att_pow2_floor(int v)
+{
+    int d = 1;
+    while (d * 2 <= v)
+        d *= 2;
+    return d;
+}
+
+/* How lanes cover one K/V row of HD elements of T with 16-byte loads: LPR lanes per row (a
+ * power of two, so row sums are xor-shuffles), EPL elements per lane. head_dim 32..256 in
+ * steps of 32 all fit; when HD / VEC is not a power of two (96) a lane takes several vectors
+ * and a block handles fewer query heads at once (GB_MAX) to stay within registers. */
 template <typename T, int HD> struct att_geom {
-    static constexpr int VEC = 16 / (int)sizeof(T);          /* elements per 16-byte load */
-    static constexpr int LPR = HD / VEC < 32 ? HD / VEC : 32; /* lanes per row */
-    static constexpr int EPL = HD / LPR;                      /* elements per lane */
-    static constexpr int NV = EPL / VEC;                      /* 16-byte loads per lane per row */
-    static constexpr int RPW = 32 / LPR;                      /* rows a warp reads at once */
-    static constexpr int NRG = ATT_WARPS * RPW;               /* row groups per block */
+    static constexpr int VEC = 16 / (int)sizeof(T);           /* elements per 16-byte load */
+    static constexpr int LPR = att_pow2_div(HD / VEC, 32);     /* lanes per row */
+    static constexpr int EPL = HD / LPR;                       /* elements per lane */
+    static constexpr int NV = EPL / VEC;                       /* 16-byte loads per lane per row */
+    static constexpr int RPW = 32 / LPR;                       /* rows a warp reads at once */
+    static constexpr int NRG = ATT_WARPS * RPW;                /* row groups per block */
+    static constexpr int TT = EPL <= 8 ? ATT_TT : 2;           /* tokens per row group per step */
+    static constexpr int GB_MAX = att_pow2_floor(64 / EPL >= 8 ? 8 : 64 / EPL >= 1 ? 64 / EPL : 1); /* query heads per block */
 };
+
+/* The head_dims the kernels are built for. */
+static inline int att_head_dim_ok(int hd)
+{
+    return hd == 32 || hd == 64 || hd == 96 || hd == 128 || hd == 256;
+}
 
 /* ---- decode ---- */
 
@@ -54,17 +82,19 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
                    unsigned int *__restrict__ counters, const float *__restrict__ q, const T *__restrict__ kc, const T *__restrict__ vc,
                    const int32_t *__restrict__ query_start, const int32_t *__restrict__ seq_lens,
                    const int32_t *__restrict__ block_tables, int mbps, int bs, int n_heads,
-                   int n_kv_heads, float scale, int S)
+                   int n_kv_heads, float scale, int S, int cmin)
 {
     using G_ = att_geom<T, HD>;
     constexpr int VEC = G_::VEC, LPR = G_::LPR, EPL = G_::EPL, NV = G_::NV, RPW = G_::RPW,
-                  NRG = G_::NRG;
+                  NRG = G_::NRG, TT = G_::TT;
     __shared__ float sm_ml[NRG][GB][2];
     __shared__ float sm_acc[NRG][GB][HD];
     __shared__ float sm_w[GB][ATT_MAX_SPLITS]; /* merge weights exp(m_j - M) */
     __shared__ float sm_l[GB];
     __shared__ unsigned int s_done;
 
+    pdl_wait();
+    pdl_trigger();
     const int s = blockIdx.z;
     const int group = n_heads / n_kv_heads;
     const int subs = group / GB;
@@ -78,7 +108,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         return;
     const int row = qs0 + qlen - 1; /* decode: the one query token, at position L - 1 */
     const int L = seq_lens[s];
-    const int active = att_active_splits(L, S);
+    const int active = att_active_splits(L, S, cmin);
     if (split >= active)
         return;
     const int chunk = (L + active - 1) / active;
@@ -110,12 +140,12 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     const int64_t slot_stride = (int64_t)n_kv_heads * HD;
     const int64_t head_off = (int64_t)kvh * HD + lr * EPL;
 
-    for (int base = t0; base < t1; base += NRG * ATT_TT) {
-        uint4 kraw[ATT_TT][NV], vraw[ATT_TT][NV];
-        bool valid[ATT_TT];
+    for (int base = t0; base < t1; base += NRG * TT) {
+        uint4 kraw[TT][NV], vraw[TT][NV];
+        bool valid[TT];
 #pragma unroll
-        for (int u = 0; u < ATT_TT; u++) {
-            const int t = base + rg * ATT_TT + u;
+        for (int u = 0; u < TT; u++) {
+            const int t = base + rg * TT + u;
             valid[u] = t < t1;
             if (valid[u]) {
                 const int64_t slot = (int64_t)bt[t / bs] * bs + t % bs;
@@ -134,9 +164,9 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
                 }
             }
         }
-        float sc[ATT_TT][GB];
+        float sc[TT][GB];
 #pragma unroll
-        for (int u = 0; u < ATT_TT; u++) {
+        for (int u = 0; u < TT; u++) {
             float kf[EPL];
 #pragma unroll
             for (int v = 0; v < NV; v++)
@@ -152,16 +182,16 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         }
         /* finish the dot products across the LPR lanes of each row group */
 #pragma unroll
-        for (int u = 0; u < ATT_TT; u++)
+        for (int u = 0; u < TT; u++)
 #pragma unroll
             for (int g = 0; g < GB; g++)
 #pragma unroll
                 for (int o = LPR / 2; o > 0; o >>= 1)
                     sc[u][g] += __shfl_xor_sync(CUDA_FULL_MASK, sc[u][g], o);
 
-        float vf[ATT_TT][EPL];
+        float vf[TT][EPL];
 #pragma unroll
-        for (int u = 0; u < ATT_TT; u++)
+        for (int u = 0; u < TT; u++)
 #pragma unroll
             for (int v = 0; v < NV; v++)
                 vec_to_f32<T>(vraw[u][v], vf[u] + v * VEC);
@@ -170,16 +200,16 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         for (int g = 0; g < GB; g++) {
             float mx = -INFINITY;
 #pragma unroll
-            for (int u = 0; u < ATT_TT; u++)
+            for (int u = 0; u < TT; u++)
                 if (valid[u])
                     mx = fmaxf(mx, sc[u][g]);
             const float mnew = fmaxf(m[g], mx);
             if (mnew == -INFINITY)
                 continue; /* no valid token yet in this row group */
             const float corr = expf(m[g] - mnew);
-            float p[ATT_TT], ps = 0.0f;
+            float p[TT], ps = 0.0f;
 #pragma unroll
-            for (int u = 0; u < ATT_TT; u++) {
+            for (int u = 0; u < TT; u++) {
                 p[u] = valid[u] ? expf(sc[u][g] - mnew) : 0.0f;
                 ps += p[u];
             }
@@ -189,7 +219,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
             for (int e = 0; e < EPL; e++) {
                 float a = acc[g][e] * corr;
 #pragma unroll
-                for (int u = 0; u < ATT_TT; u++)
+                for (int u = 0; u < TT; u++)
                     a = fmaf(p[u], vf[u][e], a);
                 acc[g][e] = a;
             }
@@ -332,6 +362,8 @@ attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, const 
     float *KVs = Qs + QR * LDQ;                      /* [KT][LDQ] */
     float *Ps = KVs + KT * LDQ;                      /* [QR][LDP] */
 
+    pdl_wait();
+    pdl_trigger();
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int s = blockIdx.z;
     const int group = n_heads / n_kv_heads;
@@ -477,6 +509,9 @@ attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, const 
 
 /* ---- host side ---- */
 
+/* Every head_dim the kernels are built for, as X(HD). */
+#define ATT_FOR_EACH_HD(X) X(32) X(64) X(96) X(128) X(256)
+
 template <typename T, int HD>
 static cudaError_t set_prefill_smem(void)
 {
@@ -488,12 +523,15 @@ static cudaError_t set_prefill_smem(void)
 llmrt_status cuda_attention_init(llmrt_backend *b, llmrt_error *err)
 {
     cudaError_t e = cudaSuccess;
-#define PF_SET(T, HD)                                                                          \
-    if (e == cudaSuccess && pf_shape<HD>::SMEM <= b->smem_optin)                               \
-        e = set_prefill_smem<T, HD>();
-    PF_SET(float, 64) PF_SET(float, 128) PF_SET(float, 256)
-    PF_SET(__half, 64) PF_SET(__half, 128) PF_SET(__half, 256)
-    PF_SET(__nv_bfloat16, 64) PF_SET(__nv_bfloat16, 128) PF_SET(__nv_bfloat16, 256)
+#define PF_SET(HD)                                                                             \
+    if (e == cudaSuccess && pf_shape<HD>::SMEM <= b->smem_optin) {                             \
+        e = set_prefill_smem<float, HD>();                                                     \
+        if (e == cudaSuccess)                                                                  \
+            e = set_prefill_smem<__half, HD>();                                                \
+        if (e == cudaSuccess)                                                                  \
+            e = set_prefill_smem<__nv_bfloat16, HD>();                                         \
+    }
+    ATT_FOR_EACH_HD(PF_SET)
 #undef PF_SET
     if (e != cudaSuccess)
         return cuda_fail(err, LLMRT_ERR_DEVICE, e, "cudaFuncSetAttribute(attention prefill)");
@@ -510,44 +548,66 @@ static int pow2_divisor(int g, int cap)
 }
 
 typedef struct att_launch {
-    cudaStream_t stream;
+    const llmrt_backend *b;
     float *out, *part, *part_ml;
     unsigned int *counters;
     const float *q;
     const void *kc, *vc;
     const llmrt_attn_params *p;
-    int S;
+    int S, cmin;
     dim3 grid;
 } att_launch;
+
+/* The decode geometry of (cache dtype, head_dim): tokens a block reads per step and the most
+ * query heads one block serves. */
+template <typename T> static void decode_geom(int hd, int *tpi, int *gb_max)
+{
+    switch (hd) {
+#define GEOM(HD)                                                                               \
+    case HD:                                                                                   \
+        *tpi = att_geom<T, HD>::NRG * att_geom<T, HD>::TT;                                     \
+        *gb_max = att_geom<T, HD>::GB_MAX;                                                     \
+        break;
+        ATT_FOR_EACH_HD(GEOM)
+#undef GEOM
+    default: *tpi = 32, *gb_max = 1; break;
+    }
+}
 
 template <typename T, int HD, int GB>
 static void launch_decode(const att_launch &a)
 {
     const llmrt_attn_params *p = a.p;
-    attn_decode_kernel<T, HD, GB><<<a.grid, ATT_WARPS * 32, 0, a.stream>>>(
-        a.out, a.part, a.part_ml, a.counters, a.q, (const T *)a.kc, (const T *)a.vc, p->query_start,
-        p->seq_lens, p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads,
-        p->n_kv_heads, p->scale, a.S);
+    cuda_launch(a.b, attn_decode_kernel<T, HD, GB>, a.grid, ATT_WARPS * 32, 0, a.out, a.part,
+                a.part_ml, a.counters, a.q, (const T *)a.kc, (const T *)a.vc, p->query_start,
+                p->seq_lens, p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads,
+                p->n_kv_heads, p->scale, a.S, a.cmin);
 }
 
 template <typename T, int HD>
 static void launch_decode_gb(const att_launch &a, int gb)
 {
-    switch (gb) {
-    case 8: launch_decode<T, HD, 8>(a); break;
-    case 4: launch_decode<T, HD, 4>(a); break;
-    case 2: launch_decode<T, HD, 2>(a); break;
-    default: launch_decode<T, HD, 1>(a); break;
-    }
+    /* only the head-group sizes this geometry allows are built */
+    constexpr int M = att_geom<T, HD>::GB_MAX;
+    if (gb >= 8 && M >= 8)
+        launch_decode<T, HD, (M >= 8 ? 8 : 1)>(a);
+    else if (gb >= 4 && M >= 4)
+        launch_decode<T, HD, (M >= 4 ? 4 : 1)>(a);
+    else if (gb >= 2 && M >= 2)
+        launch_decode<T, HD, (M >= 2 ? 2 : 1)>(a);
+    else
+        launch_decode<T, HD, 1>(a);
 }
 
 template <typename T>
 static void launch_decode_hd(const att_launch &a, int gb)
 {
     switch (a.p->head_dim) {
-    case 64: launch_decode_gb<T, 64>(a, gb); break;
-    case 128: launch_decode_gb<T, 128>(a, gb); break;
-    default: launch_decode_gb<T, 256>(a, gb); break;
+#define DEC(HD)                                                                                \
+    case HD: launch_decode_gb<T, HD>(a, gb); break;
+        ATT_FOR_EACH_HD(DEC)
+#undef DEC
+    default: break;
     }
 }
 
@@ -555,24 +615,33 @@ template <typename T, int HD>
 static void launch_prefill(const att_launch &a, int gr)
 {
     const llmrt_attn_params *p = a.p;
-    attn_prefill_kernel<T, HD><<<a.grid, PF_THREADS, pf_shape<HD>::SMEM, a.stream>>>(
-        a.out, a.q, (const T *)a.kc, (const T *)a.vc, p->query_start, p->seq_lens, p->block_tables,
-        p->max_blocks_per_seq, p->block_size, p->n_heads, p->n_kv_heads, p->scale, gr);
+    cuda_launch(a.b, attn_prefill_kernel<T, HD>, a.grid, PF_THREADS, pf_shape<HD>::SMEM, a.out,
+                a.q, (const T *)a.kc, (const T *)a.vc, p->query_start, p->seq_lens,
+                p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads, p->n_kv_heads,
+                p->scale, gr);
 }
 
 template <typename T>
 static void launch_prefill_hd(const att_launch &a, int gr)
 {
     switch (a.p->head_dim) {
-    case 64: launch_prefill<T, 64>(a, gr); break;
-    case 128: launch_prefill<T, 128>(a, gr); break;
-    default: launch_prefill<T, 256>(a, gr); break;
+#define PF(HD)                                                                                 \
+    case HD: launch_prefill<T, HD>(a, gr); break;
+        ATT_FOR_EACH_HD(PF)
+#undef PF
+    default: break;
     }
 }
 
 static size_t prefill_smem(int hd)
 {
-    return hd == 64 ? pf_shape<64>::SMEM : hd == 128 ? pf_shape<128>::SMEM : pf_shape<256>::SMEM;
+    switch (hd) {
+#define SM(HD)                                                                                 \
+    case HD: return pf_shape<HD>::SMEM;
+        ATT_FOR_EACH_HD(SM)
+#undef SM
+    default: return 0;
+    }
 }
 
 llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
@@ -584,9 +653,9 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                           "cuda attention: n_heads (%d) must be a positive multiple of n_kv_heads "
                           "(%d)", p->n_heads, p->n_kv_heads);
-    if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256)
+    if (!att_head_dim_ok(p->head_dim))
         return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                          "cuda attention: head_dim %d is not supported (64, 128 or 256)",
+                          "cuda attention: head_dim %d is not supported (32, 64, 96, 128 or 256)",
                           p->head_dim);
     if (!cuda_is_float_dtype(p->kv_dtype))
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
@@ -607,7 +676,7 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
         return st;
     const int group = p->n_heads / p->n_kv_heads;
     att_launch a;
-    a.stream = b->stream;
+    a.b = b;
     a.out = out;
     a.q = q;
     a.kc = p->k_cache;
@@ -615,13 +684,25 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
     a.p = p;
     a.part = a.part_ml = NULL;
     a.counters = NULL;
+    a.cmin = 1;
 
     if (p->max_query_len <= 1) {
-        const int gb = pow2_divisor(group, 8);
+        int tpi = 32, gb_max = 1;
+        switch (p->kv_dtype) {
+        case LLMRT_DTYPE_F32: decode_geom<float>(p->head_dim, &tpi, &gb_max); break;
+        case LLMRT_DTYPE_F16: decode_geom<__half>(p->head_dim, &tpi, &gb_max); break;
+        default: decode_geom<__nv_bfloat16>(p->head_dim, &tpi, &gb_max); break;
+        }
+        int gb = pow2_divisor(group, 8);
+        if (gb > gb_max)
+            gb = gb_max;
         const int gy = p->n_kv_heads * (group / gb);
-        /* enough splits to give the GPU ~4 blocks per SM, none shorter than ATT_CMIN */
-        int64_t s_len = ceil_div64(p->max_seq_len, ATT_CMIN);
-        int64_t s_fill = ceil_div64(4 * (int64_t)b->sm_count, (int64_t)p->n_seqs * gy);
+        /* Splits: enough to give the GPU ~4 blocks per SM, none shorter than one step of a
+         * block (tpi tokens) unless [tune] says otherwise. */
+        a.cmin = b->tune.att_cmin > 0 ? b->tune.att_cmin : tpi;
+        const int fill = b->tune.att_fill > 0 ? b->tune.att_fill : 4;
+        int64_t s_len = ceil_div64(p->max_seq_len, a.cmin);
+        int64_t s_fill = ceil_div64((int64_t)fill * b->sm_count, (int64_t)p->n_seqs * gy);
         int64_t S = s_len < s_fill ? s_len : s_fill;
         if (S > ATT_MAX_SPLITS)
             S = ATT_MAX_SPLITS;

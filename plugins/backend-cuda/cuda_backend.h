@@ -35,6 +35,13 @@ typedef struct cuda_scratch {
     size_t bytes;
 } cuda_scratch;
 
+/* Developer tuning knobs (env LLMRT_CUDA_TUNE="key=value,..."; 0 = the built-in choice), for
+ * benchmark sweeps without a rebuild. Not a user setting. */
+typedef struct cuda_tune {
+    int att_cmin; /* decode attention: fewest context tokens per split */
+    int att_fill; /* decode attention: target blocks per SM when splitting */
+} cuda_tune;
+
 struct llmrt_backend {
     const llmrt_host *host; /* may be NULL (tests) */
     int device;
@@ -52,6 +59,8 @@ struct llmrt_backend {
     int can_map_host;
 
     int capturing;              /* between graph_begin and graph_end */
+    int pdl;                    /* launch with programmatic dependent launch ([backend.cuda] pdl) */
+    cuda_tune tune;
 
     cuda_scratch scratch[CUDA_SCRATCH_COUNT];
     void **retired;             /* replaced scratch buffers, freed at destroy */
@@ -121,6 +130,18 @@ llmrt_status cuda_silu_mul(llmrt_backend *b, float *out, const float *gate, cons
                            int64_t n, llmrt_error *err);
 llmrt_status cuda_add(llmrt_backend *b, float *out, const float *a, const float *c, int64_t n,
                       llmrt_error *err);
+/* cuda_fused.cu (the optional fused ops of backend.h) */
+llmrt_status cuda_add_rmsnorm(llmrt_backend *b, float *out, float *x, const float *res,
+                              const llmrt_tensor *w, int32_t rows, int32_t d, float eps,
+                              llmrt_error *err);
+llmrt_status cuda_qk_norm_rope_store(llmrt_backend *b, float *q_out, const float *qkv,
+                                     const llmrt_tensor *q_norm, const llmrt_tensor *k_norm,
+                                     const int32_t *positions, const int32_t *slot_mapping,
+                                     int32_t n, int32_t n_heads, int32_t n_kv_heads,
+                                     int32_t head_dim, float eps, float theta, void *k_cache,
+                                     void *v_cache, llmrt_dtype kv_dtype, llmrt_error *err);
+llmrt_status cuda_swiglu(llmrt_backend *b, float *out, const float *gu, int32_t n, int32_t d,
+                         llmrt_error *err);
 /* cuda_attention.cu */
 llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
                             const llmrt_attn_params *p, llmrt_error *err);

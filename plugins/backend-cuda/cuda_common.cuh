@@ -126,6 +126,45 @@ __device__ __forceinline__ float block_max(float v, float *red)
     return warp_max(v);
 }
 
+/* ---- programmatic dependent launch (Hopper and newer) ----
+ * With b->pdl, cuda_launch() lets a kernel start while the kernel before it on the stream is
+ * still finishing (inside a CUDA graph too), so launch latency and a kernel's prologue (e.g.
+ * the first weight loads of a GEMV) overlap the previous kernel's tail. In exchange every
+ * kernel of this backend calls pdl_wait() before it reads anything an earlier kernel wrote
+ * (or writes anything an earlier kernel may still read), and pdl_trigger() to let the next
+ * kernel launch. Both are no-ops when the kernel was launched normally or built for sm < 90. */
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+/* Launch kernel k on b's stream (cudaLaunchKernelEx; errors surface in cuda_check_launch). */
+template <typename... KArgs, typename... Args>
+static inline void cuda_launch(const llmrt_backend *b, void (*k)(KArgs...), dim3 grid,
+                               dim3 block, size_t smem, Args... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = b->stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = b->pdl ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, k, static_cast<KArgs>(args)...);
+}
+
 /* ---- host-side launch arithmetic ---- */
 
 static inline int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }

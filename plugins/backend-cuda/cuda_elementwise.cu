@@ -16,6 +16,8 @@ template <typename T>
 __global__ void embedding_kernel(float *__restrict__ out, const T *__restrict__ table,
                                  const int32_t *__restrict__ ids, int64_t rows, int32_t d)
 {
+    pdl_wait();
+    pdl_trigger();
     const int64_t i = blockIdx.x;
     const int32_t id = ids[i];
     float *o = out + i * d;
@@ -46,14 +48,14 @@ llmrt_status cuda_embedding(llmrt_backend *b, float *out, const llmrt_tensor *ta
     const int threads = d >= 1024 ? 256 : 128;
     switch (table->dtype) {
     case LLMRT_DTYPE_F32:
-        embedding_kernel<<<n, threads, 0, b->stream>>>(out, (const float *)table->data, ids, rows, d);
+        cuda_launch(b, embedding_kernel<float>, n, threads, 0, out, (const float *)table->data, ids, rows, d);
         break;
     case LLMRT_DTYPE_F16:
-        embedding_kernel<<<n, threads, 0, b->stream>>>(out, (const __half *)table->data, ids, rows, d);
+        cuda_launch(b, embedding_kernel<__half>, n, threads, 0, out, (const __half *)table->data, ids, rows, d);
         break;
     default:
-        embedding_kernel<<<n, threads, 0, b->stream>>>(out, (const __nv_bfloat16 *)table->data, ids,
-                                                       rows, d);
+        cuda_launch(b, embedding_kernel<__nv_bfloat16>, n, threads, 0, out,
+                    (const __nv_bfloat16 *)table->data, ids, rows, d);
         break;
     }
     return cuda_check_launch(err, "embedding");
@@ -68,6 +70,8 @@ __global__ void rmsnorm_block_kernel(float *out, const float *x, const T *__rest
                                      int32_t d, float eps)
 {
     __shared__ float red[32];
+    pdl_wait();
+    pdl_trigger();
     const float *xr = x + (int64_t)blockIdx.x * d;
     float *orow = out + (int64_t)blockIdx.x * d;
     float ss = 0.0f;
@@ -87,6 +91,8 @@ template <typename T>
 __global__ void rmsnorm_warp_kernel(float *out, const float *x, const T *__restrict__ w,
                                     int32_t rows, int32_t d, float eps)
 {
+    pdl_wait();
+    pdl_trigger();
     const int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (r >= rows)
@@ -105,16 +111,16 @@ __global__ void rmsnorm_warp_kernel(float *out, const float *x, const T *__restr
 }
 
 template <typename T>
-static void launch_rmsnorm(cudaStream_t s, float *out, const float *x, const T *w, int32_t rows,
-                           int32_t d, float eps)
+static void launch_rmsnorm(const llmrt_backend *b, float *out, const float *x, const T *w,
+                           int32_t rows, int32_t d, float eps)
 {
     if (d <= 512) {
         const int rows_per_block = 8;
-        rmsnorm_warp_kernel<T><<<(unsigned)ceil_div64(rows, rows_per_block), 32 * rows_per_block, 0,
-                                 s>>>(out, x, w, rows, d, eps);
+        cuda_launch(b, rmsnorm_warp_kernel<T>, (unsigned)ceil_div64(rows, rows_per_block),
+                    32 * rows_per_block, 0, out, x, w, rows, d, eps);
     } else {
         const int threads = d >= 4096 ? 512 : 256;
-        rmsnorm_block_kernel<T><<<rows, threads, 0, s>>>(out, x, w, d, eps);
+        cuda_launch(b, rmsnorm_block_kernel<T>, rows, threads, 0, out, x, w, d, eps);
     }
 }
 
@@ -132,9 +138,9 @@ llmrt_status cuda_rmsnorm(llmrt_backend *b, float *out, const float *x, const ll
     if (st)
         return st;
     switch (w->dtype) {
-    case LLMRT_DTYPE_F32: launch_rmsnorm(b->stream, out, x, (const float *)w->data, rows, d, eps); break;
-    case LLMRT_DTYPE_F16: launch_rmsnorm(b->stream, out, x, (const __half *)w->data, rows, d, eps); break;
-    default: launch_rmsnorm(b->stream, out, x, (const __nv_bfloat16 *)w->data, rows, d, eps); break;
+    case LLMRT_DTYPE_F32: launch_rmsnorm(b, out, x, (const float *)w->data, rows, d, eps); break;
+    case LLMRT_DTYPE_F16: launch_rmsnorm(b, out, x, (const __half *)w->data, rows, d, eps); break;
+    default: launch_rmsnorm(b, out, x, (const __nv_bfloat16 *)w->data, rows, d, eps); break;
     }
     return cuda_check_launch(err, "rmsnorm");
 }
@@ -147,6 +153,8 @@ llmrt_status cuda_rmsnorm(llmrt_backend *b, float *out, const float *x, const ll
 __global__ void rope_kernel(float *x, const int32_t *__restrict__ positions, int32_t n,
                             int32_t heads, int32_t head_dim, float theta)
 {
+    pdl_wait();
+    pdl_trigger();
     const int half = head_dim / 2;
     const int64_t total = (int64_t)n * heads * half;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
@@ -183,7 +191,7 @@ llmrt_status cuda_rope(llmrt_backend *b, float *x, const int32_t *positions, int
     int64_t blocks = ceil_div64(total, 256);
     if (blocks > 65535)
         blocks = 65535;
-    rope_kernel<<<(unsigned)blocks, 256, 0, b->stream>>>(x, positions, n, heads, head_dim, theta);
+    cuda_launch(b, rope_kernel, (unsigned)blocks, 256, 0, x, positions, n, heads, head_dim, theta);
     return cuda_check_launch(err, "rope");
 }
 
@@ -196,6 +204,8 @@ __global__ void kv_store_kernel(T *__restrict__ kc, T *__restrict__ vc, const fl
                                 const float *__restrict__ v, const int32_t *__restrict__ slots,
                                 int32_t n, int32_t row)
 {
+    pdl_wait();
+    pdl_trigger();
     const int64_t total = (int64_t)n * row;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (int64_t)gridDim.x * blockDim.x) {
@@ -229,16 +239,16 @@ llmrt_status cuda_kv_store(llmrt_backend *b, void *k_cache, void *v_cache, llmrt
         blocks = 65535;
     switch (kv_dtype) {
     case LLMRT_DTYPE_F32:
-        kv_store_kernel<<<(unsigned)blocks, 256, 0, b->stream>>>((float *)k_cache, (float *)v_cache, k,
-                                                                 v, slot_mapping, n, row);
+        cuda_launch(b, kv_store_kernel<float>, (unsigned)blocks, 256, 0, (float *)k_cache,
+                    (float *)v_cache, k, v, slot_mapping, n, row);
         break;
     case LLMRT_DTYPE_F16:
-        kv_store_kernel<<<(unsigned)blocks, 256, 0, b->stream>>>((__half *)k_cache, (__half *)v_cache,
-                                                                 k, v, slot_mapping, n, row);
+        cuda_launch(b, kv_store_kernel<__half>, (unsigned)blocks, 256, 0, (__half *)k_cache,
+                    (__half *)v_cache, k, v, slot_mapping, n, row);
         break;
     default:
-        kv_store_kernel<<<(unsigned)blocks, 256, 0, b->stream>>>(
-            (__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache, k, v, slot_mapping, n, row);
+        cuda_launch(b, kv_store_kernel<__nv_bfloat16>, (unsigned)blocks, 256, 0,
+                    (__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache, k, v, slot_mapping, n, row);
         break;
     }
     return cuda_check_launch(err, "kv_store");
@@ -251,6 +261,8 @@ __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 /* vec4: all three pointers 16-byte aligned; elements [4*n4, n) are done scalar. */
 __global__ void silu_mul_kernel(float *out, const float *gate, const float *up, int64_t n, int vec4)
 {
+    pdl_wait();
+    pdl_trigger();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (vec4) {
@@ -269,6 +281,8 @@ __global__ void silu_mul_kernel(float *out, const float *gate, const float *up, 
 
 __global__ void add_kernel(float *out, const float *a, const float *c, int64_t n, int vec4)
 {
+    pdl_wait();
+    pdl_trigger();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (vec4) {
@@ -302,7 +316,7 @@ llmrt_status cuda_silu_mul(llmrt_backend *b, float *out, const float *gate, cons
     if (st)
         return st;
     const int vec4 = is_aligned16(out) && is_aligned16(gate) && is_aligned16(up);
-    silu_mul_kernel<<<elementwise_blocks(b, n), 256, 0, b->stream>>>(out, gate, up, n, vec4);
+    cuda_launch(b, silu_mul_kernel, elementwise_blocks(b, n), 256, 0, out, gate, up, n, vec4);
     return cuda_check_launch(err, "silu_mul");
 }
 
@@ -315,6 +329,6 @@ llmrt_status cuda_add(llmrt_backend *b, float *out, const float *a, const float 
     if (st)
         return st;
     const int vec4 = is_aligned16(out) && is_aligned16(a) && is_aligned16(c);
-    add_kernel<<<elementwise_blocks(b, n), 256, 0, b->stream>>>(out, a, c, n, vec4);
+    cuda_launch(b, add_kernel, elementwise_blocks(b, n), 256, 0, out, a, c, n, vec4);
     return cuda_check_launch(err, "add");
 }

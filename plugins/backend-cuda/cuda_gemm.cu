@@ -24,6 +24,8 @@ gemv_vec_kernel(float *__restrict__ y, const float *__restrict__ x, const T *__r
                 int32_t out, int32_t in)
 {
     constexpr int VEC = 16 / sizeof(T);
+    pdl_wait();
+    pdl_trigger();
     const int lane = threadIdx.x & 31;
     const int64_t row0 = ((int64_t)blockIdx.x * GEMV_WARPS + threadIdx.x / 32) * R;
     if (row0 >= out)
@@ -109,6 +111,8 @@ template <typename T>
 __global__ void gemv_scalar_kernel(float *__restrict__ y, const float *__restrict__ x,
                                    const T *__restrict__ w, int32_t out, int32_t in, int32_t n)
 {
+    pdl_wait();
+    pdl_trigger();
     const int lane = threadIdx.x & 31;
     const int64_t row = (int64_t)blockIdx.x * GEMV_WARPS + threadIdx.x / 32;
     if (row >= out)
@@ -136,23 +140,23 @@ __global__ void gemv_scalar_kernel(float *__restrict__ y, const float *__restric
 }
 
 template <typename T, int N>
-static void launch_gemv_n(cudaStream_t s, float *y, const float *x, const T *w, int32_t out,
-                          int32_t in)
+static void launch_gemv_n(const llmrt_backend *s, float *y, const float *x, const T *w,
+                          int32_t out, int32_t in)
 {
     constexpr int R = N >= 4 ? 4 : 2; /* more rows per warp at larger n: x reuse from registers */
     const unsigned blocks = (unsigned)ceil_div64(out, (int64_t)GEMV_WARPS * R);
-    gemv_vec_kernel<T, N, R><<<blocks, GEMV_WARPS * 32, 0, s>>>(y, x, w, out, in);
+    cuda_launch(s, gemv_vec_kernel<T, N, R>, blocks, GEMV_WARPS * 32, 0, y, x, w, out, in);
 }
 
 template <typename T>
-static void launch_gemv(cudaStream_t s, float *y, const float *x, const T *w, int32_t out,
-                        int32_t in, int32_t n)
+static void launch_gemv(const llmrt_backend *s, float *y, const float *x, const T *w,
+                        int32_t out, int32_t in, int32_t n)
 {
     constexpr int VEC = 16 / sizeof(T);
     const int vec = in % VEC == 0 && is_aligned16(w) && is_aligned16(x);
     if (!vec) {
-        gemv_scalar_kernel<T><<<(unsigned)ceil_div64(out, GEMV_WARPS), GEMV_WARPS * 32, 0, s>>>(
-            y, x, w, out, in, n);
+        cuda_launch(s, gemv_scalar_kernel<T>, (unsigned)ceil_div64(out, GEMV_WARPS),
+                    GEMV_WARPS * 32, 0, y, x, w, out, in, n);
         return;
     }
     switch (n) {
@@ -172,6 +176,8 @@ static void launch_gemv(cudaStream_t s, float *y, const float *x, const T *w, in
 template <typename T>
 __global__ void cast_kernel(T *__restrict__ dst, const float *__restrict__ src, int64_t n)
 {
+    pdl_wait();
+    pdl_trigger();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         dst[i] = from_f32<T>(src[i]);
@@ -208,10 +214,11 @@ static llmrt_status gemm_cublas(llmrt_backend *b, float *y, const float *x, cons
         if (blocks > (int64_t)b->sm_count * 16)
             blocks = (int64_t)b->sm_count * 16;
         if (w->dtype == LLMRT_DTYPE_F16) {
-            cast_kernel<<<(unsigned)blocks, 256, 0, b->stream>>>((__half *)scratch, x, count);
+            cuda_launch(b, cast_kernel<__half>, (unsigned)blocks, 256, 0, (__half *)scratch, x, count);
             t = CUDA_R_16F;
         } else {
-            cast_kernel<<<(unsigned)blocks, 256, 0, b->stream>>>((__nv_bfloat16 *)scratch, x, count);
+            cuda_launch(b, cast_kernel<__nv_bfloat16>, (unsigned)blocks, 256, 0, (__nv_bfloat16 *)scratch,
+                        x, count);
             t = CUDA_R_16BF;
         }
         if ((st = cuda_check_launch(err, "gemm cast")) != LLMRT_OK)
@@ -246,9 +253,9 @@ llmrt_status cuda_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_t
         return st;
     if (n <= GEMV_MAX_N) {
         switch (w->dtype) {
-        case LLMRT_DTYPE_F32: launch_gemv(b->stream, y, x, (const float *)w->data, out, in, n); break;
-        case LLMRT_DTYPE_F16: launch_gemv(b->stream, y, x, (const __half *)w->data, out, in, n); break;
-        default: launch_gemv(b->stream, y, x, (const __nv_bfloat16 *)w->data, out, in, n); break;
+        case LLMRT_DTYPE_F32: launch_gemv(b, y, x, (const float *)w->data, out, in, n); break;
+        case LLMRT_DTYPE_F16: launch_gemv(b, y, x, (const __half *)w->data, out, in, n); break;
+        default: launch_gemv(b, y, x, (const __nv_bfloat16 *)w->data, out, in, n); break;
         }
         return cuda_check_launch(err, "gemv");
     }

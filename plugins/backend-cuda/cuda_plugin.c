@@ -127,11 +127,25 @@ static llmrt_status cuda_probe(llmrt_device_info *out, int32_t max, int32_t *cou
 
 /* Keys and value syntax first (so a typo is reported even where no GPU is visible); the
  * device index is checked against the visible devices afterwards. */
+/* "on"/"off" (also true/false, 1/0, yes/no); -1 when neither. */
+static int parse_switch(const char *v)
+{
+    static const char *const on[] = {"on", "true", "1", "yes"}, *const off[] = {"off", "false", "0", "no"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcmp(v, on[i]) == 0)
+            return 1;
+        if (strcmp(v, off[i]) == 0)
+            return 0;
+    }
+    return -1;
+}
+
 static llmrt_status parse_section(const llmrt_section *cfg, int *device, const char **where_device,
-                                  llmrt_error *err)
+                                  int *pdl, llmrt_error *err)
 {
     *device = 0;
     *where_device = NULL;
+    *pdl = -1; /* auto */
     if (!cfg)
         return LLMRT_OK;
     for (size_t i = 0; i < cfg->n; i++) {
@@ -148,14 +162,48 @@ static llmrt_status parse_section(const llmrt_section *cfg, int *device, const c
                                   val, where);
             *device = (int)v;
             *where_device = where;
+        } else if (strcmp(key, "pdl") == 0) {
+            if (strcmp(val, "auto") == 0) {
+                *pdl = -1;
+            } else if ((*pdl = parse_switch(val)) < 0) {
+                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                                  "[backend.cuda] pdl = '%s' (%s): expected auto, on or off",
+                                  val, where);
+            }
         } else {
             return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                               "[backend.cuda] unknown key '%s' (%s); the keys of this section "
-                              "are: device",
+                              "are: device, pdl",
                               key, where);
         }
     }
     return LLMRT_OK;
+}
+
+/* LLMRT_CUDA_TUNE="att_cmin=32,att_fill=8": see cuda_tune. Unknown keys are ignored (and
+ * logged), so an old binary runs a newer sweep script. */
+static void parse_tune(const llmrt_host *host, cuda_tune *t)
+{
+    memset(t, 0, sizeof *t);
+    const char *env = getenv("LLMRT_CUDA_TUNE");
+    if (!env || !*env)
+        return;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", env);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        int v = eq ? atoi(eq + 1) : 0;
+        if (eq)
+            *eq = 0;
+        if (strcmp(tok, "att_cmin") == 0)
+            t->att_cmin = v;
+        else if (strcmp(tok, "att_fill") == 0)
+            t->att_fill = v;
+        else if (host && host->log)
+            host->log(host->ctx, LLMRT_LOG_WARN, "cuda", "LLMRT_CUDA_TUNE: unknown key '%s'", tok);
+    }
+    if (host && host->log)
+        host->log(host->ctx, LLMRT_LOG_INFO, "cuda", "LLMRT_CUDA_TUNE=%s", env);
 }
 
 /* ---- lifecycle ---- */
@@ -188,10 +236,14 @@ static llmrt_status cuda_create(const llmrt_host *host, const llmrt_section *cfg
     cudaError_t e;
     *out = NULL;
 
-    int device = 0;
+    int device = 0, pdl = -1;
     const char *where_device = NULL;
-    if ((st = parse_section(cfg, &device, &where_device, err)) != LLMRT_OK)
+    if ((st = parse_section(cfg, &device, &where_device, &pdl, err)) != LLMRT_OK)
         return st;
+    /* LLMRT_CUDA_PDL=on|off overrides an auto setting (A/B runs without editing the INI) */
+    const char *pdl_env = getenv("LLMRT_CUDA_PDL");
+    if (pdl < 0 && pdl_env && parse_switch(pdl_env) >= 0)
+        pdl = parse_switch(pdl_env);
     int n = 0;
     e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
@@ -231,6 +283,9 @@ static llmrt_status cuda_create(const llmrt_host *host, const llmrt_section *cfg
     b->l2_bytes = (size_t)prop.l2CacheSize;
     b->smem_optin = prop.sharedMemPerBlockOptin;
     b->can_map_host = prop.canMapHostMemory;
+    /* Programmatic dependent launch needs compute capability 9.0; auto turns it on there. */
+    b->pdl = prop.major >= 9 && pdl != 0;
+    parse_tune(host, &b->tune);
     if (prop.major < 7) {
         st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
                         "cuda backend: device %d (%s) has compute capability %d.%d; llmrt's "
@@ -269,8 +324,10 @@ static llmrt_status cuda_create(const llmrt_host *host, const llmrt_section *cfg
     if ((st = cuda_attention_init(b, err)) != LLMRT_OK)
         goto cleanup;
     if (host && host->log)
-        host->log(host->ctx, LLMRT_LOG_INFO, "cuda", "device %d: %s, cc %d.%d, %d SMs, L2 %zu KiB",
-                  device, b->name, b->cc_major, b->cc_minor, b->sm_count, b->l2_bytes >> 10);
+        host->log(host->ctx, LLMRT_LOG_INFO, "cuda",
+                  "device %d: %s, cc %d.%d, %d SMs, L2 %zu KiB, programmatic dependent launch %s",
+                  device, b->name, b->cc_major, b->cc_minor, b->sm_count, b->l2_bytes >> 10,
+                  b->pdl ? "on" : "off");
     *out = b;
     b = NULL;
 cleanup:
@@ -308,6 +365,10 @@ static void *cuda_native_handle(llmrt_backend *b, const char *what)
         return (void *)b->stream;
     if (strcmp(what, "cublas.handle") == 0)
         return (void *)b->cublas;
+    /* non-NULL when kernels are launched with programmatic dependent launch: other plugins'
+     * kernels on the stream then launch the same way (and wait the same way) */
+    if (strcmp(what, "cuda.pdl") == 0)
+        return b->pdl ? (void *)b : NULL;
     return NULL;
 }
 
@@ -349,6 +410,9 @@ static const llmrt_backend_vtable cuda_vtable = {
     .native_handle = cuda_native_handle,
     .parallel_for = NULL,
     .mem_info = cuda_mem_info,
+    .add_rmsnorm = cuda_add_rmsnorm,
+    .qk_norm_rope_store = cuda_qk_norm_rope_store,
+    .swiglu = cuda_swiglu,
 };
 
 static const llmrt_plugin_desc cuda_desc = {

@@ -72,6 +72,8 @@ argmax_kernel(int32_t *__restrict__ out, const float *__restrict__ logits, int v
     __shared__ float rv[32];
     __shared__ int ri[32];
     __shared__ bool last;
+    pdl_wait();
+    pdl_trigger();
     const int row = blockIdx.y;
     const float *x = logits + (int64_t)row * vocab;
     const int per = (vocab + slices - 1) / slices;
@@ -146,8 +148,8 @@ llmrt_status cuda_argmax(llmrt_backend *b, int32_t *out, const float *logits, in
     }
     for (int32_t r0 = 0; r0 < rows; r0 += ARGMAX_ROWS_PER_LAUNCH) {
         const int32_t n = rows - r0 < ARGMAX_ROWS_PER_LAUNCH ? rows - r0 : ARGMAX_ROWS_PER_LAUNCH;
-        argmax_kernel<<<dim3((unsigned)slices, (unsigned)n), ARGMAX_THREADS, 0, b->stream>>>(
-            out + r0, logits + (int64_t)r0 * vocab, vocab, slices, counters, pv, pi);
+        cuda_launch(b, argmax_kernel, dim3((unsigned)slices, (unsigned)n), ARGMAX_THREADS, 0,
+                    out + r0, logits + (int64_t)r0 * vocab, vocab, slices, counters, pv, pi);
         if ((st = cuda_check_launch(err, "argmax")) != LLMRT_OK)
             return st;
     }
@@ -316,6 +318,8 @@ sample_kernel(int32_t *__restrict__ out, const float *__restrict__ logits,
     __shared__ int s_sel;
     __shared__ u64 s_above, s_total;
 
+    pdl_wait();
+    pdl_trigger();
     const int row = blockIdx.x;
     const llmrt_sample_params sp = params[row];
     sample_row r;
@@ -422,8 +426,8 @@ llmrt_status cuda_sample(llmrt_backend *b, int32_t *out, const float *logits,
         return st;
     for (int32_t r0 = 0; r0 < rows; r0 += 65535) {
         const int32_t n = rows - r0 < 65535 ? rows - r0 : 65535;
-        sample_kernel<<<(unsigned)n, SAMPLE_THREADS, 0, b->stream>>>(
-            out + r0, logits + (int64_t)r0 * vocab, params + r0, vocab);
+        cuda_launch(b, sample_kernel, (unsigned)n, SAMPLE_THREADS, 0, out + r0,
+                    logits + (int64_t)r0 * vocab, params + r0, vocab);
         if ((st = cuda_check_launch(err, "sample")) != LLMRT_OK)
             return st;
     }

@@ -55,6 +55,11 @@ typedef struct qwen3_layer {
     qwen3_linear gate_proj;   /* [intermediate, hidden] */
     qwen3_linear up_proj;     /* [intermediate, hidden] */
     qwen3_linear down_proj;   /* [hidden, intermediate] */
+    /* Fused projections (see qwen3_weights.c): when set, q/k/v_proj resp. gate/up_proj are
+     * unused and one linear computes them all. */
+    int fused_qkv, fused_gate_up;
+    qwen3_linear qkv_proj;    /* [(n_heads + 2 n_kv_heads) * head_dim, hidden]: q, k, v rows */
+    qwen3_linear gate_up_proj; /* [2 * intermediate, hidden]: gate rows, then up rows */
 } qwen3_layer;
 
 /* Activations for one forward, f32, allocated once (T = params.max_tokens, S = max_seqs). */
@@ -71,6 +76,8 @@ typedef struct qwen3_scratch {
     float *up;     /* [T, intermediate] */
     float *act;    /* [T, intermediate] silu(gate) * up */
     float *rows;   /* [S, hidden] hidden states of the logits rows */
+    float *qkv;    /* [T, (n_heads + 2 n_kv_heads) * head_dim] fused q|k|v projection */
+    float *gu;     /* [T, 2 * intermediate] fused gate|up projection */
 } qwen3_scratch;
 
 struct llmrt_model {
@@ -87,6 +94,11 @@ struct llmrt_model {
     qwen3_layer *layers;      /* [n_layers] */
     qwen3_scratch s;
     uint64_t weight_bytes;
+    /* [model.qwen3] fuse = auto: use the backend's optional fused ops (add_rmsnorm,
+     * qk_norm_rope_store, swiglu) and fused q/k/v and gate/up linears where available;
+     * off: the separate ops only (for A/B and as a reference). */
+    int fuse;
+    int use_add_rmsnorm, use_qkv, use_gate_up; /* decided at create from fuse + backend ops */
 };
 
 /* Load every weight (through the quant plugin for decoder linears when one is given) into

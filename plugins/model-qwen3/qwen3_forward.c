@@ -12,7 +12,14 @@
  *   x += attn · Woᵀ
  *   xn = rmsnorm(x) · post_attention_layernorm
  *   x += (silu(xn · Wgᵀ) * (xn · Wuᵀ)) · Wdᵀ
- * then the final norm and lm_head on the logits rows (or on every row with all_logits). */
+ * then the final norm and lm_head on the logits rows (or on every row with all_logits).
+ *
+ * With the backend's fused ops (m->use_*, see qwen3_plugin.c) the same math takes fewer
+ * launches: each residual add is deferred into the next norm (add_rmsnorm: x += r, then
+ * xn = rmsnorm(x)); q/k/v come from one fused projection whose per-head norms, RoPE and
+ * cache store are one op (qk_norm_rope_store); gate/up come from one projection and
+ * swiglu. A decode step of pure one-token sequences needs no logits-row gather (row s is
+ * sequence s). */
 #include <math.h>
 
 #include "qwen3.h"
@@ -25,6 +32,71 @@ static llmrt_status linear(llmrt_model *m, const qwen3_linear *l, float *y, cons
     return m->be.vt->gemm(m->be.b, y, x, &l->w, n, err);
 }
 
+/* x [rows, H] += res (when not NULL), then out = rmsnorm(x) * w: one op when the backend has
+ * add_rmsnorm, else add and rmsnorm. */
+static llmrt_status add_norm(llmrt_model *m, float *out, float *x, const float *res,
+                             const llmrt_tensor *w, int32_t rows, llmrt_error *err)
+{
+    const llmrt_backend_vtable *be = m->be.vt;
+    const int32_t H = m->cfg.hidden;
+    const float eps = (float)m->cfg.eps;
+    llmrt_status st;
+    if (m->use_add_rmsnorm)
+        return be->add_rmsnorm(m->be.b, out, x, res, w, rows, H, eps, err);
+    if (res && (st = be->add(m->be.b, x, x, res, (int64_t)rows * H, err)))
+        return st;
+    return be->rmsnorm(m->be.b, out, x, w, rows, H, eps, err);
+}
+
+/* The attention block of layer L on xn: q [T, n_heads, D] ready for attention, k and v in
+ * the layer's cache. */
+static llmrt_status attn_prologue(llmrt_model *m, const qwen3_layer *L, const llmrt_batch *batch,
+                                  const llmrt_kv_cache *kv, int32_t l, llmrt_error *err)
+{
+    const qwen3_config *c = &m->cfg;
+    const llmrt_backend_vtable *be = m->be.vt;
+    llmrt_backend *b = m->be.b;
+    const qwen3_scratch *s = &m->s;
+    const int32_t T = batch->n_tokens, D = c->head_dim;
+    const float eps = (float)c->eps, theta = (float)c->rope_theta;
+    llmrt_status st;
+    if (L->fused_qkv) {
+        if ((st = linear(m, &L->qkv_proj, s->qkv, s->xn, T, err)))
+            return st;
+        return be->qk_norm_rope_store(b, s->q, s->qkv, &L->q_norm, &L->k_norm, batch->positions,
+                                      batch->slot_mapping, T, c->n_heads, c->n_kv_heads, D, eps,
+                                      theta, kv->k[l], kv->v[l], kv->dtype, err);
+    }
+    if ((st = linear(m, &L->q_proj, s->q, s->xn, T, err)) ||
+        (st = linear(m, &L->k_proj, s->k, s->xn, T, err)) ||
+        (st = linear(m, &L->v_proj, s->v, s->xn, T, err)) ||
+        (st = be->rmsnorm(b, s->q, s->q, &L->q_norm, T * c->n_heads, D, eps, err)) ||
+        (st = be->rmsnorm(b, s->k, s->k, &L->k_norm, T * c->n_kv_heads, D, eps, err)) ||
+        (st = be->rope(b, s->q, batch->positions, T, c->n_heads, D, theta, err)) ||
+        (st = be->rope(b, s->k, batch->positions, T, c->n_kv_heads, D, theta, err)))
+        return st;
+    return be->kv_store(b, kv->k[l], kv->v[l], kv->dtype, s->k, s->v, batch->slot_mapping, T,
+                        c->n_kv_heads, D, err);
+}
+
+/* act [T, I] = silu(xn · Wgᵀ) * (xn · Wuᵀ) */
+static llmrt_status mlp_up(llmrt_model *m, const qwen3_layer *L, int32_t T, llmrt_error *err)
+{
+    const llmrt_backend_vtable *be = m->be.vt;
+    const qwen3_scratch *s = &m->s;
+    const int32_t I = m->cfg.intermediate;
+    llmrt_status st;
+    if (L->fused_gate_up) {
+        if ((st = linear(m, &L->gate_up_proj, s->gu, s->xn, T, err)))
+            return st;
+        return be->swiglu(m->be.b, s->act, s->gu, T, I, err);
+    }
+    if ((st = linear(m, &L->gate_proj, s->gate, s->xn, T, err)) ||
+        (st = linear(m, &L->up_proj, s->up, s->xn, T, err)))
+        return st;
+    return be->silu_mul(m->be.b, s->act, s->gate, s->up, (int64_t)T * I, err);
+}
+
 llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
                            float *logits, llmrt_error *err)
 {
@@ -33,8 +105,7 @@ llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt
     llmrt_backend *b = m->be.b;
     const qwen3_scratch *s = &m->s;
     const int32_t T = batch ? batch->n_tokens : 0;
-    const int32_t H = c->hidden, I = c->intermediate, D = c->head_dim;
-    const float eps = (float)c->eps, theta = (float)c->rope_theta;
+    const int32_t H = c->hidden, D = c->head_dim;
     llmrt_status st;
 
     if (!batch || !kv || !logits)
@@ -80,44 +151,35 @@ llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt
 
     if ((st = be->embedding(b, s->x, &m->embed, batch->token_ids, T, err)))
         return st;
+    const float *pending = NULL; /* the MLP output not yet added to x */
     for (int32_t l = 0; l < c->n_layers; l++) {
         const qwen3_layer *L = &m->layers[l];
         ap.k_cache = kv->k[l];
         ap.v_cache = kv->v[l];
-        if ((st = be->rmsnorm(b, s->xn, s->x, &L->input_norm, T, H, eps, err)) ||
-            (st = linear(m, &L->q_proj, s->q, s->xn, T, err)) ||
-            (st = linear(m, &L->k_proj, s->k, s->xn, T, err)) ||
-            (st = linear(m, &L->v_proj, s->v, s->xn, T, err)) ||
-            (st = be->rmsnorm(b, s->q, s->q, &L->q_norm, T * c->n_heads, D, eps, err)) ||
-            (st = be->rmsnorm(b, s->k, s->k, &L->k_norm, T * c->n_kv_heads, D, eps, err)) ||
-            (st = be->rope(b, s->q, batch->positions, T, c->n_heads, D, theta, err)) ||
-            (st = be->rope(b, s->k, batch->positions, T, c->n_kv_heads, D, theta, err)) ||
-            (st = be->kv_store(b, kv->k[l], kv->v[l], kv->dtype, s->k, s->v, batch->slot_mapping,
-                               T, c->n_kv_heads, D, err)) ||
+        if ((st = add_norm(m, s->xn, s->x, pending, &L->input_norm, T, err)) ||
+            (st = attn_prologue(m, L, batch, kv, l, err)) ||
             (st = be->attention(b, s->attn, s->q, &ap, err)) ||
             (st = linear(m, &L->o_proj, s->proj, s->attn, T, err)) ||
-            (st = be->add(b, s->x, s->x, s->proj, (int64_t)T * H, err)) ||
-            (st = be->rmsnorm(b, s->xn, s->x, &L->post_norm, T, H, eps, err)) ||
-            (st = linear(m, &L->gate_proj, s->gate, s->xn, T, err)) ||
-            (st = linear(m, &L->up_proj, s->up, s->xn, T, err)) ||
-            (st = be->silu_mul(b, s->act, s->gate, s->up, (int64_t)T * I, err)) ||
-            (st = linear(m, &L->down_proj, s->proj, s->act, T, err)) ||
-            (st = be->add(b, s->x, s->x, s->proj, (int64_t)T * H, err)))
+            (st = add_norm(m, s->xn, s->x, s->proj, &L->post_norm, T, err)) ||
+            (st = mlp_up(m, L, T, err)) ||
+            (st = linear(m, &L->down_proj, s->proj, s->act, T, err)))
             return st;
+        pending = s->proj;
     }
 
-    if (batch->all_logits) {
-        if ((st = be->rmsnorm(b, s->xn, s->x, &m->final_norm, T, H, eps, err)))
-            return st;
-        return be->gemm(b, logits, s->xn, &m->lm_head, T, err);
-    }
-    /* Gather the logits rows on the device: the embedding op over an f32 view of the hidden
-     * states is a row gather that stays inside a captured graph. Norm after the gather:
-     * RMSNorm is per row, so only n_seqs rows need it. */
-    llmrt_tensor hidden_rows = {.dtype = LLMRT_DTYPE_F32, .ndim = 2, .shape = {T, H}, .data = s->x};
+    /* One-token sequences (a pure decode step): token row s is sequence s, so the logits
+     * rows are all rows in order; otherwise gather them (after the norm: it is per row). */
+    const int identity = batch->all_logits ||
+                         (T == batch->n_seqs && batch->max_query_len == 1);
+    if ((st = add_norm(m, s->xn, s->x, pending, &m->final_norm, T, err)))
+        return st;
+    if (identity)
+        return be->gemm(b, logits, s->xn, &m->lm_head, batch->all_logits ? T : batch->n_seqs, err);
+    /* the embedding op over an f32 view of the normed states is a row gather that stays
+     * inside a captured graph */
+    llmrt_tensor rows = {.dtype = LLMRT_DTYPE_F32, .ndim = 2, .shape = {T, H}, .data = s->xn};
     const int32_t S = batch->n_seqs;
-    if ((st = be->embedding(b, s->rows, &hidden_rows, batch->logits_rows, S, err)) ||
-        (st = be->rmsnorm(b, s->rows, s->rows, &m->final_norm, S, H, eps, err)))
+    if ((st = be->embedding(b, s->rows, &rows, batch->logits_rows, S, err)))
         return st;
     return be->gemm(b, logits, s->rows, &m->lm_head, S, err);
 }

@@ -55,14 +55,29 @@ static llmrt_status check_quant(const llmrt_quant_ref *q, llmrt_error *err)
     return LLMRT_OK;
 }
 
-/* [model.qwen3] has no keys yet: anything there is a typo worth reporting. */
-static llmrt_status check_section(const llmrt_section *cfg, llmrt_error *err)
+/* [model.qwen3] fuse = auto | off (see llmrt_model.fuse); anything else is a typo worth
+ * reporting. */
+static llmrt_status parse_section(const llmrt_section *cfg, int *fuse, llmrt_error *err)
 {
-    if (cfg && cfg->n > 0)
-        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "%s: unknown key '%s' in [%s] (the qwen3 model plugin has no settings)",
-                          cfg->where ? cfg->where[0] : "runtime.ini", cfg->keys[0],
-                          cfg->name ? cfg->name : "model.qwen3");
+    *fuse = 1;
+    for (size_t i = 0; cfg && i < cfg->n; i++) {
+        const char *where = cfg->where && cfg->where[i] ? cfg->where[i] : "runtime.ini";
+        const char *sec = cfg->name ? cfg->name : "model.qwen3";
+        if (strcmp(cfg->keys[i], "fuse") != 0)
+            return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                              "%s: unknown key '%s' in [%s] (the qwen3 model plugin's only key "
+                              "is fuse = auto|off)",
+                              where, cfg->keys[i], sec);
+        if (strcmp(cfg->values[i], "auto") == 0)
+            *fuse = 1;
+        else if (strcmp(cfg->values[i], "off") == 0)
+            *fuse = 0;
+        else
+            return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                              "%s: [%s] fuse = '%s': expected auto (fused ops and projections "
+                              "where the backend has them) or off",
+                              where, sec, cfg->values[i]);
+    }
     return LLMRT_OK;
 }
 
@@ -76,9 +91,18 @@ static llmrt_status alloc_scratch(llmrt_model *m, llmrt_error *err)
     const size_t QD = (size_t)c->n_heads * (size_t)c->head_dim;
     const size_t KVD = (size_t)c->n_kv_heads * (size_t)c->head_dim;
     /* elements of each buffer, in qwen3_scratch order */
-    const size_t n[] = {T * H, T * H, T * QD, T * KVD, T * KVD, T * QD, T * H, T * I, T * I, T * I, S * H};
+    /* buffers only the separate or only the fused projections use are sized 0 when no layer
+     * needs them (gate and up alone are 200 MB at 2048 tokens for Qwen3-8B) */
+    int sep_qkv = 0, fused_qkv = 0, sep_gu = 0, fused_gu = 0;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        sep_qkv |= !m->layers[l].fused_qkv, fused_qkv |= m->layers[l].fused_qkv;
+        sep_gu |= !m->layers[l].fused_gate_up, fused_gu |= m->layers[l].fused_gate_up;
+    }
+    const size_t n[] = {T * H, T * H, T * QD, sep_qkv ? T * KVD : 0, sep_qkv ? T * KVD : 0,
+                        T * QD, T * H, sep_gu ? T * I : 0, sep_gu ? T * I : 0, T * I, S * H,
+                        fused_qkv ? T * (QD + 2 * KVD) : 0, fused_gu ? T * 2 * I : 0};
     float **dst[] = {&m->s.x, &m->s.xn, &m->s.q, &m->s.k, &m->s.v, &m->s.attn, &m->s.proj,
-                     &m->s.gate, &m->s.up, &m->s.act, &m->s.rows};
+                     &m->s.gate, &m->s.up, &m->s.act, &m->s.rows, &m->s.qkv, &m->s.gu};
     size_t total = 0;
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
         total += align_up(n[i] * sizeof(float));
@@ -87,7 +111,7 @@ static llmrt_status alloc_scratch(llmrt_model *m, llmrt_error *err)
         return st;
     size_t off = 0;
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
-        *dst[i] = (float *)((char *)m->s.base + off);
+        *dst[i] = n[i] ? (float *)((char *)m->s.base + off) : NULL;
         off += align_up(n[i] * sizeof(float));
     }
     return LLMRT_OK;
@@ -117,7 +141,8 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                           "qwen3 create: max_tokens (%d) and max_seqs (%d) must be at least 1",
                           params->max_tokens, params->max_seqs);
-    if ((st = check_section(cfg, err)) || (st = check_backend(backend, err)) ||
+    int fuse = 1;
+    if ((st = parse_section(cfg, &fuse, err)) || (st = check_backend(backend, err)) ||
         (quant && quant->vt && (st = check_quant(quant, err))))
         return st;
 
@@ -132,6 +157,12 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
     if (quant && quant->vt)
         m->quant = *quant;
     m->params = *params;
+    /* Fused ops are optional backend members; fused projections need the op that consumes
+     * their output (qk_norm_rope_store splits q|k|v, swiglu splits gate|up). */
+    m->fuse = fuse;
+    m->use_add_rmsnorm = fuse && HAS_MEMBER(backend->vt, llmrt_backend_vtable, add_rmsnorm);
+    m->use_qkv = fuse && HAS_MEMBER(backend->vt, llmrt_backend_vtable, qk_norm_rope_store);
+    m->use_gate_up = fuse && HAS_MEMBER(backend->vt, llmrt_backend_vtable, swiglu);
     if ((st = qwen3_config_parse(ckpt->config_json, &m->cfg, err)))
         goto fail;
     m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);

@@ -5,7 +5,12 @@
  * checkpoint dtype (F32/F16/BF16; the backend gemm takes all three). Decoder linears go
  * through the quant plugin when there is one; a linear it does not find (NOT_FOUND) is loaded
  * densely from prefix.weight. embed_tokens, lm_head and the norms are always dense. Every
- * shape is checked against config.json before anything is copied. */
+ * shape is checked against config.json before anything is copied.
+ *
+ * Fused projections: q/k/v (and gate/up) read the same input, so when the model uses fused
+ * ops they load as one linear whose output row is [q | k | v] ([gate | up]) — one GEMV
+ * launch instead of three (two) at decode. Quantized: the quant plugin's linear_load_fused;
+ * dense: the parts' rows concatenated. Whatever cannot be fused loads one by one. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,11 +28,11 @@ static const char *shape_str(char *buf, size_t n, int32_t ndim, const int64_t *s
     return buf;
 }
 
-/* Copy a dense tensor of the expected shape into backend memory.
+/* Find a dense tensor and check it has the expected shape and a float dtype.
  * `dims` names the config keys behind the shape, for the message ("[vocab_size, hidden_size]"). */
-static llmrt_status load_dense(llmrt_model *m, const llmrt_checkpoint *ck, const char *name,
-                               int32_t ndim, const int64_t *shape, const char *dims,
-                               llmrt_tensor *out, llmrt_error *err)
+static llmrt_status find_dense(const llmrt_checkpoint *ck, const char *name, int32_t ndim,
+                               const int64_t *shape, const char *dims, llmrt_tensor_view *out,
+                               llmrt_error *err)
 {
     llmrt_tensor_view v;
     llmrt_status st = ck->find(ck->ctx, name, &v, err);
@@ -55,6 +60,22 @@ static llmrt_status load_dense(llmrt_model *m, const llmrt_checkpoint *ck, const
     if (v.bytes != bytes)
         return llmrt_fail(err, LLMRT_ERR_FORMAT, "tensor %s (%s): %zu bytes for %zu expected", name,
                           v.file ? v.file : ck->dir, v.bytes, bytes);
+    *out = v;
+    return LLMRT_OK;
+}
+
+/* Copy a dense tensor of the expected shape into backend memory. */
+static llmrt_status load_dense(llmrt_model *m, const llmrt_checkpoint *ck, const char *name,
+                               int32_t ndim, const int64_t *shape, const char *dims,
+                               llmrt_tensor *out, llmrt_error *err)
+{
+    llmrt_tensor_view v;
+    llmrt_status st = find_dense(ck, name, ndim, shape, dims, &v, err);
+    if (st)
+        return st;
+    llmrt_tensor t = {.dtype = v.dtype, .ndim = ndim};
+    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
+    const size_t bytes = v.bytes;
     st = m->be.vt->dev_alloc(m->be.b, bytes, &t.data, err);
     if (st)
         return st;
@@ -108,6 +129,103 @@ static llmrt_status load_linear(llmrt_model *m, const llmrt_checkpoint *ck, cons
     return load_dense(m, ck, name, 2, shape, dims, &l->w, err);
 }
 
+/* Parts of a fused projection: prefixes, out_features and the config keys behind each. */
+typedef struct fused_parts {
+    int n;
+    const char *prefix[3];
+    int64_t out[3];
+    const char *dims[3];
+} fused_parts;
+
+/* Several dense linears of one input, concatenated along out into one [sum(out), in] tensor
+ * (all parts must share a dtype). NOT_FOUND / FORMAT errors name the part's tensor. */
+static llmrt_status load_dense_fused(llmrt_model *m, const llmrt_checkpoint *ck,
+                                     const fused_parts *fp, int64_t in, qwen3_linear *l,
+                                     llmrt_error *err)
+{
+    llmrt_tensor_view v[3];
+    memset(v, 0, sizeof v);
+    int64_t total = 0;
+    for (int p = 0; p < fp->n; p++) {
+        char name[256];
+        snprintf(name, sizeof name, "%s.weight", fp->prefix[p]);
+        int64_t shape[2] = {fp->out[p], in};
+        llmrt_status st = find_dense(ck, name, 2, shape, fp->dims[p], &v[p], err);
+        if (st)
+            return st;
+        if (v[p].dtype != v[0].dtype)
+            return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED, "%s: dtype %s differs from %s.weight's",
+                              name, llmrt_dtype_name(v[p].dtype), fp->prefix[0]);
+        total += fp->out[p];
+    }
+    llmrt_tensor t = {.dtype = v[0].dtype, .ndim = 2, .shape = {total, in}};
+    llmrt_status st = m->be.vt->dev_alloc(m->be.b, llmrt_tensor_bytes(&t), &t.data, err);
+    if (st)
+        return st;
+    size_t off = 0;
+    for (int p = 0; p < fp->n && st == LLMRT_OK; p++) {
+        st = m->be.vt->copy(m->be.b, (char *)t.data + off, v[p].data, v[p].bytes, LLMRT_COPY_H2D,
+                            err);
+        off += v[p].bytes;
+    }
+    if (st) {
+        m->be.vt->dev_free(m->be.b, t.data);
+        return st;
+    }
+    l->w = t;
+    l->q = NULL;
+    l->in = in;
+    l->out = total;
+    m->weight_bytes += llmrt_tensor_bytes(&t);
+    return LLMRT_OK;
+}
+
+/* Load the parts as one linear: through the quant plugin's linear_load_fused when the
+ * checkpoint is quantized, else densely. LLMRT_ERR_UNSUPPORTED (nothing loaded) when they
+ * cannot be fused: the caller then loads them one by one. */
+static llmrt_status load_fused(llmrt_model *m, const llmrt_checkpoint *ck, const fused_parts *fp,
+                               int64_t in, qwen3_linear *l, llmrt_error *err)
+{
+    memset(l, 0, sizeof *l);
+    if (m->quant.vt) {
+        const llmrt_quant_vtable *qv = m->quant.vt;
+        if (!(qv->struct_size >= offsetof(llmrt_quant_vtable, linear_load_fused) +
+                                     sizeof qv->linear_load_fused &&
+              qv->linear_load_fused))
+            return LLMRT_ERR_UNSUPPORTED;
+        llmrt_error qerr = {0};
+        llmrt_status st = qv->linear_load_fused(m->quant.q, ck, fp->prefix, fp->n, in, fp->out,
+                                                &l->q, &qerr);
+        if (st == LLMRT_OK) {
+            int64_t total = 0;
+            for (int p = 0; p < fp->n; p++)
+                total += fp->out[p];
+            l->in = in;
+            l->out = total;
+            if (qv->struct_size >= offsetof(llmrt_quant_vtable, linear_bytes) + sizeof qv->linear_bytes &&
+                qv->linear_bytes)
+                m->weight_bytes += qv->linear_bytes(m->quant.q, l->q);
+            return LLMRT_OK;
+        }
+        l->q = NULL;
+        /* NOT_FOUND: some part is dense; UNSUPPORTED: cannot fuse. Either way the parts load
+         * one by one, where any real error is reported with its tensor's name. */
+        if (st == LLMRT_ERR_NOT_FOUND || st == LLMRT_ERR_UNSUPPORTED)
+            return LLMRT_ERR_UNSUPPORTED;
+        if (err)
+            *err = qerr;
+        return st;
+    }
+    llmrt_error derr = {0};
+    llmrt_status st = load_dense_fused(m, ck, fp, in, l, &derr);
+    if (st == LLMRT_OK || st == LLMRT_ERR_NOMEM || st == LLMRT_ERR_DEVICE) {
+        if (st && err)
+            *err = derr;
+        return st;
+    }
+    return LLMRT_ERR_UNSUPPORTED; /* shape / dtype problems: reported by the separate loads */
+}
+
 llmrt_status qwen3_weights_load(llmrt_model *m, const llmrt_checkpoint *ck, llmrt_error *err)
 {
     const qwen3_config *c = &m->cfg;
@@ -125,15 +243,42 @@ llmrt_status qwen3_weights_load(llmrt_model *m, const llmrt_checkpoint *ck, llmr
         char p[128];
 #define PFX(suffix) (snprintf(p, sizeof p, "model.layers.%d." suffix, i), p)
 #define NAME(suffix) (snprintf(name, sizeof name, "model.layers.%d." suffix, i), name)
+        char pq[128], pk[128], pv[128], pg[128], pu[128];
+        snprintf(pq, sizeof pq, "model.layers.%d.self_attn.q_proj", i);
+        snprintf(pk, sizeof pk, "model.layers.%d.self_attn.k_proj", i);
+        snprintf(pv, sizeof pv, "model.layers.%d.self_attn.v_proj", i);
+        snprintf(pg, sizeof pg, "model.layers.%d.mlp.gate_proj", i);
+        snprintf(pu, sizeof pu, "model.layers.%d.mlp.up_proj", i);
+        static const char *const QDIMS = "[num_attention_heads * head_dim, hidden_size]";
+        static const char *const KVDIMS = "[num_key_value_heads * head_dim, hidden_size]";
+        static const char *const IDIMS = "[intermediate_size, hidden_size]";
         if ((st = load_vector(m, ck, NAME("input_layernorm.weight"), H, "[hidden_size]",
-                              &L->input_norm, err)) ||
-            (st = load_linear(m, ck, PFX("self_attn.q_proj"), H, QD,
-                              "[num_attention_heads * head_dim, hidden_size]", &L->q_proj, err)) ||
-            (st = load_linear(m, ck, PFX("self_attn.k_proj"), H, KVD,
-                              "[num_key_value_heads * head_dim, hidden_size]", &L->k_proj, err)) ||
-            (st = load_linear(m, ck, PFX("self_attn.v_proj"), H, KVD,
-                              "[num_key_value_heads * head_dim, hidden_size]", &L->v_proj, err)) ||
-            (st = load_vector(m, ck, NAME("self_attn.q_norm.weight"), D, "[head_dim]", &L->q_norm,
+                              &L->input_norm, err)))
+            return st;
+        if (m->use_qkv) {
+            fused_parts fp = {3, {pq, pk, pv}, {QD, KVD, KVD}, {QDIMS, KVDIMS, KVDIMS}};
+            st = load_fused(m, ck, &fp, H, &L->qkv_proj, err);
+            if (st != LLMRT_OK && st != LLMRT_ERR_UNSUPPORTED)
+                return st;
+            L->fused_qkv = st == LLMRT_OK;
+        }
+        if (!L->fused_qkv &&
+            ((st = load_linear(m, ck, pq, H, QD, QDIMS, &L->q_proj, err)) ||
+             (st = load_linear(m, ck, pk, H, KVD, KVDIMS, &L->k_proj, err)) ||
+             (st = load_linear(m, ck, pv, H, KVD, KVDIMS, &L->v_proj, err))))
+            return st;
+        if (m->use_gate_up) {
+            fused_parts fp = {2, {pg, pu}, {I, I}, {IDIMS, IDIMS}};
+            st = load_fused(m, ck, &fp, H, &L->gate_up_proj, err);
+            if (st != LLMRT_OK && st != LLMRT_ERR_UNSUPPORTED)
+                return st;
+            L->fused_gate_up = st == LLMRT_OK;
+        }
+        if (!L->fused_gate_up &&
+            ((st = load_linear(m, ck, pg, H, I, IDIMS, &L->gate_proj, err)) ||
+             (st = load_linear(m, ck, pu, H, I, IDIMS, &L->up_proj, err))))
+            return st;
+        if ((st = load_vector(m, ck, NAME("self_attn.q_norm.weight"), D, "[head_dim]", &L->q_norm,
                               err)) ||
             (st = load_vector(m, ck, NAME("self_attn.k_norm.weight"), D, "[head_dim]", &L->k_norm,
                               err)) ||
@@ -141,10 +286,6 @@ llmrt_status qwen3_weights_load(llmrt_model *m, const llmrt_checkpoint *ck, llmr
                               "[hidden_size, num_attention_heads * head_dim]", &L->o_proj, err)) ||
             (st = load_vector(m, ck, NAME("post_attention_layernorm.weight"), H, "[hidden_size]",
                               &L->post_norm, err)) ||
-            (st = load_linear(m, ck, PFX("mlp.gate_proj"), H, I,
-                              "[intermediate_size, hidden_size]", &L->gate_proj, err)) ||
-            (st = load_linear(m, ck, PFX("mlp.up_proj"), H, I, "[intermediate_size, hidden_size]",
-                              &L->up_proj, err)) ||
             (st = load_linear(m, ck, PFX("mlp.down_proj"), I, H,
                               "[hidden_size, intermediate_size]", &L->down_proj, err)))
             return st;
@@ -201,6 +342,8 @@ void qwen3_weights_free(llmrt_model *m)
         free_linear(m, &L->gate_proj);
         free_linear(m, &L->up_proj);
         free_linear(m, &L->down_proj);
+        free_linear(m, &L->qkv_proj);
+        free_linear(m, &L->gate_up_proj);
     }
     if (!m->lm_head_tied)
         free_tensor(m, &m->lm_head);

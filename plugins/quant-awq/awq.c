@@ -271,10 +271,13 @@ static llmrt_status find_checked(const llmrt_checkpoint *ck, const char *prefix,
     return LLMRT_OK;
 }
 
-static llmrt_status awq_linear_load(llmrt_quant *q, const llmrt_checkpoint *ckpt, const char *prefix,
-                                    int64_t in, int64_t out, llmrt_qlinear **out_l, llmrt_error *err)
+/* The three tensors of the AWQ linear at `prefix`, checked against [out, in] and the group:
+ * NOT_FOUND when the linear is dense in the checkpoint. */
+static llmrt_status find_linear(const llmrt_quant *q, const llmrt_checkpoint *ckpt,
+                                const char *prefix, int64_t in, int64_t out,
+                                llmrt_tensor_view *qw, llmrt_tensor_view *qz,
+                                llmrt_tensor_view *sc, llmrt_error *err)
 {
-    *out_l = NULL;
     char name[512];
     snprintf(name, sizeof name, "%s.qweight", prefix);
     if (!ckpt->has(ckpt->ctx, name))
@@ -290,14 +293,23 @@ static llmrt_status awq_linear_load(llmrt_quant *q, const llmrt_checkpoint *ckpt
                           "quant-awq: %s: out_features %lld is not a multiple of 8 (eight 4-bit "
                           "values per int32)",
                           prefix, (long long)out);
-    llmrt_tensor_view qw, qz, sc;
     llmrt_status st =
-        find_checked(ckpt, prefix, "qweight", LLMRT_DTYPE_I32, in, out / 8, in, out, g, &qw, err);
+        find_checked(ckpt, prefix, "qweight", LLMRT_DTYPE_I32, in, out / 8, in, out, g, qw, err);
     if (st == LLMRT_OK)
-        st = find_checked(ckpt, prefix, "qzeros", LLMRT_DTYPE_I32, in / g, out / 8, in, out, g, &qz,
+        st = find_checked(ckpt, prefix, "qzeros", LLMRT_DTYPE_I32, in / g, out / 8, in, out, g, qz,
                           err);
     if (st == LLMRT_OK)
-        st = find_checked(ckpt, prefix, "scales", LLMRT_DTYPE_F16, in / g, out, in, out, g, &sc, err);
+        st = find_checked(ckpt, prefix, "scales", LLMRT_DTYPE_F16, in / g, out, in, out, g, sc, err);
+    return st;
+}
+
+static llmrt_status awq_linear_load(llmrt_quant *q, const llmrt_checkpoint *ckpt, const char *prefix,
+                                    int64_t in, int64_t out, llmrt_qlinear **out_l, llmrt_error *err)
+{
+    *out_l = NULL;
+    const int64_t g = q->group;
+    llmrt_tensor_view qw, qz, sc;
+    llmrt_status st = find_linear(q, ckpt, prefix, in, out, &qw, &qz, &sc, err);
     if (st != LLMRT_OK)
         return st;
 
@@ -317,6 +329,84 @@ static llmrt_status awq_linear_load(llmrt_quant *q, const llmrt_checkpoint *ckpt
                         "(rebuild with a CUDA toolkit, LLMRT_CUDA=ON)",
                         prefix);
 #endif
+    }
+    if (st != LLMRT_OK) {
+        free(l);
+        return st;
+    }
+    *out_l = l;
+    return LLMRT_OK;
+}
+
+#define AWQ_MAX_PARTS 8
+
+/* Columns [c0, c0 + w) of every row of dst [rows, dst_w] from src [rows, w] (elem bytes each). */
+static void copy_columns(void *dst, int64_t dst_w, int64_t c0, const void *src, int64_t w,
+                         int64_t rows, size_t elem)
+{
+    for (int64_t r = 0; r < rows; r++)
+        memcpy((char *)dst + ((size_t)r * (size_t)dst_w + (size_t)c0) * elem,
+               (const char *)src + (size_t)r * (size_t)w * elem, (size_t)w * elem);
+}
+
+/* Several linears of one input as one [sum(out), in]. CUDA repacks each part into its rows
+ * on the device; the CPU kernel takes the parts' tensors concatenated along out (qweight,
+ * qzeros and scales are all [.., out (/8)] row-major, so that is a per-row column copy). */
+static llmrt_status awq_linear_load_fused(llmrt_quant *q, const llmrt_checkpoint *ckpt,
+                                          const char *const *prefixes, int32_t n_parts,
+                                          int64_t in, const int64_t *outs, llmrt_qlinear **out_l,
+                                          llmrt_error *err)
+{
+    *out_l = NULL;
+    if (n_parts < 1 || n_parts > AWQ_MAX_PARTS)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "quant-awq: a fused linear has 1..%d parts (got %d)", AWQ_MAX_PARTS,
+                          n_parts);
+    const int64_t g = q->group;
+    llmrt_tensor_view qw[AWQ_MAX_PARTS], qz[AWQ_MAX_PARTS], sc[AWQ_MAX_PARTS];
+    int64_t total = 0;
+    llmrt_status st = LLMRT_OK;
+    for (int32_t p = 0; p < n_parts; p++) {
+        if ((st = find_linear(q, ckpt, prefixes[p], in, outs[p], &qw[p], &qz[p], &sc[p], err)))
+            return st;
+        total += outs[p];
+    }
+    llmrt_qlinear *l = calloc(1, sizeof *l);
+    if (!l)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "quant-awq: out of memory");
+    l->in = in;
+    l->out = total;
+    if (q->target == AWQ_ON_CUDA) {
+#ifdef AWQ_HAVE_CUDA
+        awq_cuda_part parts[AWQ_MAX_PARTS];
+        for (int32_t p = 0; p < n_parts; p++) {
+            parts[p].qweight = qw[p].data;
+            parts[p].qzeros = qz[p].data;
+            parts[p].scales = sc[p].data;
+            parts[p].out = outs[p];
+        }
+        st = awq_cuda_load_parts(q->cuda, parts, n_parts, in, g, &l->cuda, err);
+#else
+        st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED, "quant-awq was built without CUDA");
+#endif
+    } else {
+        int32_t *cqw = malloc((size_t)in * (size_t)(total / 8) * 4);
+        int32_t *cqz = malloc((size_t)(in / g) * (size_t)(total / 8) * 4);
+        uint16_t *csc = malloc((size_t)(in / g) * (size_t)total * 2);
+        if (!cqw || !cqz || !csc) {
+            st = llmrt_fail(err, LLMRT_ERR_NOMEM, "quant-awq: out of memory fusing %d linears",
+                            n_parts);
+        } else {
+            int64_t c0 = 0;
+            for (int32_t p = 0; p < n_parts; p++) {
+                copy_columns(cqw, total / 8, c0 / 8, qw[p].data, outs[p] / 8, in, 4);
+                copy_columns(cqz, total / 8, c0 / 8, qz[p].data, outs[p] / 8, in / g, 4);
+                copy_columns(csc, total, c0, sc[p].data, outs[p], in / g, 2);
+                c0 += outs[p];
+            }
+            st = awq_cpu_load(&q->backend, cqw, cqz, csc, in, total, g, &l->cpu, err);
+        }
+        free(cqw), free(cqz), free(csc);
     }
     if (st != LLMRT_OK) {
         free(l);
@@ -402,6 +492,7 @@ static const llmrt_quant_vtable awq_vtable = {
     .linear_forward = awq_linear_forward,
     .linear_bytes = awq_linear_bytes,
     .linear_dequant = awq_linear_dequant,
+    .linear_load_fused = awq_linear_load_fused,
 };
 
 static const llmrt_plugin_desc awq_desc = {

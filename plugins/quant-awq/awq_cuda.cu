@@ -7,9 +7,17 @@
  * fragments for four 16x16 tiles, dequantised with the 0x6400 magic-number trick (two LOP3
  * and one HSUB2/HFMA2 per four weights, q - z exact in f16), multiplied on the tensor cores
  * (mma.sync m16n8k16, f16 in, f32 accumulate) against up to 32 tokens, and the group scale is
- * applied in f32 after each group. The K dimension is split across warps when the matrix has
- * few rows, and the last warp of each row block sums the splits in a fixed order
- * (deterministic, one launch, graph-capturable).
+ * applied in f32 after each group.
+ *
+ * The GEMV (n <= 32): a block owns 32 output rows and KW warps that split K between them,
+ * summed in shared memory in a fixed order (deterministic, no atomics, one launch). KW is
+ * chosen per linear at load so that the whole GPU has ~16 warps per SM streaming weights:
+ * small linears get many K-splitting warps, wide ones few. Each warp issues its first 4 KB
+ * of weight loads before waiting on the previous kernel (programmatic dependent launch, when
+ * the backend uses it): weights never change, activations do.
+ *
+ * Several linears reading the same input (q/k/v, gate/up) load as one (awq_cuda_load_parts):
+ * each part is repacked into its own range of m-tiles, so one launch computes all of them.
  *
  * For n > 32 tokens (prefill) tensor cores at full tile sizes win: the linear is dequantised
  * into an f16 scratch matrix and multiplied by the backend's gemm (cuBLAS). */
@@ -18,25 +26,36 @@
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define AWQ_WARPS 4         /* warps per block of the GEMV kernel */
 #define AWQ_MT 2            /* m-tiles (16 rows each) per warp: AWQ_CL_MPAD / 16 */
 #define AWQ_MAX_N 32        /* tokens the tensor-core GEMV handles (4 n-tiles of 8) */
-#define AWQ_ITK AWQ_CL_KPAD /* inputs per kernel iteration */
+#define AWQ_ITK AWQ_CL_KPAD /* inputs per warp iteration */
+#define AWQ_KW_MAX 16       /* K-splitting warps per block */
+#define AWQ_V1_WARPS 4      /* warps per block of the first (global split-K) kernel */
+
+/* Developer tuning knobs (env LLMRT_AWQ_TUNE="key=value,..."; 0 = built-in choice), for
+ * benchmark sweeps without a rebuild. Not a user setting. */
+typedef struct awq_tune {
+    int kernel; /* 1: the first GEMV (global split-K, atomics); 2 (default): in-block split */
+    int kw;     /* force K-splitting warps per block (1..16, a power of two) */
+} awq_tune;
 
 struct awq_cuda_ctx {
     llmrt_backend_ref be;
     cudaStream_t stream;
     int device;
     int sm_count;
-    void *staging;            /* raw qweight | qzeros | scales during a load */
+    int pdl;                  /* launch with programmatic dependent launch (backend "cuda.pdl") */
+    awq_tune tune;
+    void *staging;            /* raw qweight | qzeros | scales of one part during a load */
     size_t staging_bytes;
-    float *part;              /* split-K partials [ksplit][AWQ_MAX_N][outp] */
+    float *part;              /* kernel 1 only: split-K partials [ksplit][AWQ_MAX_N][outp] */
     size_t part_bytes;
-    unsigned int *counters;   /* per row block, zero between launches */
+    unsigned int *counters;   /* kernel 1 only: per row block, zero between launches */
     size_t n_counters;
     __half *deq;              /* dequantised f16 [out, in] for n > AWQ_MAX_N */
     size_t deq_bytes;
@@ -46,8 +65,9 @@ struct awq_cuda_linear {
     int64_t in, out, group;
     int64_t kpad, outp;       /* padded inputs and rows */
     int64_t n_mtiles;
-    int ksplit;               /* warps sharing one row block's K range */
-    int iters_per_split;      /* AWQ_ITK-input iterations per warp */
+    int kw;                   /* K-splitting warps per block (kernel 2) */
+    int ksplit;               /* kernel 1: warps sharing one row block's K range */
+    int iters_per_split;      /* kernel 1: AWQ_ITK-input iterations per warp */
     uint32_t *wq;             /* [n_mtiles][kpad/64][32][4] */
     uint32_t *meta;           /* [n_mtiles][kpad/group][8][2] */
     size_t wq_bytes, meta_bytes;
@@ -75,6 +95,41 @@ static llmrt_status check_launch(llmrt_error *err, const char *kernel)
     char what[128];
     snprintf(what, sizeof what, "launching %s", kernel);
     return cfail(err, e, what);
+}
+
+/* ---- programmatic dependent launch (as the backend's kernels: see backend-cuda) ---- */
+
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+/* Launch a forward kernel on the backend's stream, with programmatic dependent launch when
+ * the backend uses it (the kernel then must pdl_wait() before touching activations). */
+template <typename... KArgs, typename... Args>
+static void awq_launch(const awq_cuda_ctx *ctx, void (*k)(KArgs...), dim3 grid, dim3 block,
+                       size_t smem, Args... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = ctx->stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = ctx->pdl ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, k, static_cast<KArgs>(args)...);
 }
 
 /* Grow a device buffer owned by the context (allocation happens at load time only). */
@@ -169,6 +224,48 @@ __global__ void awq_dequant_kernel(OT *__restrict__ w, const uint32_t *__restric
     }
 }
 
+/* Prefill: dense f16 W [out, in] from the repacked tensors, one thread per fragment word
+ * (8 weights: rows r0, r0 + 8, inputs ka, ka + 1, ka + 8, ka + 9), written as f16 pairs.
+ * Launched on the forward stream (pdl_wait first: the previous gemm may still read deq). */
+__global__ void awq_dequant_f16_kernel(__half *__restrict__ w, const uint32_t *__restrict__ wq,
+                                       const uint32_t *__restrict__ meta, int64_t out,
+                                       int64_t in, int group, int64_t kpad, int64_t n_words)
+{
+    pdl_wait();
+    pdl_trigger();
+    const int64_t n_super = kpad / 64;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_words;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        /* i = ((mt * n_super + c) * 32 + lane) * 4 + j, k-tile kt = 4 c + j */
+        const int j = (int)(i & 3), lane = (int)((i >> 2) & 31);
+        const int64_t mc = i >> 7;
+        const int64_t mt = mc / n_super, kt = (mc - mt * n_super) * 4 + j;
+        const int g = lane >> 2, t = lane & 3;
+        const int64_t ka = 16 * kt + 2 * t;
+        if (ka >= in)
+            continue;
+        const uint32_t word = wq[i];
+        const int64_t at = awq_cl_meta_index(kpad, group, mt, (16 * kt) / group, g);
+        const uint32_t sb = meta[at], zb = meta[at + 1];
+#pragma unroll
+        for (int hi = 0; hi < 2; hi++) {
+            const int64_t r = 16 * mt + g + 8 * hi;
+            if (r >= out)
+                continue;
+            const float s = __half2float(__ushort_as_half((unsigned short)((sb >> (16 * hi)) & 0xffffu)));
+            const float z = (float)((zb >> (16 * hi)) & 0xfu);
+#pragma unroll
+            for (int p = 0; p < 2; p++) { /* inputs ka + 8p, ka + 8p + 1 */
+                const float q0 = (float)((word >> (4 * awq_cl_nibble(hi, 2 * t + 8 * p))) & 0xfu);
+                const float q1 = (float)((word >> (4 * awq_cl_nibble(hi, 2 * t + 8 * p + 1))) & 0xfu);
+                if (ka + 8 * p < in)
+                    *reinterpret_cast<__half2 *>(w + r * in + ka + 8 * p) =
+                        __floats2half2_rn((q0 - z) * s, (q1 - z) * s);
+            }
+        }
+    }
+}
+
 static unsigned grid_for(const awq_cuda_ctx *ctx, int64_t total, int threads)
 {
     int64_t b = (total + threads - 1) / threads;
@@ -195,6 +292,7 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                           "awq cuda: backend '%s' has no \"cuda.stream\" native handle",
                           backend->name ? backend->name : "?");
     }
+    ctx->pdl = backend->vt->native_handle(backend->b, "cuda.pdl") != NULL;
     cudaError_t e = cudaStreamGetDevice(ctx->stream, &ctx->device);
     if (e == cudaSuccess)
         e = cudaSetDevice(ctx->device);
@@ -203,6 +301,24 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
     if (e != cudaSuccess) {
         free(ctx);
         return cfail(err, e, "reading the backend stream's device");
+    }
+    /* LLMRT_AWQ_TUNE="kernel=1" or "kw=8" (see awq_tune); unknown keys are ignored */
+    const char *env = getenv("LLMRT_AWQ_TUNE");
+    if (env && *env) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", env);
+        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+             tok = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(tok, '=');
+            if (!eq)
+                continue;
+            *eq = 0;
+            const int v = atoi(eq + 1);
+            if (strcmp(tok, "kernel") == 0)
+                ctx->tune.kernel = v;
+            else if (strcmp(tok, "kw") == 0)
+                ctx->tune.kw = v;
+        }
     }
     *out = ctx;
     return LLMRT_OK;
@@ -222,7 +338,7 @@ extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
     free(ctx);
 }
 
-/* Split K so that about 8 warps per SM have work; never more splits than iterations. */
+/* Kernel 1: split K so that about 8 warps per SM have work; never more splits than iterations. */
 static void choose_split(const awq_cuda_ctx *ctx, awq_cuda_linear *l)
 {
     const int64_t n_iters = l->kpad / AWQ_ITK;
@@ -238,10 +354,11 @@ static void choose_split(const awq_cuda_ctx *ctx, awq_cuda_linear *l)
     l->ksplit = (int)((n_iters + per - 1) / per);
 }
 
-extern "C" llmrt_status awq_cuda_load(awq_cuda_ctx *ctx, const int32_t *qweight,
-                                      const int32_t *qzeros, const uint16_t *scales, int64_t in,
-                                      int64_t out, int64_t group, awq_cuda_linear **out_linear,
-                                      llmrt_error *err)
+static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, int64_t n_iters);
+
+extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_part *parts,
+                                            int32_t n_parts, int64_t in, int64_t group,
+                                            awq_cuda_linear **out_linear, llmrt_error *err)
 {
     *out_linear = NULL;
     llmrt_status st = use_device(ctx, err);
@@ -252,6 +369,22 @@ extern "C" llmrt_status awq_cuda_load(awq_cuda_ctx *ctx, const int32_t *qweight,
                           "awq cuda: group size %lld with in_features %lld is not supported "
                           "(groups of 32, 64 or 128; in_features a multiple of 32)",
                           (long long)group, (long long)in);
+    if (n_parts < 1)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "awq cuda: no parts to load");
+    int64_t out = 0;
+    for (int32_t p = 0; p < n_parts; p++) {
+        /* each part starts on an m-tile (16 rows) boundary */
+        if (p + 1 < n_parts && parts[p].out % 16 != 0)
+            return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                              "awq cuda: fused part %d has %lld outputs; parts before the last "
+                              "must have a multiple of 16",
+                              p, (long long)parts[p].out);
+        out += parts[p].out;
+    }
+    if (out > INT32_MAX / 64 || in > INT32_MAX / 2)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "awq cuda: linear [%lld, %lld] is too large", (long long)out,
+                          (long long)in);
     awq_cuda_linear *l = (awq_cuda_linear *)calloc(1, sizeof *l);
     if (!l)
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "awq cuda: out of memory");
@@ -263,26 +396,18 @@ extern "C" llmrt_status awq_cuda_load(awq_cuda_ctx *ctx, const int32_t *qweight,
     l->n_mtiles = l->outp / 16;
     l->wq_bytes = (size_t)l->n_mtiles * (size_t)(l->kpad / 16) * 32 * sizeof(uint32_t);
     l->meta_bytes = (size_t)l->n_mtiles * (size_t)(l->kpad / group) * 8 * 2 * sizeof(uint32_t);
+    l->kw = choose_kw(ctx, l->group, l->n_mtiles / AWQ_MT, l->kpad / AWQ_ITK);
     choose_split(ctx, l);
 
-    const size_t qw_bytes = (size_t)in * (size_t)(out / 8) * 4;
-    const size_t qz_bytes = (size_t)(in / group) * (size_t)(out / 8) * 4;
-    const size_t sc_bytes = (size_t)(in / group) * (size_t)out * 2;
-    const size_t qz_off = (qw_bytes + 255) / 256 * 256;
-    const size_t sc_off = qz_off + (qz_bytes + 255) / 256 * 256;
-    const size_t stage_bytes = sc_off + sc_bytes;
     cudaError_t e;
     void *wq = NULL, *meta = NULL;
-
     if ((st = ctx->be.vt->dev_alloc(ctx->be.b, l->wq_bytes, &wq, err)) != LLMRT_OK)
         goto fail;
     if ((st = ctx->be.vt->dev_alloc(ctx->be.b, l->meta_bytes, &meta, err)) != LLMRT_OK)
         goto fail;
     l->wq = (uint32_t *)wq;
     l->meta = (uint32_t *)meta;
-    if ((st = grow(ctx, &ctx->staging, &ctx->staging_bytes, stage_bytes, 0, "load staging", err)))
-        goto fail;
-    {
+    if (ctx->tune.kernel == 1) {
         /* split-K partials and counters for the largest linear so far */
         const size_t part = (size_t)l->ksplit * AWQ_MAX_N * (size_t)l->outp * sizeof(float);
         if (l->ksplit > 1 &&
@@ -293,33 +418,62 @@ extern "C" llmrt_status awq_cuda_load(awq_cuda_ctx *ctx, const int32_t *qweight,
         if ((st = grow(ctx, (void **)&ctx->counters, &have, cnt, 1, "split-K counters", err)))
             goto fail;
         ctx->n_counters = have / sizeof(unsigned int);
+    }
+    {
         const size_t deq = (size_t)out * (size_t)in * sizeof(__half);
         if ((st = grow(ctx, (void **)&ctx->deq, &ctx->deq_bytes, deq, 0, "prefill dequant scratch",
                        err)))
             goto fail;
     }
     {
-        char *stage = (char *)ctx->staging;
-        /* pageable sources: each call returns once the source has been consumed */
-        if ((e = cudaMemcpyAsync(stage, qweight, qw_bytes, cudaMemcpyHostToDevice, ctx->stream)) ||
-            (e = cudaMemcpyAsync(stage + qz_off, qzeros, qz_bytes, cudaMemcpyHostToDevice,
-                                 ctx->stream)) ||
-            (e = cudaMemcpyAsync(stage + sc_off, scales, sc_bytes, cudaMemcpyHostToDevice,
-                                 ctx->stream))) {
-            st = cfail(err, e, "copying the AWQ tensors to the device");
+        int64_t row0 = 0;
+        for (int32_t p = 0; p < n_parts; p++) {
+            const int64_t po = parts[p].out;
+            const size_t qw_bytes = (size_t)in * (size_t)(po / 8) * 4;
+            const size_t qz_bytes = (size_t)(in / group) * (size_t)(po / 8) * 4;
+            const size_t sc_bytes = (size_t)(in / group) * (size_t)po * 2;
+            const size_t qz_off = (qw_bytes + 255) / 256 * 256;
+            const size_t sc_off = qz_off + (qz_bytes + 255) / 256 * 256;
+            if ((st = grow(ctx, &ctx->staging, &ctx->staging_bytes, sc_off + sc_bytes, 0,
+                           "load staging", err)))
+                goto fail;
+            char *stage = (char *)ctx->staging;
+            /* pageable sources: each call returns once the source has been consumed; the
+             * staging buffer is reused by the next part only after this part's repack (stream
+             * order) */
+            if ((e = cudaMemcpyAsync(stage, parts[p].qweight, qw_bytes, cudaMemcpyHostToDevice,
+                                     ctx->stream)) ||
+                (e = cudaMemcpyAsync(stage + qz_off, parts[p].qzeros, qz_bytes,
+                                     cudaMemcpyHostToDevice, ctx->stream)) ||
+                (e = cudaMemcpyAsync(stage + sc_off, parts[p].scales, sc_bytes,
+                                     cudaMemcpyHostToDevice, ctx->stream))) {
+                st = cfail(err, e, "copying the AWQ tensors to the device");
+                goto fail;
+            }
+            /* this part's m-tiles: [row0 / 16, ...); the last part also fills the padding */
+            const int64_t mt0 = row0 / 16;
+            const int64_t n_mt = p + 1 < n_parts ? po / 16 : l->n_mtiles - mt0;
+            uint32_t *pwq = l->wq + mt0 * (l->kpad / 16) * 32;
+            uint32_t *pmeta = l->meta + mt0 * (l->kpad / group) * 16;
+            const int64_t words = n_mt * (l->kpad / 16) * 32;
+            awq_repack_words<<<grid_for(ctx, words, 256), 256, 0, ctx->stream>>>(
+                pwq, (const int32_t *)stage, po, in, l->kpad, n_mt);
+            if ((st = check_launch(err, "awq_repack_words")))
+                goto fail;
+            const int64_t metas = n_mt * (l->kpad / group) * 8;
+            awq_repack_meta<<<grid_for(ctx, metas, 256), 256, 0, ctx->stream>>>(
+                pmeta, (const int32_t *)(stage + qz_off), (const uint16_t *)(stage + sc_off), po,
+                in, group, l->kpad, n_mt);
+            if ((st = check_launch(err, "awq_repack_meta")))
+                goto fail;
+            row0 += po;
+        }
+        /* Forward kernels read the weights before waiting on the kernel before them
+         * (programmatic dependent launch): the repack must be complete and visible first. */
+        if ((e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess) {
+            st = cfail(err, e, "repacking the AWQ tensors");
             goto fail;
         }
-        const int64_t words = l->n_mtiles * (l->kpad / 16) * 32;
-        awq_repack_words<<<grid_for(ctx, words, 256), 256, 0, ctx->stream>>>(
-            l->wq, (const int32_t *)stage, out, in, l->kpad, l->n_mtiles);
-        if ((st = check_launch(err, "awq_repack_words")))
-            goto fail;
-        const int64_t metas = l->n_mtiles * (l->kpad / group) * 8;
-        awq_repack_meta<<<grid_for(ctx, metas, 256), 256, 0, ctx->stream>>>(
-            l->meta, (const int32_t *)(stage + qz_off), (const uint16_t *)(stage + sc_off), out, in,
-            group, l->kpad, l->n_mtiles);
-        if ((st = check_launch(err, "awq_repack_meta")))
-            goto fail;
     }
     *out_linear = l;
     return LLMRT_OK;
@@ -330,6 +484,15 @@ fail:
         ctx->be.vt->dev_free(ctx->be.b, meta);
     free(l);
     return st;
+}
+
+extern "C" llmrt_status awq_cuda_load(awq_cuda_ctx *ctx, const int32_t *qweight,
+                                      const int32_t *qzeros, const uint16_t *scales, int64_t in,
+                                      int64_t out, int64_t group, awq_cuda_linear **out_linear,
+                                      llmrt_error *err)
+{
+    awq_cuda_part p = {qweight, qzeros, scales, out};
+    return awq_cuda_load_parts(ctx, &p, 1, in, group, out_linear, err);
 }
 
 extern "C" void awq_cuda_free(awq_cuda_ctx *ctx, awq_cuda_linear *l)
@@ -397,32 +560,119 @@ __device__ __forceinline__ uint32_t word_of(const uint4 &v, int j)
     return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
 }
 
-/* Warp unit u = (row block mb of 32 rows, K split ks). Each lane holds, per m-tile and
- * n-tile, the C fragment: rows r0 = 16 mt + g and r0 + 8, tokens 8 nt + 2 t and + 1. */
-template <int GROUP, int NT>
-__global__ void __launch_bounds__(AWQ_WARPS * 32)
-awq_gemv_kernel(float *__restrict__ y, float *__restrict__ part, unsigned int *__restrict__ counters,
-                const float *__restrict__ x, const uint32_t *__restrict__ wq,
-                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int n_blocks,
-                int ksplit, int iters_per_split)
+/* The 16-byte weight loads and meta of iteration `it` (AWQ_ITK inputs) of a warp's 32 rows. */
+template <int GROUP>
+__device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
+                                              uint2 (&m)[AWQ_MT][AWQ_ITK / GROUP],
+                                              const uint4 *const (&wbase)[AWQ_MT],
+                                              const uint2 *const (&mbase)[AWQ_MT], int it)
 {
-    constexpr int KT_IT = AWQ_ITK / 16;    /* k-tiles per iteration (16) */
-    constexpr int LD_IT = KT_IT / 4;       /* 16-byte loads per m-tile per iteration (4) */
-    constexpr int GPI = AWQ_ITK / GROUP;   /* groups per iteration */
-    constexpr int KPG = GROUP / 16;        /* k-tiles per group */
+    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
+#pragma unroll
+    for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+        for (int c = 0; c < LD_IT; c++)
+            w[mt][c] = ld_stream16(wbase[mt] + (int64_t)(it * LD_IT + c) * 32);
+#pragma unroll
+    for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+        for (int gi = 0; gi < GPI; gi++)
+            m[mt][gi] = __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
+}
 
-    const int lane = threadIdx.x & 31;
-    const int unit = blockIdx.x * AWQ_WARPS + (threadIdx.x >> 5);
-    if (unit >= n_blocks * ksplit)
-        return;
-    const int mb = unit / ksplit, ks = unit % ksplit;
+/* acc += the iteration's weights (w, m) times x [n, in] at inputs it * AWQ_ITK ... Each lane
+ * holds, per m-tile and n-tile, the C fragment: rows r0 = 16 mt + g and r0 + 8, tokens
+ * 8 nt + 2 t and + 1. */
+template <int GROUP, int NT>
+__device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
+                                                 const uint4 (&wv)[AWQ_MT][AWQ_ITK / 64],
+                                                 const uint2 (&mv)[AWQ_MT][AWQ_ITK / GROUP],
+                                                 const float *__restrict__ x, int it, int n,
+                                                 int in, int g, int t)
+{
+    constexpr int KT_IT = AWQ_ITK / 16; /* k-tiles per iteration (16) */
+    constexpr int GPI = AWQ_ITK / GROUP;
+    constexpr int KPG = GROUP / 16;     /* k-tiles per group */
+    const __half2 sixteenth = __float2half2_rn(0.0625f);
+    const __half2 h960 = __float2half2_rn(960.0f);
+#pragma unroll
+    for (int gi = 0; gi < GPI; gi++) {
+        float pacc[AWQ_MT][NT][4];
+        __half2 zlo[AWQ_MT], nzhi[AWQ_MT];
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++) {
+            const __half2 zz = bits_h2(mv[mt][gi].y); /* (1024 + z[r0], 1024 + z[r1]) */
+            zlo[mt] = __low2half2(zz);
+            nzhi[mt] = __hsub2(h960, __high2half2(zz)); /* -(64 + z[r1]) */
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    pacc[mt][nt][c] = 0.0f;
+        }
+#pragma unroll
+        for (int kk = 0; kk < KPG; kk++) {
+            const int j = gi * KPG + kk;          /* k-tile within the iteration */
+            const int k0 = (it * KT_IT + j) * 16; /* first input of the k-tile */
+            uint32_t b[NT][2];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const int row = nt * 8 + g;
+                float2 f0 = make_float2(0.0f, 0.0f), f1 = f0;
+                if (row < n && k0 < in) {
+                    const float *xr = x + (int64_t)row * in + k0 + 2 * t;
+                    f0 = __ldg(reinterpret_cast<const float2 *>(xr));
+                    f1 = __ldg(reinterpret_cast<const float2 *>(xr + 8));
+                }
+                b[nt][0] = h2_bits(__float22half2_rn(f0));
+                b[nt][1] = h2_bits(__float22half2_rn(f1));
+            }
+#pragma unroll
+            for (int mt = 0; mt < AWQ_MT; mt++) {
+                const uint32_t w = word_of(wv[mt][j / 4], j % 4);
+                uint32_t a[4];
+                a[0] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 0)), zlo[mt]));
+                a[1] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 1)), sixteenth, nzhi[mt]));
+                a[2] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 2)), zlo[mt]));
+                a[3] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 3)), sixteenth, nzhi[mt]));
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    mma_16816(pacc[mt][nt], a, b[nt][0], b[nt][1]);
+            }
+        }
+        /* the group's scales, in f32 */
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++) {
+            const float2 s = __half22float2(bits_h2(mv[mt][gi].x)); /* (s[r0], s[r1]) */
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                acc[mt][nt][0] = fmaf(s.x, pacc[mt][nt][0], acc[mt][nt][0]);
+                acc[mt][nt][1] = fmaf(s.x, pacc[mt][nt][1], acc[mt][nt][1]);
+                acc[mt][nt][2] = fmaf(s.y, pacc[mt][nt][2], acc[mt][nt][2]);
+                acc[mt][nt][3] = fmaf(s.y, pacc[mt][nt][3], acc[mt][nt][3]);
+            }
+        }
+    }
+}
+
+/* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
+ * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
+ * warp order. y [n, out]. */
+template <int GROUP, int NT, int KW>
+__global__ void __launch_bounds__(KW * 32)
+awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
+                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad)
+{
+    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
+    constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
+    __shared__ float red[KW > 1 ? KW : 1][NV][32];
+
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int mb = blockIdx.x;
     const int g = lane >> 2, t = lane & 3;
     const int n_iters = kpad / AWQ_ITK;
-    const int it0 = ks * iters_per_split;
-    const int it1 = min(n_iters, it0 + iters_per_split);
     const int64_t n_super = kpad / 64; /* 16-byte loads per lane per m-tile over all of K */
     const int n_grp = kpad / GROUP;
-
     const uint4 *wbase[AWQ_MT];
     const uint2 *mbase[AWQ_MT];
 #pragma unroll
@@ -432,6 +682,15 @@ awq_gemv_kernel(float *__restrict__ y, float *__restrict__ part, unsigned int *_
         mbase[mt] = reinterpret_cast<const uint2 *>(meta) + (m * n_grp) * 8 + g;
     }
 
+    /* the first weights are in flight before the wait for the kernel that writes x */
+    uint4 wv[AWQ_MT][LD_IT];
+    uint2 mv[AWQ_MT][GPI];
+    int it = w;
+    if (it < n_iters)
+        awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
+    pdl_wait();
+    pdl_trigger();
+
     float acc[AWQ_MT][NT][4];
 #pragma unroll
     for (int mt = 0; mt < AWQ_MT; mt++)
@@ -440,97 +699,104 @@ awq_gemv_kernel(float *__restrict__ y, float *__restrict__ part, unsigned int *_
 #pragma unroll
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
+    while (it < n_iters) {
+        awq_compute_iter<GROUP, NT>(acc, wv, mv, x, it, n, in, g, t);
+        it += KW;
+        if (it < n_iters)
+            awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
+    }
 
-    const __half2 sixteenth = __float2half2_rn(0.0625f);
-    const __half2 h960 = __float2half2_rn(960.0f);
-
-    /* weights and meta of iteration it into (w, m) */
-    auto load = [&](uint4 (&w)[AWQ_MT][LD_IT], uint2 (&m)[AWQ_MT][GPI], int it) {
+    if constexpr (KW == 1) {
 #pragma unroll
         for (int mt = 0; mt < AWQ_MT; mt++)
 #pragma unroll
-            for (int c = 0; c < LD_IT; c++)
-                w[mt][c] = ld_stream16(wbase[mt] + (int64_t)(it * LD_IT + c) * 32);
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int r = (mb * AWQ_MT + mt) * 16 + g + (c >> 1) * 8;
+                    const int col = nt * 8 + 2 * t + (c & 1);
+                    if (r < out && col < n)
+                        y[(int64_t)col * out + r] = acc[mt][nt][c];
+                }
+    } else {
 #pragma unroll
         for (int mt = 0; mt < AWQ_MT; mt++)
 #pragma unroll
-            for (int gi = 0; gi < GPI; gi++)
-                m[mt][gi] = __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
-    };
-    /* NT = 1 (decode): a software pipeline, iteration it + 1's loads in flight while it is
-     * computed (+~56 registers; for NT > 1 that would spill, and more tokens per weight byte
-     * hide the latency anyway) */
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    red[w][(mt * NT + nt) * 4 + c][lane] = acc[mt][nt][c];
+        __syncthreads();
+        for (int idx = threadIdx.x; idx < NV * 32; idx += KW * 32) {
+            const int ln = idx & 31, v = idx >> 5;
+            const int c = v & 3, nt = (v >> 2) % NT, mt = (v >> 2) / NT;
+            const int r = (mb * AWQ_MT + mt) * 16 + (ln >> 2) + (c >> 1) * 8;
+            const int col = nt * 8 + 2 * (ln & 3) + (c & 1);
+            if (r >= out || col >= n)
+                continue;
+            float s = 0.0f;
+#pragma unroll
+            for (int k = 0; k < KW; k++)
+                s += red[k][v][ln];
+            y[(int64_t)col * out + r] = s;
+        }
+    }
+}
+
+/* Kernel 1 (LLMRT_AWQ_TUNE=kernel=1, kept for comparison): warp unit u = (row block mb of
+ * 32 rows, K split ks), AWQ_V1_WARPS independent warps per block; the last warp of a row
+ * block to finish (atomic counter) adds the splits' partials from global memory. */
+template <int GROUP, int NT>
+__global__ void __launch_bounds__(AWQ_V1_WARPS * 32)
+awq_gemv_v1_kernel(float *__restrict__ y, float *__restrict__ part,
+                   unsigned int *__restrict__ counters, const float *__restrict__ x,
+                   const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
+                   int out, int in, int kpad, int n_blocks, int ksplit, int iters_per_split)
+{
+    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
+    pdl_wait();
+    pdl_trigger();
+    const int lane = threadIdx.x & 31;
+    const int unit = blockIdx.x * AWQ_V1_WARPS + (threadIdx.x >> 5);
+    if (unit >= n_blocks * ksplit)
+        return;
+    const int mb = unit / ksplit, ks = unit % ksplit;
+    const int g = lane >> 2, t = lane & 3;
+    const int n_iters = kpad / AWQ_ITK;
+    const int it0 = ks * iters_per_split;
+    const int it1 = min(n_iters, it0 + iters_per_split);
+    const int64_t n_super = kpad / 64;
+    const int n_grp = kpad / GROUP;
+    const uint4 *wbase[AWQ_MT];
+    const uint2 *mbase[AWQ_MT];
+#pragma unroll
+    for (int mt = 0; mt < AWQ_MT; mt++) {
+        const int64_t m = (int64_t)mb * AWQ_MT + mt;
+        wbase[mt] = reinterpret_cast<const uint4 *>(wq) + (m * n_super) * 32 + lane;
+        mbase[mt] = reinterpret_cast<const uint2 *>(meta) + (m * n_grp) * 8 + g;
+    }
+    float acc[AWQ_MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[mt][nt][c] = 0.0f;
+    /* NT = 1: a software pipeline, iteration it + 1's loads in flight while it is computed */
     constexpr bool PIPE = NT == 1;
     uint4 wv[AWQ_MT][LD_IT], wn[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI], mn[AWQ_MT][GPI];
     if (PIPE && it0 < it1)
-        load(wv, mv, it0);
+        awq_load_iter<GROUP>(wv, mv, wbase, mbase, it0);
     for (int it = it0; it < it1; it++) {
         if constexpr (PIPE) {
             if (it + 1 < it1)
-                load(wn, mn, it + 1);
+                awq_load_iter<GROUP>(wn, mn, wbase, mbase, it + 1);
         } else {
-            load(wv, mv, it);
+            awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
         }
-
-#pragma unroll
-        for (int gi = 0; gi < GPI; gi++) {
-            float pacc[AWQ_MT][NT][4];
-            __half2 zlo[AWQ_MT], nzhi[AWQ_MT];
-#pragma unroll
-            for (int mt = 0; mt < AWQ_MT; mt++) {
-                const __half2 zz = bits_h2(mv[mt][gi].y); /* (1024 + z[r0], 1024 + z[r1]) */
-                zlo[mt] = __low2half2(zz);
-                nzhi[mt] = __hsub2(h960, __high2half2(zz)); /* -(64 + z[r1]) */
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                    for (int c = 0; c < 4; c++)
-                        pacc[mt][nt][c] = 0.0f;
-            }
-#pragma unroll
-            for (int kk = 0; kk < KPG; kk++) {
-                const int j = gi * KPG + kk;              /* k-tile within the iteration */
-                const int k0 = (it * KT_IT + j) * 16;     /* first input of the k-tile */
-                uint32_t b[NT][2];
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    const int row = nt * 8 + g;
-                    float2 f0 = make_float2(0.0f, 0.0f), f1 = f0;
-                    if (row < n && k0 < in) {
-                        const float *xr = x + (int64_t)row * in + k0 + 2 * t;
-                        f0 = __ldg(reinterpret_cast<const float2 *>(xr));
-                        f1 = __ldg(reinterpret_cast<const float2 *>(xr + 8));
-                    }
-                    b[nt][0] = h2_bits(__float22half2_rn(f0));
-                    b[nt][1] = h2_bits(__float22half2_rn(f1));
-                }
-#pragma unroll
-                for (int mt = 0; mt < AWQ_MT; mt++) {
-                    const uint32_t w = word_of(wv[mt][j / 4], j % 4);
-                    uint32_t a[4];
-                    a[0] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 0)), zlo[mt]));
-                    a[1] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 1)), sixteenth, nzhi[mt]));
-                    a[2] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 2)), zlo[mt]));
-                    a[3] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 3)), sixteenth, nzhi[mt]));
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-                        mma_16816(pacc[mt][nt], a, b[nt][0], b[nt][1]);
-                }
-            }
-            /* the group's scales, in f32 */
-#pragma unroll
-            for (int mt = 0; mt < AWQ_MT; mt++) {
-                const float2 s = __half22float2(bits_h2(mv[mt][gi].x)); /* (s[r0], s[r1]) */
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    acc[mt][nt][0] = fmaf(s.x, pacc[mt][nt][0], acc[mt][nt][0]);
-                    acc[mt][nt][1] = fmaf(s.x, pacc[mt][nt][1], acc[mt][nt][1]);
-                    acc[mt][nt][2] = fmaf(s.y, pacc[mt][nt][2], acc[mt][nt][2]);
-                    acc[mt][nt][3] = fmaf(s.y, pacc[mt][nt][3], acc[mt][nt][3]);
-                }
-            }
-        }
+        awq_compute_iter<GROUP, NT>(acc, wv, mv, x, it, n, in, g, t);
         if constexpr (PIPE) {
 #pragma unroll
             for (int mt = 0; mt < AWQ_MT; mt++) {
@@ -543,7 +809,6 @@ awq_gemv_kernel(float *__restrict__ y, float *__restrict__ part, unsigned int *_
             }
         }
     }
-
     const int outp = n_blocks * AWQ_MT * 16;
     if (ksplit == 1) {
 #pragma unroll
@@ -559,7 +824,6 @@ awq_gemv_kernel(float *__restrict__ y, float *__restrict__ part, unsigned int *_
                 }
         return;
     }
-    /* split K: publish this warp's partial; the last warp of the row block adds them up */
 #pragma unroll
     for (int mt = 0; mt < AWQ_MT; mt++)
 #pragma unroll
@@ -592,16 +856,88 @@ awq_gemv_kernel(float *__restrict__ y, float *__restrict__ part, unsigned int *_
         counters[mb] = 0; /* ready for the next launch */
 }
 
+
+/* Kernel 2's K-splitting warps per block for a linear of n_blocks row blocks (32 rows) and
+ * n_iters K iterations: the one whose longest chain of dependent iterations — waves of
+ * resident blocks times iterations per warp — is shortest; on a tie, the one with fewer
+ * waves (no tail), then more warps. Residency comes from the occupancy calculator, so the
+ * choice follows the kernel's real register use. */
+template <int GROUP> static int choose_kw_g(const awq_cuda_ctx *ctx, int64_t n_blocks, int64_t n_iters)
+{
+    void (*const kernels[5])(float *, const float *, const uint32_t *, const uint32_t *, int, int,
+                             int, int) = {
+        awq_gemv_kernel<GROUP, 1, 1>, awq_gemv_kernel<GROUP, 1, 2>, awq_gemv_kernel<GROUP, 1, 4>,
+        awq_gemv_kernel<GROUP, 1, 8>, awq_gemv_kernel<GROUP, 1, 16>};
+    int best = 1;
+    int64_t best_chain = INT64_MAX, best_waves = INT64_MAX;
+    for (int i = 0, kw = 1; kw <= AWQ_KW_MAX; i++, kw *= 2) {
+        if (kw > 1 && kw > n_iters)
+            break;
+        int per_sm = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels[i], kw * 32, 0) !=
+                cudaSuccess ||
+            per_sm < 1) {
+            cudaGetLastError();
+            per_sm = 1;
+        }
+        const int64_t slots = (int64_t)per_sm * ctx->sm_count;
+        const int64_t waves = (n_blocks + slots - 1) / slots;
+        const int64_t chain = waves * ((n_iters + kw - 1) / kw);
+        if (chain < best_chain || (chain == best_chain && waves < best_waves)) {
+            best = kw, best_chain = chain, best_waves = waves;
+        }
+    }
+    return best;
+}
+
+static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, int64_t n_iters)
+{
+    if (ctx->tune.kw > 0) {
+        int kw = 1;
+        while (kw * 2 <= ctx->tune.kw && kw * 2 <= AWQ_KW_MAX)
+            kw *= 2;
+        return kw;
+    }
+    switch (group) {
+    case 32: return choose_kw_g<32>(ctx, n_blocks, n_iters);
+    case 64: return choose_kw_g<64>(ctx, n_blocks, n_iters);
+    default: return choose_kw_g<128>(ctx, n_blocks, n_iters);
+    }
+}
+
+template <int GROUP, int NT, int KW>
+static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
+                           const float *x, int n)
+{
+    awq_launch(ctx, awq_gemv_kernel<GROUP, NT, KW>, (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, 0,
+               y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad);
+}
+
 template <int GROUP, int NT>
 static void launch_gemv(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y, const float *x,
                         int n)
 {
-    const int n_blocks = (int)(l->n_mtiles / AWQ_MT);
-    const int units = n_blocks * l->ksplit;
-    const unsigned grid = (unsigned)((units + AWQ_WARPS - 1) / AWQ_WARPS);
-    awq_gemv_kernel<GROUP, NT><<<grid, AWQ_WARPS * 32, 0, ctx->stream>>>(
-        y, ctx->part, ctx->counters, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad,
-        n_blocks, l->ksplit, l->iters_per_split);
+    if (ctx->tune.kernel == 1) {
+        const int n_blocks = (int)(l->n_mtiles / AWQ_MT);
+        const int units = n_blocks * l->ksplit;
+        const unsigned grid = (unsigned)((units + AWQ_V1_WARPS - 1) / AWQ_V1_WARPS);
+        awq_launch(ctx, awq_gemv_v1_kernel<GROUP, NT>, grid, AWQ_V1_WARPS * 32, 0, y, ctx->part,
+                   ctx->counters, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad,
+                   n_blocks, l->ksplit, l->iters_per_split);
+        return;
+    }
+    switch (l->kw) {
+    case 16: /* NT = 4 with 16 warps would need 64 KB of shared memory: 8 warps */
+        if constexpr (NT >= 4)
+            launch_gemv_kw<GROUP, NT, 8>(ctx, l, y, x, n);
+        else
+            launch_gemv_kw<GROUP, NT, 16>(ctx, l, y, x, n);
+        break;
+    case 8: launch_gemv_kw<GROUP, NT, 8>(ctx, l, y, x, n); break;
+    case 4: launch_gemv_kw<GROUP, NT, 4>(ctx, l, y, x, n); break;
+    case 2: launch_gemv_kw<GROUP, NT, 2>(ctx, l, y, x, n); break;
+    default: launch_gemv_kw<GROUP, NT, 1>(ctx, l, y, x, n); break;
+    }
 }
 
 template <int GROUP>
@@ -624,8 +960,7 @@ extern "C" llmrt_status awq_cuda_forward(awq_cuda_ctx *ctx, const awq_cuda_linea
     llmrt_status st = use_device(ctx, err);
     if (st)
         return st;
-    if (n <= AWQ_MAX_N && ((uintptr_t)x & 7u) == 0 && l->in <= INT32_MAX / 2 &&
-        l->out <= INT32_MAX / 64) {
+    if (n <= AWQ_MAX_N && ((uintptr_t)x & 7u) == 0) {
         switch (l->group) {
         case 32: launch_gemv_nt<32>(ctx, l, y, x, n); break;
         case 64: launch_gemv_nt<64>(ctx, l, y, x, n); break;
@@ -634,9 +969,10 @@ extern "C" llmrt_status awq_cuda_forward(awq_cuda_ctx *ctx, const awq_cuda_linea
         return check_launch(err, "awq_gemv_kernel");
     }
     /* prefill: dense f16 W in scratch, then the backend's gemm (cuBLAS, fp32 accumulation) */
-    awq_dequant_kernel<__half><<<grid_for(ctx, l->out * l->in, 256), 256, 0, ctx->stream>>>(
-        ctx->deq, l->wq, l->meta, l->out, l->in, l->group, l->kpad);
-    if ((st = check_launch(err, "awq_dequant_kernel")))
+    const int64_t n_words = l->n_mtiles * (l->kpad / 16) * 32;
+    awq_launch(ctx, awq_dequant_f16_kernel, grid_for(ctx, n_words, 256), 256, 0, ctx->deq, l->wq,
+               l->meta, l->out, l->in, (int)l->group, l->kpad, n_words);
+    if ((st = check_launch(err, "awq_dequant_f16_kernel")))
         return st;
     llmrt_tensor w;
     memset(&w, 0, sizeof w);

@@ -43,6 +43,21 @@ llmrt_status awq_cuda_load(awq_cuda_ctx *ctx, const int32_t *qweight, const int3
                            awq_cuda_linear **out_linear, llmrt_error *err);
 void awq_cuda_free(awq_cuda_ctx *ctx, awq_cuda_linear *l);
 
+/* One linear of a fused load: its AutoAWQ tensors (as in awq_cuda_load) and out_features. */
+typedef struct awq_cuda_part {
+    const int32_t *qweight; /* [in, out/8] */
+    const int32_t *qzeros;  /* [in/group, out/8] */
+    const uint16_t *scales; /* [in/group, out] */
+    int64_t out;
+} awq_cuda_part;
+
+/* Load n_parts linears of the same in_features as one linear [sum(out), in] (outputs of part
+ * 0 first): one GEMV launch serves them all. Every part but the last needs out % 16 == 0
+ * (LLMRT_ERR_UNSUPPORTED otherwise). awq_cuda_load is this with one part. */
+llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_part *parts, int32_t n_parts,
+                                 int64_t in, int64_t group, awq_cuda_linear **out_linear,
+                                 llmrt_error *err);
+
 /* y [n, out] = x [n, in] · Wᵀ on the device, fp32 accumulation, enqueued on the stream.
  * x, y: device pointers, f32, row-major. */
 llmrt_status awq_cuda_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,

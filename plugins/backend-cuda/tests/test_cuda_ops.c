@@ -175,9 +175,19 @@ START_TEST(test_kv_store)
             float *k = ct_rand_f32(&r, (size_t)n * row, -4, 4);
             float *v = ct_rand_f32(&r, (size_t)n * row, -4, 4);
             int32_t *slots = malloc(n * sizeof *slots);
-            /* distinct slots in random order; every fourth token skipped (-1) */
+            /* distinct slots in random order (a shuffle of all slots: two tokens writing one
+             * slot would race on the GPU); every fourth token skipped (-1) */
+            int32_t *perm = malloc(slots_total * sizeof *perm);
+            for (int i = 0; i < slots_total; i++)
+                perm[i] = i;
+            for (int i = slots_total - 1; i > 0; i--) {
+                int j = ct_int(&r, 0, i);
+                int32_t t = perm[i];
+                perm[i] = perm[j], perm[j] = t;
+            }
             for (int i = 0; i < n; i++)
-                slots[i] = (i % 4 == 3) ? -1 : (int32_t)((i * 37 + 5) % slots_total);
+                slots[i] = (i % 4 == 3) ? -1 : perm[i];
+            free(perm);
             unsigned char *init = malloc(cache_bytes);
             for (size_t i = 0; i < cache_bytes; i++)
                 init[i] = (unsigned char)ct_next(&r);
