@@ -2,11 +2,13 @@
  * quant-awq plugin on each backend: the CUDA dequantisation (from the repacked layout) equals
  * the source weights exactly, and CUDA forward equals the CPU kernel for several shapes,
  * group sizes and token counts (the tensor-core GEMV for n <= 32, dequant + cuBLAS above);
- * a graph replay of the split-K kernel equals eager.
+ * a graph replay equals eager; fused loads (several linears as one) and every GEMV
+ * configuration (K-splitting warps, the first kernel) agree with the CPU too.
  *
  * Tolerance: the CUDA path multiplies f16-rounded activations (2^-11 relative) with exact
  * q - z on the tensor cores in f32, so 2e-3 relative L2; 3e-3 above 32 tokens, where the
  * dequantised weights are f16 too. Exits 77 when no CUDA device is visible. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +148,138 @@ START_TEST(test_awq_graph)
 }
 END_TEST
 
+/* A fused load (q/k/v-like parts of one input) dequantises to the parts' weights stacked in
+ * order, and computes what the CPU computes for the same fused load. */
+START_TEST(test_awq_fused)
+{
+    static const struct {
+        int64_t in, group;
+        int n_parts;
+        int64_t outs[3];
+    } fc[] = {
+        {4096, 128, 3, {4096, 1024, 1024}}, /* Qwen3-8B q/k/v */
+        {1024, 64, 2, {3072, 3072}},        /* gate/up */
+        {96, 32, 3, {48, 32, 24}},          /* small, padded last part */
+    };
+    const int i = _i;
+    llmrt_error err = {0};
+    at_ckpt *ck = at_ckpt_new();
+    at_linear parts[3];
+    char names[3][16];
+    const char *prefixes[3];
+    int64_t total = 0;
+    for (int p = 0; p < fc[i].n_parts; p++) {
+        parts[p] = at_linear_random(fc[i].in, fc[i].outs[p], fc[i].group, 300 + 10 * (uint64_t)i + (uint64_t)p);
+        snprintf(names[p], sizeof names[p], "part%d", p);
+        prefixes[p] = names[p];
+        at_linear_add(ck, names[p], &parts[p]);
+        total += fc[i].outs[p];
+    }
+    const llmrt_quant_vtable *qv = at_awq();
+    ck_assert_ptr_nonnull(qv->linear_load_fused);
+    llmrt_quant *q_cuda = at_quant(&CT.cuda, (int)fc[i].group);
+    llmrt_quant *q_cpu = at_quant(&CT.cpu, (int)fc[i].group);
+    llmrt_qlinear *l_cuda = NULL, *l_cpu = NULL;
+    CT_OK(qv->linear_load_fused(q_cuda, at_ckpt_view(ck), prefixes, fc[i].n_parts, fc[i].in,
+                                fc[i].outs, &l_cuda, &err));
+    CT_OK(qv->linear_load_fused(q_cpu, at_ckpt_view(ck), prefixes, fc[i].n_parts, fc[i].in,
+                                fc[i].outs, &l_cpu, &err));
+    const int64_t in = fc[i].in;
+    float *w = malloc((size_t)(total * in) * sizeof(float));
+    CT_OK(qv->linear_dequant(q_cuda, l_cuda, w, &err));
+    int64_t row0 = 0;
+    for (int p = 0; p < fc[i].n_parts; p++) {
+        ck_assert_msg(memcmp(w + row0 * in, parts[p].w, (size_t)(fc[i].outs[p] * in) * sizeof(float)) == 0,
+                      "fused case %d: part %d's rows differ from its weights", i, p);
+        row0 += fc[i].outs[p];
+    }
+    free(w);
+    ct_rng r = {77 + (uint64_t)i};
+    static const int fns[] = {1, 3, 8, 12, 32, 40};
+    for (size_t ni = 0; ni < sizeof fns / sizeof *fns; ni++) {
+        const int n = fns[ni];
+        float *x = ct_rand_f32(&r, (size_t)(n * in), -2, 2);
+        float *res[2];
+        const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+        llmrt_quant *qs[2] = {q_cuda, q_cpu};
+        llmrt_qlinear *ls[2] = {l_cuda, l_cpu};
+        for (int bk = 0; bk < 2; bk++) {
+            float *dx = ct_dup(bes[bk], x, (size_t)(n * in) * sizeof(float));
+            float *dy = ct_alloc(bes[bk], (size_t)(n * total) * sizeof(float));
+            ct_poison(bes[bk], dy, (size_t)(n * total));
+            CT_OK(qv->linear_forward(qs[bk], ls[bk], dy, dx, n, &err));
+            res[bk] = malloc((size_t)(n * total) * sizeof(float));
+            ct_download(bes[bk], res[bk], dy, (size_t)(n * total) * sizeof(float));
+            ct_free(bes[bk], dx), ct_free(bes[bk], dy);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "awq fused case %d n=%d", i, n);
+        ct_assert_close(res[0], res[1], (size_t)(n * total), n > 32 ? TOL_AWQ_PREFILL : TOL_AWQ, what);
+        free(res[0]), free(res[1]), free(x);
+    }
+    qv->linear_free(q_cuda, l_cuda);
+    qv->linear_free(q_cpu, l_cpu);
+    qv->destroy(q_cuda);
+    qv->destroy(q_cpu);
+    for (int p = 0; p < fc[i].n_parts; p++)
+        at_linear_free(&parts[p]);
+    at_ckpt_free(ck);
+}
+END_TEST
+
+/* Every GEMV configuration the loader may pick (K-splitting warps 1..16, forced through
+ * LLMRT_AWQ_TUNE, read when an awq instance is created) and the first kernel (kernel=1)
+ * compute the same as the CPU. */
+START_TEST(test_awq_configs)
+{
+    static const char *const tunes[] = {"kw=1", "kw=2", "kw=4", "kw=8", "kw=16", "kernel=1"};
+    const char *tune = tunes[_i];
+    llmrt_error err = {0};
+    at_linear lin = at_linear_random(2048, 512, 128, 4242);
+    at_ckpt *ck = at_ckpt_new();
+    at_linear_add(ck, "l", &lin);
+    const llmrt_quant_vtable *qv = at_awq();
+    setenv("LLMRT_AWQ_TUNE", tune, 1);
+    llmrt_quant *q_cuda = at_quant(&CT.cuda, 128);
+    unsetenv("LLMRT_AWQ_TUNE");
+    llmrt_quant *q_cpu = at_quant(&CT.cpu, 128);
+    llmrt_qlinear *l_cuda = NULL, *l_cpu = NULL;
+    CT_OK(qv->linear_load(q_cuda, at_ckpt_view(ck), "l", 2048, 512, &l_cuda, &err));
+    CT_OK(qv->linear_load(q_cpu, at_ckpt_view(ck), "l", 2048, 512, &l_cpu, &err));
+    ct_rng r = {55};
+    static const int cns[] = {1, 5, 8, 9, 16, 20, 32};
+    for (size_t ni = 0; ni < sizeof cns / sizeof *cns; ni++) {
+        const int n = cns[ni];
+        float *x = ct_rand_f32(&r, (size_t)n * 2048, -2, 2);
+        float *res[2];
+        const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+        llmrt_quant *qs[2] = {q_cuda, q_cpu};
+        llmrt_qlinear *ls[2] = {l_cuda, l_cpu};
+        for (int bk = 0; bk < 2; bk++) {
+            float *dx = ct_dup(bes[bk], x, (size_t)n * 2048 * sizeof(float));
+            float *dy = ct_alloc(bes[bk], (size_t)n * 512 * sizeof(float));
+            res[bk] = malloc((size_t)n * 512 * sizeof(float));
+            for (int rep = 0; rep < 2; rep++) {
+                ct_poison(bes[bk], dy, (size_t)n * 512);
+                CT_OK(qv->linear_forward(qs[bk], ls[bk], dy, dx, n, &err));
+                ct_download(bes[bk], res[bk], dy, (size_t)n * 512 * sizeof(float));
+            }
+            ct_free(bes[bk], dx), ct_free(bes[bk], dy);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "awq %s n=%d", tune, n);
+        ct_assert_close(res[0], res[1], (size_t)n * 512, TOL_AWQ, what);
+        free(res[0]), free(res[1]), free(x);
+    }
+    qv->linear_free(q_cuda, l_cuda);
+    qv->linear_free(q_cpu, l_cpu);
+    qv->destroy(q_cuda);
+    qv->destroy(q_cpu);
+    at_ckpt_free(ck);
+    at_linear_free(&lin);
+}
+END_TEST
+
 int main(void)
 {
     ct_open(1);
@@ -154,6 +288,8 @@ int main(void)
     tcase_set_timeout(tc, 900);
     tcase_add_loop_test(tc, test_awq_vs_cpu, 0, (int)(sizeof cases / sizeof *cases));
     tcase_add_test(tc, test_awq_graph);
+    tcase_add_loop_test(tc, test_awq_fused, 0, 3);
+    tcase_add_loop_test(tc, test_awq_configs, 0, 6);
     suite_add_tcase(s, tc);
     int rc = ct_run(s);
     ct_close();

@@ -248,6 +248,13 @@ static const att_case att_cases[] = {
     {"prefill G=8 hd 256 bf16", 2, {130, 5}, {130, 2000}, 16, 2, 256, 16, LLMRT_DTYPE_BF16, 0},
     {"prefill G=16 hd 64", 1, {65}, {300}, 16, 1, 64, 16, LLMRT_DTYPE_F16, 0},
     {"prefill G=3 mixed", 2, {20, 1}, {20, 100}, 12, 4, 128, 32, LLMRT_DTYPE_F16, 2048},
+    /* the head_dims of the test fixtures (32) and of Phi-3 (96) */
+    {"decode hd 32 graph bound", 2, {1, 1}, {20, 90}, 4, 2, 32, 16, LLMRT_DTYPE_F16, 256},
+    {"decode hd 32 f32 split-K", 1, {1}, {700}, 4, 2, 32, 16, LLMRT_DTYPE_F32, 0},
+    {"prefill hd 32 mixed f32", 2, {17, 1}, {17, 60}, 4, 2, 32, 16, LLMRT_DTYPE_F32, 0},
+    {"decode hd 96 G=4 bf16", 2, {1, 1}, {300, 45}, 16, 4, 96, 16, LLMRT_DTYPE_BF16, 0},
+    {"decode hd 96 f32 long", 1, {1}, {1500}, 12, 4, 96, 32, LLMRT_DTYPE_F32, 0},
+    {"prefill hd 96 f16", 1, {70}, {150}, 8, 2, 96, 16, LLMRT_DTYPE_F16, 0},
 };
 
 static void run_att_case(const att_case *c, uint64_t seed)
@@ -386,6 +393,207 @@ START_TEST(test_silu_mul_add)
         ck_assert_msg(got[i] == a[i] + c[i], "add in place at %lld", (long long)i);
     ct_free(&CT.cuda, da), ct_free(&CT.cuda, dc);
     free(a), free(c), free(got);
+}
+END_TEST
+
+/* ---- fused ops: each against backend-cpu's fused op, which must equal the composition of
+ * the separate CPU ops bit for bit ---- */
+
+static const llmrt_backend_vtable *cpu_vt(void) { return CT.cpu.vt; }
+
+START_TEST(test_add_rmsnorm)
+{
+    static const int shapes[][2] = {{1, 4096}, {3, 1000}, {2, 8192}, {5, 33}, {1, 16384}, {4, 64}};
+    llmrt_error err = {0};
+    ct_rng r = {17};
+    ck_assert_ptr_nonnull(CT.cuda_vt->add_rmsnorm);
+    ck_assert_ptr_nonnull(cpu_vt()->add_rmsnorm);
+    for (int di = 0; di < 3; di++)
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+            for (int with_res = 0; with_res < 2; with_res++) {
+                const int rows = shapes[si][0], d = shapes[si][1];
+                const size_t cnt = (size_t)rows * d;
+                float *x = ct_rand_f32(&r, cnt, -3, 3), *res = ct_rand_f32(&r, cnt, -3, 3);
+                float *w = ct_rand_f32(&r, d, 0.5f, 1.5f);
+                float *got_out[2], *got_x[2];
+                const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+                for (int b = 0; b < 2; b++) {
+                    llmrt_tensor t = make_tensor(bes[b], w, float_types[di], d, 0);
+                    float *dx = ct_dup(bes[b], x, cnt * 4), *dr = ct_dup(bes[b], res, cnt * 4);
+                    float *dout = ct_alloc(bes[b], cnt * 4);
+                    ct_poison(bes[b], dout, cnt);
+                    CT_OK(bes[b]->vt->add_rmsnorm(bes[b]->b, dout, dx, with_res ? dr : NULL, &t,
+                                                  rows, d, 1e-6f, &err));
+                    got_out[b] = malloc(cnt * 4), got_x[b] = malloc(cnt * 4);
+                    ct_download(bes[b], got_out[b], dout, cnt * 4);
+                    ct_download(bes[b], got_x[b], dx, cnt * 4);
+                    ct_free(bes[b], dx), ct_free(bes[b], dr), ct_free(bes[b], dout);
+                    ct_free(bes[b], t.data);
+                }
+                /* CPU composition: add, then rmsnorm */
+                llmrt_tensor t = make_tensor(&CT.cpu, w, float_types[di], d, 0);
+                float *cx = ct_dup(&CT.cpu, x, cnt * 4), *cr = ct_dup(&CT.cpu, res, cnt * 4);
+                float *cout = ct_alloc(&CT.cpu, cnt * 4);
+                if (with_res)
+                    CT_OK(cpu_vt()->add(CT.cpu.b, cx, cx, cr, (int64_t)cnt, &err));
+                CT_OK(cpu_vt()->rmsnorm(CT.cpu.b, cout, cx, &t, rows, d, 1e-6f, &err));
+                char what[96];
+                snprintf(what, sizeof what, "add_rmsnorm %s [%d, %d]%s", llmrt_dtype_name(float_types[di]),
+                         rows, d, with_res ? "" : " (no residual)");
+                ck_assert_msg(memcmp(got_out[1], cout, cnt * 4) == 0 && memcmp(got_x[1], cx, cnt * 4) == 0,
+                              "%s: CPU fused op differs from add + rmsnorm", what);
+                ct_assert_close(got_out[0], got_out[1], cnt, TOL_FP32, what);
+                ct_assert_close(got_x[0], got_x[1], cnt, 0.0, what); /* x + r is exact */
+                ct_free(&CT.cpu, cx), ct_free(&CT.cpu, cr), ct_free(&CT.cpu, cout), ct_free(&CT.cpu, t.data);
+                for (int b = 0; b < 2; b++)
+                    free(got_out[b]), free(got_x[b]);
+                free(x), free(res), free(w);
+            }
+}
+END_TEST
+
+/* Cache contents as f32 (for comparisons with a tolerance). */
+static float *cache_f32(const void *raw, llmrt_dtype dt, size_t n)
+{
+    float *f = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        f[i] = llmrt_load_f(raw, dt, (int64_t)i);
+    return f;
+}
+
+START_TEST(test_qk_norm_rope_store)
+{
+    static const int shapes[][4] = {{1, 32, 8, 128}, {7, 4, 2, 32}, {33, 16, 4, 64},
+                                    {3, 12, 4, 96}, {2, 8, 1, 256}};
+    llmrt_error err = {0};
+    ct_rng r = {18};
+    ck_assert_ptr_nonnull(CT.cuda_vt->qk_norm_rope_store);
+    ck_assert_ptr_nonnull(cpu_vt()->qk_norm_rope_store);
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (int di = 0; di < 3; di++)
+            for (int normed = 0; normed < 2; normed++) {
+                const int n = shapes[si][0], H = shapes[si][1], KV = shapes[si][2], hd = shapes[si][3];
+                const llmrt_dtype cdt = float_types[di], wdt = float_types[(di + 1) % 3];
+                const int heads = H + 2 * KV, kv_row = KV * hd;
+                const size_t qkv_n = (size_t)n * heads * hd, q_n = (size_t)n * H * hd;
+                const int slots_total = 2 * n + 5;
+                const size_t cache_n = (size_t)slots_total * kv_row;
+                const size_t cache_bytes = cache_n * llmrt_dtype_size(cdt);
+                float *qkv = ct_rand_f32(&r, qkv_n, -3, 3);
+                float *qw = ct_rand_f32(&r, hd, 0.5f, 1.5f), *kw = ct_rand_f32(&r, hd, 0.5f, 1.5f);
+                float *init_f = ct_rand_f32(&r, cache_n, -1, 1);
+                void *init = ct_to_dtype(init_f, cache_n, cdt, NULL);
+                int32_t *pos = malloc(n * sizeof *pos), *slots = malloc(n * sizeof *slots);
+                for (int i = 0; i < n; i++) {
+                    pos[i] = i == 0 ? 0 : ct_int(&r, 0, 4095);
+                    slots[i] = (i % 5 == 4) ? -1 : 2 * i + 1; /* distinct; some skipped */
+                }
+                float *q_res[3];
+                unsigned char *k_res[3], *v_res[3];
+                /* 0: CUDA fused, 1: CPU fused, 2: CPU composition */
+                for (int v = 0; v < 3; v++) {
+                    const llmrt_backend_ref *be = v == 0 ? &CT.cuda : &CT.cpu;
+                    llmrt_tensor tq = make_tensor(be, qw, wdt, hd, 0), tk = make_tensor(be, kw, wdt, hd, 0);
+                    void *kc = ct_dup(be, init, cache_bytes), *vc = ct_dup(be, init, cache_bytes);
+                    int32_t *dp = ct_dup(be, pos, n * sizeof *pos), *ds = ct_dup(be, slots, n * sizeof *slots);
+                    float *dq = ct_alloc(be, q_n * 4);
+                    ct_poison(be, dq, q_n);
+                    if (v < 2) {
+                        float *dqkv = ct_dup(be, qkv, qkv_n * 4);
+                        CT_OK(be->vt->qk_norm_rope_store(be->b, dq, dqkv, normed ? &tq : NULL,
+                                                         normed ? &tk : NULL, dp, ds, n, H, KV, hd,
+                                                         1e-6f, 1000000.0f, kc, vc, cdt, &err));
+                        ct_free(be, dqkv);
+                    } else { /* split on the host, then the separate ops */
+                        float *hq = malloc(q_n * 4), *hk = malloc((size_t)n * kv_row * 4),
+                              *hv = malloc((size_t)n * kv_row * 4);
+                        for (int t = 0; t < n; t++) {
+                            memcpy(hq + (size_t)t * H * hd, qkv + (size_t)t * heads * hd, (size_t)H * hd * 4);
+                            memcpy(hk + (size_t)t * kv_row, qkv + ((size_t)t * heads + H) * hd, (size_t)kv_row * 4);
+                            memcpy(hv + (size_t)t * kv_row, qkv + ((size_t)t * heads + H + KV) * hd, (size_t)kv_row * 4);
+                        }
+                        ct_upload(be, dq, hq, q_n * 4);
+                        float *dk = ct_dup(be, hk, (size_t)n * kv_row * 4), *dv = ct_dup(be, hv, (size_t)n * kv_row * 4);
+                        if (normed) {
+                            CT_OK(be->vt->rmsnorm(be->b, dq, dq, &tq, n * H, hd, 1e-6f, &err));
+                            CT_OK(be->vt->rmsnorm(be->b, dk, dk, &tk, n * KV, hd, 1e-6f, &err));
+                        }
+                        CT_OK(be->vt->rope(be->b, dq, dp, n, H, hd, 1000000.0f, &err));
+                        CT_OK(be->vt->rope(be->b, dk, dp, n, KV, hd, 1000000.0f, &err));
+                        CT_OK(be->vt->kv_store(be->b, kc, vc, cdt, dk, dv, ds, n, KV, hd, &err));
+                        ct_free(be, dk), ct_free(be, dv);
+                        free(hq), free(hk), free(hv);
+                    }
+                    q_res[v] = malloc(q_n * 4);
+                    k_res[v] = malloc(cache_bytes), v_res[v] = malloc(cache_bytes);
+                    ct_download(be, q_res[v], dq, q_n * 4);
+                    ct_download(be, k_res[v], kc, cache_bytes);
+                    ct_download(be, v_res[v], vc, cache_bytes);
+                    ct_free(be, kc), ct_free(be, vc), ct_free(be, dp), ct_free(be, ds), ct_free(be, dq);
+                    ct_free(be, tq.data), ct_free(be, tk.data);
+                }
+                char what[128];
+                snprintf(what, sizeof what, "qk_norm_rope_store n=%d H=%d KV=%d hd=%d cache %s%s", n, H,
+                         KV, hd, llmrt_dtype_name(cdt), normed ? "" : " (no norm)");
+                ck_assert_msg(memcmp(q_res[1], q_res[2], q_n * 4) == 0 &&
+                                  memcmp(k_res[1], k_res[2], cache_bytes) == 0 &&
+                                  memcmp(v_res[1], v_res[2], cache_bytes) == 0,
+                              "%s: CPU fused op differs from rmsnorm + rope + kv_store", what);
+                ct_assert_close(q_res[0], q_res[1], q_n, TOL_ROPE, what);
+                ck_assert_msg(memcmp(v_res[0], v_res[1], cache_bytes) == 0, "%s: V caches differ", what);
+                float *kg = cache_f32(k_res[0], cdt, cache_n), *kr = cache_f32(k_res[1], cdt, cache_n);
+                ct_assert_close(kg, kr, cache_n, TOL_ROPE, what);
+                ck_assert_msg(memcmp(k_res[0] + (size_t)slots[0] * kv_row * llmrt_dtype_size(cdt),
+                                     (unsigned char *)init + (size_t)slots[0] * kv_row * llmrt_dtype_size(cdt),
+                                     (size_t)kv_row * llmrt_dtype_size(cdt)) != 0, "%s: K not written", what);
+                free(kg), free(kr);
+                for (int v = 0; v < 3; v++)
+                    free(q_res[v]), free(k_res[v]), free(v_res[v]);
+                free(qkv), free(qw), free(kw), free(init_f), free(init), free(pos), free(slots);
+            }
+}
+END_TEST
+
+START_TEST(test_swiglu)
+{
+    static const int shapes[][2] = {{1, 12288}, {5, 1000}, {3, 33}, {17, 256}};
+    llmrt_error err = {0};
+    ct_rng r = {19};
+    ck_assert_ptr_nonnull(CT.cuda_vt->swiglu);
+    ck_assert_ptr_nonnull(cpu_vt()->swiglu);
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (int off = 0; off < 2; off++) {
+            const int n = shapes[si][0], d = shapes[si][1];
+            const size_t gn = (size_t)n * 2 * d, on = (size_t)n * d;
+            float *gu = ct_rand_f32(&r, gn, -8, 8);
+            float *res[2];
+            const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+            for (int b = 0; b < 2; b++) {
+                float *dgu = ct_alloc(bes[b], (gn + 1) * 4), *dout = ct_alloc(bes[b], (on + 1) * 4);
+                ct_upload(bes[b], dgu + off, gu, gn * 4);
+                ct_poison(bes[b], dout, on + 1);
+                CT_OK(bes[b]->vt->swiglu(bes[b]->b, dout + off, dgu + off, n, d, &err));
+                res[b] = malloc(on * 4);
+                ct_download(bes[b], res[b], dout + off, on * 4);
+                ct_free(bes[b], dgu), ct_free(bes[b], dout);
+            }
+            /* CPU composition: silu_mul row by row */
+            float *ref = malloc(on * 4);
+            float *dg = ct_alloc(&CT.cpu, (size_t)d * 4), *du = ct_alloc(&CT.cpu, (size_t)d * 4);
+            float *dout = ct_alloc(&CT.cpu, (size_t)d * 4);
+            for (int t = 0; t < n; t++) {
+                ct_upload(&CT.cpu, dg, gu + (size_t)t * 2 * d, (size_t)d * 4);
+                ct_upload(&CT.cpu, du, gu + (size_t)t * 2 * d + d, (size_t)d * 4);
+                CT_OK(cpu_vt()->silu_mul(CT.cpu.b, dout, dg, du, d, &err));
+                ct_download(&CT.cpu, ref + (size_t)t * d, dout, (size_t)d * 4);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "swiglu [%d, %d] offset %d", n, d, off);
+            ck_assert_msg(memcmp(res[1], ref, on * 4) == 0, "%s: CPU fused op differs from silu_mul", what);
+            ct_assert_close(res[0], res[1], on, TOL_FP32, what);
+            ct_free(&CT.cpu, dg), ct_free(&CT.cpu, du), ct_free(&CT.cpu, dout);
+            free(ref), free(res[0]), free(res[1]), free(gu);
+        }
 }
 END_TEST
 
@@ -629,6 +837,9 @@ int main(void)
     tcase_add_test(tc, test_kv_store);
     tcase_add_loop_test(tc, test_attention, 0, (int)(sizeof att_cases / sizeof *att_cases));
     tcase_add_test(tc, test_silu_mul_add);
+    tcase_add_test(tc, test_add_rmsnorm);
+    tcase_add_test(tc, test_qk_norm_rope_store);
+    tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_argmax);
     tcase_add_test(tc, test_sample);

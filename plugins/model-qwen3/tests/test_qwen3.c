@@ -4,6 +4,7 @@
  *                     checkpoint (must be ignored, as transformers does), rope_parameters spelling
  *   forward_quant     decoder linears through a fake quant plugin, one linear left dense
  *   forward_gather    two sequences prefilled in one batch (logits_rows), then a decode step
+ *   fused             fuse = auto (fused projections and ops) equals fuse = off, prefill + decode
  *   errors            probe, config rejections, missing op, missing tensor, shape and dtype
  *                     mismatches, unknown [model.qwen3] key, forward argument checks
  * The forward groups run on the real backend-cpu.so (exit 77 until it is built) and compare
@@ -699,6 +700,93 @@ START_TEST(test_forward_gather)
 }
 END_TEST
 
+/* fuse = auto (fused q/k/v and gate/up projections and backend-cpu's fused ops) and fuse = off
+ * (separate projections and ops) compute the same logits: two sequences prefilled in one
+ * batch, then two decode steps, for a dense (bf16) and an f32 tied checkpoint. Also the
+ * reference says both are right. */
+static void check_fused_vs_separate(tcfg c)
+{
+    cpu_open();
+    fckpt *f = make_ckpt(&c, 77 + (uint64_t)c.dtype);
+    enum { L0 = 6, L1 = 4, STEPS = 2 };
+    int32_t s0[L0 + STEPS], s1[L1 + STEPS];
+    for (int i = 0; i < L0 + STEPS; i++)
+        s0[i] = (i * 17 + 2) % c.vocab;
+    for (int i = 0; i < L1 + STEPS; i++)
+        s1[i] = (i * 23 + 9) % c.vocab;
+    double *r0 = malloc((size_t)(L0 + STEPS) * c.vocab * sizeof *r0);
+    double *r1 = malloc((size_t)(L1 + STEPS) * c.vocab * sizeof *r1);
+    ref_forward(f, &c, s0, L0 + STEPS, r0);
+    ref_forward(f, &c, s1, L1 + STEPS, r1);
+    llmrt_model_params params = {.max_tokens = L0 + L1, .max_seqs = 2};
+    const char *keys[] = {"fuse"}, *auto_v[] = {"auto"}, *off_v[] = {"off"}, *where[] = {"test"};
+    llmrt_section sec_auto = {"model.qwen3", 1, keys, auto_v, where};
+    llmrt_section sec_off = {"model.qwen3", 1, keys, off_v, where};
+    llmrt_model *m[2] = {NULL, NULL};
+    llmrt_error err = {0};
+    ck_assert_msg(mvt->create(&host, &sec_auto, &f->ck, &cpu, NULL, &params, &m[0], &err) == LLMRT_OK,
+                  "create (fuse = auto): %s", err.msg);
+    ck_assert_msg(mvt->create(&host, &sec_off, &f->ck, &cpu, NULL, &params, &m[1], &err) == LLMRT_OK,
+                  "create (fuse = off): %s", err.msg);
+    fk_free(f);
+    kvbuf kb[2];
+    float *logits[2];
+    for (int v = 0; v < 2; v++) {
+        kv_alloc(&cpu, &c, &kb[v]);
+        logits[v] = malloc((size_t)2 * c.vocab * sizeof(float));
+    }
+    double worst = 0;
+    for (int step = 0; step <= STEPS; step++) {
+        int32_t ids[L0 + L1];
+        int lens[2], q[2];
+        if (step == 0) {
+            memcpy(ids, s0, L0 * sizeof *ids);
+            memcpy(ids + L0, s1, L1 * sizeof *ids);
+            lens[0] = q[0] = L0, lens[1] = q[1] = L1;
+        } else {
+            ids[0] = s0[L0 + step - 1], ids[1] = s1[L1 + step - 1];
+            lens[0] = L0 + step, lens[1] = L1 + step, q[0] = q[1] = 1;
+        }
+        for (int v = 0; v < 2; v++)
+            run_step(m[v], &cpu, &kb[v], &c, 2, lens, q, ids, 0, logits[v]);
+        for (int sq = 0; sq < 2; sq++) {
+            const float *a = logits[0] + (size_t)sq * c.vocab, *b = logits[1] + (size_t)sq * c.vocab;
+            double num = 0, den = 0;
+            for (int i = 0; i < c.vocab; i++) {
+                num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+                den += (double)b[i] * b[i];
+            }
+            const double e = sqrt(num / (den > 0 ? den : 1));
+            worst = fmax(worst, e);
+            ck_assert_msg(e < 1e-6, "step %d sequence %d: fused vs separate relative error %.3g", step,
+                          sq, e);
+            const double *ref = sq == 0 ? r0 + (size_t)(lens[0] - 1) * c.vocab
+                                        : r1 + (size_t)(lens[1] - 1) * c.vocab;
+            const double er = rel_err(a, ref, c.vocab);
+            ck_assert_msg(er < TOL, "step %d sequence %d: fused vs reference %.3g", step, sq, er);
+        }
+    }
+    printf("fused vs separate: max relative difference %.3g\n", worst);
+    for (int v = 0; v < 2; v++) {
+        kv_free(&cpu, &c, &kb[v]);
+        mvt->destroy(m[v]);
+        free(logits[v]);
+    }
+    free(r0), free(r1);
+    cpu_close();
+}
+
+START_TEST(test_fused)
+{
+    tcfg c = tiny(LLMRT_DTYPE_BF16);
+    c.inter = 40;
+    check_fused_vs_separate(c);
+    c = tiny(LLMRT_DTYPE_F32);
+    c.tie = 1;
+    check_fused_vs_separate(c);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ errors */
 
 /* A mock backend whose ops exist but do nothing: creation gets past the op check, and
@@ -938,6 +1026,8 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_forward_quant);
         else if (strcmp(group, "forward_gather") == 0)
             tcase_add_test(tc, test_forward_gather);
+        else if (strcmp(group, "fused") == 0)
+            tcase_add_test(tc, test_fused);
         else {
             fprintf(stderr, "unknown test group %s\n", group);
             return 2;
