@@ -8,7 +8,16 @@
  * repetitions; inputs rotate over enough copies to exceed the L2 several times, so HBM is
  * what is measured. floor = bytes / copy bandwidth; %floor = floor / time.
  *
- * usage: llmrt-cuda-bench [--reps N] [--filter SUBSTRING] [--device N]
+ * Two step estimates close the table: the decode step as separate kernels (q, k, v, gate,
+ * up apart; rmsnorm, rope, kv_store, silu_mul, add each a launch) and as the fused kernels
+ * the model uses when the backend has them (qkv and gate_up projections, add_rmsnorm,
+ * qk_norm_rope_store, swiglu). --sweep adds rows for the tuning variants (AWQ GEMV kernel
+ * and K-splitting warps, decode-attention split sizes, programmatic dependent launch off),
+ * each on a backend / quant instance created with that LLMRT_CUDA_TUNE / LLMRT_AWQ_TUNE /
+ * LLMRT_CUDA_PDL setting; --prefill adds prefill-sized rows (AWQ n = 128 and 2048 through
+ * dequant + cuBLAS, prefill attention over 2048 tokens).
+ *
+ * usage: llmrt-cuda-bench [--reps N] [--filter SUBSTRING] [--device N] [--sweep] [--prefill]
  * Plugins come from $LLMRT_PLUGIN_DIR, else <exe>/../lib/llmrt/plugins. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -44,6 +53,8 @@ static const llmrt_backend_vtable *VT;
 static llmrt_backend *B;
 static int reps = 30;
 static const char *filter;
+static int sweep, prefill;
+static int device_index;
 static double copy_gbs; /* measured device-to-device bandwidth, read + write */
 
 #define DIE(...)                                                                              \
@@ -207,12 +218,13 @@ static double time_us(enqueue_fn fn, void *ctx)
 }
 
 typedef struct row {
-    char name[48], shape[40];
+    char name[64], shape[40];
     double us, bytes;
-    int per_step; /* launches of this kernel per decode step at batch 1 (0: not in the step) */
+    int sep;   /* launches per decode step at batch 1 with separate kernels (0: not in it) */
+    int fused; /* launches per decode step with the fused kernels */
 } row;
 
-static row rows[128];
+static row rows[512];
 static int n_rows;
 
 static int wanted(const char *name)
@@ -220,12 +232,14 @@ static int wanted(const char *name)
     return !filter || strstr(name, filter);
 }
 
-static void report(const char *name, const char *shape, double us, double bytes, int per_step)
+static void report(const char *name, const char *shape, double us, double bytes, int sep, int fused)
 {
+    if (n_rows == (int)(sizeof rows / sizeof *rows))
+        DIE("too many rows");
     row *r = &rows[n_rows++];
     snprintf(r->name, sizeof r->name, "%s", name);
     snprintf(r->shape, sizeof r->shape, "%s", shape);
-    r->us = us, r->bytes = bytes, r->per_step = per_step;
+    r->us = us, r->bytes = bytes, r->sep = sep, r->fused = fused;
     const double gbs = bytes / (us * 1e-6) / 1e9;
     const double floor_us = copy_gbs > 0 ? bytes / (copy_gbs * 1e9) * 1e6 : 0;
     printf("%-30s %-22s %9.2f %9.1f %10.3f %9.2f %6.0f%%\n", name, shape, us, gbs, bytes / 1e6,
@@ -255,7 +269,7 @@ static void bench_copy(void)
     c.b = dev_alloc(c.bytes);
     double us = time_us(enq_copy, &c);
     copy_gbs = 2.0 * c.bytes / (us * 1e-6) / 1e9;
-    report("d2d copy (ceiling)", "1 GiB", us, 2.0 * c.bytes, 0);
+    report("d2d copy (ceiling)", "1 GiB", us, 2.0 * c.bytes, 0, 0);
     VT->dev_free(B, c.a);
     VT->dev_free(B, c.b);
 }
@@ -295,7 +309,7 @@ static void bench_lm_head(void)
         double bytes = (double)VOCAB * HIDDEN * 2 + (double)g.n * (HIDDEN + VOCAB) * 4;
         char name[48];
         snprintf(name, sizeof name, "lm_head gemv f16 n=%d", g.n);
-        report(name, "151936x4096", time_us(enq_gemm, &g), bytes, g.n == 1 ? 1 : 0);
+        report(name, "151936x4096", time_us(enq_gemm, &g), bytes, g.n == 1, g.n == 1);
     }
     VT->dev_free(B, g.w.data), VT->dev_free(B, g.x), VT->dev_free(B, g.y);
 }
@@ -343,9 +357,13 @@ static void enq_awq(void *c, int i)
         DIE("awq forward: %s", err.msg);
 }
 
-static void bench_awq(const llmrt_plugin_desc *qd, const char *name, int in, int out, int per_step)
+/* Time one AWQ linear [out, in] (g128) at each token count in ns[0..nn). tune: NULL, or an
+ * LLMRT_AWQ_TUNE value the quant instance is created with (a sweep row). sep / fused: its
+ * launches per decode step (n = 1) with separate and with fused kernels. */
+static void bench_awq(const llmrt_plugin_desc *qd, const char *name, int in, int out, int sep,
+                      int fused, const int *ns, int nn, const char *tune)
 {
-    char full[64];
+    char full[96];
     snprintf(full, sizeof full, "awq %s", name);
     if (!wanted(full))
         return;
@@ -359,7 +377,12 @@ static void bench_awq(const llmrt_plugin_desc *qd, const char *name, int in, int
     memset(&a, 0, sizeof a);
     a.qv = qv;
     llmrt_error err = {0};
-    if (qv->create(&HOST, NULL, cfg, &ref, &a.q, &err))
+    if (tune)
+        setenv("LLMRT_AWQ_TUNE", tune, 1);
+    llmrt_status cst = qv->create(&HOST, NULL, cfg, &ref, &a.q, &err);
+    if (tune)
+        unsetenv("LLMRT_AWQ_TUNE");
+    if (cst)
         DIE("quant-awq create: %s", err.msg);
     /* random packed tensors; every copy is the same data loaded again (separate buffers) */
     const int ng = in / GROUP;
@@ -378,29 +401,31 @@ static void bench_awq(const llmrt_plugin_desc *qd, const char *name, int in, int
     mem_ckpt mc = {"bench", views, 3};
     llmrt_checkpoint ck = {&mc, "bench", "{}", ck_find, ck_has};
     const double awq_bytes = (double)in * out / 2 + (double)ng * out * 2 + (double)ng * out / 2;
-    a.copies = (int)ceil(ROTATE_BYTES / awq_bytes);
+    int max_n = 1;
+    for (int k = 0; k < nn; k++)
+        max_n = ns[k] > max_n ? ns[k] : max_n;
+    /* prefill rows dequantise into one scratch: no rotation needed (compute bound) */
+    a.copies = max_n > 32 ? 1 : (int)ceil(ROTATE_BYTES / awq_bytes);
     if (a.copies > 256)
         a.copies = 256;
-    if (a.copies < 2)
+    if (a.copies < 2 && max_n <= 32)
         a.copies = 2;
     for (int c = 0; c < a.copies; c++)
         if (qv->linear_load(a.q, &ck, "l", in, out, &a.l[c], &err))
             DIE("awq load %s: %s", name, err.msg);
-    const double dev_bytes = (double)qv->linear_bytes(a.q, a.l[0]);
     free(qw), free(qz), free(sc);
-    a.x = dev_rand_f32((size_t)32 * in, -1, 1);
-    a.y = dev_alloc((size_t)32 * out * sizeof(float));
-    static const int ns[] = {1, 8, 32};
-    for (int k = 0; k < 3; k++) {
+    a.x = dev_rand_f32((size_t)max_n * in, -1, 1);
+    a.y = dev_alloc((size_t)max_n * out * sizeof(float));
+    for (int k = 0; k < nn; k++) {
         a.n = ns[k];
-        char rname[48], shape[40];
-        snprintf(rname, sizeof rname, "awq %s n=%d", name, a.n);
+        char rname[64], shape[40];
+        snprintf(rname, sizeof rname, "awq %s n=%d%s%s%s", name, a.n, tune ? " [" : "",
+                 tune ? tune : "", tune ? "]" : "");
         snprintf(shape, sizeof shape, "%dx%d g%d", out, in, GROUP);
-        /* bytes the format must move (int4 + scales + zeros) + activations; the device
-         * layout (linear_bytes) is what is actually read */
-        (void)dev_bytes;
-        report(rname, shape, time_us(enq_awq, &a),
-               awq_bytes + (double)a.n * (in + out) * 4, a.n == 1 ? per_step : 0);
+        /* bytes the format must move (int4 + scales + zeros) + activations */
+        const int dec = a.n == 1 && !tune;
+        report(rname, shape, time_us(enq_awq, &a), awq_bytes + (double)a.n * (in + out) * 4,
+               dec ? sep : 0, dec ? fused : 0);
     }
     for (int c = 0; c < a.copies; c++)
         qv->linear_free(a.q, a.l[c]);
@@ -422,21 +447,25 @@ static void enq_att(void *c, int i)
     OK(VT->attention(B, a->out, a->q, &a->p[i % LAYERS], &err));
 }
 
-static void bench_attention(int ctx_len, int batch, int bucket)
+/* batch sequences of ctx_len tokens (graph bound `bucket`), each with qlen query tokens
+ * (1: decode; ctx_len: a whole-prompt prefill). tag: a sweep variant's name, or NULL. */
+static void bench_attention(int ctx_len, int batch, int bucket, int qlen, const char *tag)
 {
-    if (!wanted("attention decode"))
+    const char *kind = qlen > 1 ? "attention prefill" : "attention decode";
+    if (!wanted(kind))
         return;
     att_ctx a;
     memset(&a, 0, sizeof a);
     const int bs = 16, blocks_per_seq = (bucket + bs - 1) / bs;
     const size_t n_blocks = (size_t)batch * blocks_per_seq;
     const size_t cache_elems = n_blocks * bs * N_KV * HEAD_DIM;
+    const int n_tok = batch * qlen;
     int32_t *tables = malloc((size_t)batch * blocks_per_seq * 4);
     for (size_t i = 0; i < (size_t)batch * blocks_per_seq; i++)
         tables[i] = (int32_t)((i * 7919) % n_blocks); /* scattered blocks */
     int32_t qs[65], lens[64];
     for (int s = 0; s <= batch; s++)
-        qs[s] = s;
+        qs[s] = s * qlen;
     for (int s = 0; s < batch; s++)
         lens[s] = ctx_len;
     int32_t *dqs = dev_alloc(sizeof qs), *dl = dev_alloc(sizeof lens);
@@ -449,23 +478,24 @@ static void bench_attention(int ctx_len, int batch, int bucket)
     void *kc = dev_rand_f16(cache_elems * LAYERS, -1, 1), *vc = dev_rand_f16(cache_elems * LAYERS, -1, 1);
     for (int l = 0; l < LAYERS; l++) {
         llmrt_attn_params *p = &a.p[l];
-        p->n_tokens = batch, p->n_seqs = batch, p->n_heads = N_HEADS, p->n_kv_heads = N_KV;
+        p->n_tokens = n_tok, p->n_seqs = batch, p->n_heads = N_HEADS, p->n_kv_heads = N_KV;
         p->head_dim = HEAD_DIM, p->scale = 1.0f / sqrtf((float)HEAD_DIM);
         p->query_start = dqs, p->seq_lens = dl, p->block_tables = dt;
         p->max_blocks_per_seq = blocks_per_seq, p->block_size = bs;
-        p->max_seq_len = bucket, p->max_query_len = 1, p->kv_dtype = LLMRT_DTYPE_F16;
+        p->max_seq_len = bucket, p->max_query_len = qlen, p->kv_dtype = LLMRT_DTYPE_F16;
         p->k_cache = (char *)kc + (size_t)l * cache_elems * 2;
         p->v_cache = (char *)vc + (size_t)l * cache_elems * 2;
     }
-    a.q = dev_rand_f32((size_t)batch * N_HEADS * HEAD_DIM, -1, 1);
-    a.out = dev_alloc((size_t)batch * N_HEADS * HEAD_DIM * 4);
+    a.q = dev_rand_f32((size_t)n_tok * N_HEADS * HEAD_DIM, -1, 1);
+    a.out = dev_alloc((size_t)n_tok * N_HEADS * HEAD_DIM * 4);
     const double bytes = (double)batch * ctx_len * N_KV * HEAD_DIM * 2 * 2 +
-                         2.0 * batch * N_HEADS * HEAD_DIM * 4;
-    char name[48], shape[40];
-    snprintf(name, sizeof name, "attention decode b=%d", batch);
+                         2.0 * n_tok * N_HEADS * HEAD_DIM * 4;
+    char name[64], shape[40];
+    snprintf(name, sizeof name, "%s b=%d%s%s%s", kind, batch, tag ? " [" : "", tag ? tag : "",
+             tag ? "]" : "");
     snprintf(shape, sizeof shape, "ctx %d (bound %d)", ctx_len, bucket);
-    report(name, shape, time_us(enq_att, &a), bytes,
-           (batch == 1 && ctx_len == 128 && bucket == 128) ? LAYERS : 0);
+    const int in_step = !tag && qlen == 1 && batch == 1 && ctx_len == 128 && bucket == 128;
+    report(name, shape, time_us(enq_att, &a), bytes, in_step ? LAYERS : 0, in_step ? LAYERS : 0);
     VT->dev_free(B, kc), VT->dev_free(B, vc), VT->dev_free(B, dqs), VT->dev_free(B, dl);
     VT->dev_free(B, dt), VT->dev_free(B, a.q), VT->dev_free(B, a.out);
 }
@@ -482,7 +512,8 @@ typedef struct {
     int rows, d;
 } small_ctx;
 
-enum { S_RMSNORM, S_QKNORM, S_ROPE, S_KVSTORE, S_SILU, S_ADD, S_EMBED, S_ARGMAX, S_SAMPLE };
+enum { S_RMSNORM, S_QKNORM, S_ROPE, S_KVSTORE, S_SILU, S_ADD, S_EMBED, S_ARGMAX, S_SAMPLE,
+       S_ADDNORM, S_QKR, S_SWIGLU };
 
 static void enq_small(void *c, int i)
 {
@@ -504,6 +535,14 @@ static void enq_small(void *c, int i)
     case S_EMBED: OK(VT->embedding(B, s->y[l], &s->w, s->ids, 1, &err)); break;
     case S_ARGMAX: OK(VT->argmax(B, s->ids, s->x[l % 4], 1, VOCAB, &err)); break;
     case S_SAMPLE: OK(VT->sample(B, s->ids, s->x[l % 4], s->sp, 1, VOCAB, &err)); break;
+    case S_ADDNORM:
+        OK(VT->add_rmsnorm(B, s->z[l], s->x[l], s->y[l], &s->w, 1, HIDDEN, 1e-6f, &err));
+        break;
+    case S_QKR: /* one token: q [32 heads] normed + roped out, k / v into an f16 cache */
+        OK(VT->qk_norm_rope_store(B, s->z[l], s->x[l], &s->w, &s->w, s->pos, s->slots, 1, N_HEADS,
+                                  N_KV, HEAD_DIM, 1e-6f, 1e6f, s->kc, s->vc, LLMRT_DTYPE_F16, &err));
+        break;
+    case S_SWIGLU: OK(VT->swiglu(B, s->z[l], s->x[l], 1, INTER, &err)); break;
     }
 }
 
@@ -512,10 +551,12 @@ static void bench_small(void)
     small_ctx s;
     memset(&s, 0, sizeof s);
     for (int l = 0; l < LAYERS; l++) {
-        s.x[l] = dev_rand_f32(INTER, -2, 2);
+        s.x[l] = dev_rand_f32(2 * INTER, -2, 2);
         s.y[l] = dev_rand_f32(INTER, -2, 2);
         s.z[l] = dev_alloc(INTER * 4);
     }
+    s.kc = dev_alloc((size_t)64 * N_KV * HEAD_DIM * 2);
+    s.vc = dev_alloc((size_t)64 * N_KV * HEAD_DIM * 2);
     s.w.dtype = LLMRT_DTYPE_F16;
     s.w.ndim = 1;
     int32_t zero = 0, slot = 5;
@@ -531,16 +572,23 @@ static void bench_small(void)
         const char *name, *shape;
         int rows, d;
         double bytes;
-        int per_step;
+        int sep, fused; /* launches per decode step: separate / fused kernels */
     } cases[] = {
-        {S_RMSNORM, "rmsnorm", "1x4096", 1, HIDDEN, 3.0 * HIDDEN * 4, 2 * LAYERS + 1},
+        /* separate: q norm and k norm, rope of q and of k are two launches each */
+        {S_RMSNORM, "rmsnorm", "1x4096", 1, HIDDEN, 3.0 * HIDDEN * 4, 2 * LAYERS + 1, 0},
         {S_QKNORM, "rmsnorm q/k heads", "40x128", N_HEADS + N_KV, HEAD_DIM,
-         3.0 * (N_HEADS + N_KV) * HEAD_DIM * 4, LAYERS},
-        {S_ROPE, "rope q+k", "40 heads x 128", 0, 0, 2.0 * (N_HEADS + N_KV) * HEAD_DIM * 4, LAYERS},
-        {S_KVSTORE, "kv_store f16", "8 heads x 128", 0, 0, 2.0 * N_KV * HEAD_DIM * (4 + 2), LAYERS},
-        {S_SILU, "silu_mul", "12288", 0, 0, 3.0 * INTER * 4, LAYERS},
-        {S_ADD, "add (residual)", "4096", 0, 0, 3.0 * HIDDEN * 4, 2 * LAYERS},
-        {S_ARGMAX, "argmax", "1x151936", 0, 0, (double)VOCAB * 4, 1},
+         3.0 * (N_HEADS + N_KV) * HEAD_DIM * 4, 2 * LAYERS, 0},
+        {S_ROPE, "rope q+k", "40 heads x 128", 0, 0, 2.0 * (N_HEADS + N_KV) * HEAD_DIM * 4,
+         2 * LAYERS, 0},
+        {S_KVSTORE, "kv_store f16", "8 heads x 128", 0, 0, 2.0 * N_KV * HEAD_DIM * (4 + 2), LAYERS, 0},
+        {S_SILU, "silu_mul", "12288", 0, 0, 3.0 * INTER * 4, LAYERS, 0},
+        {S_ADD, "add (residual)", "4096", 0, 0, 3.0 * HIDDEN * 4, 2 * LAYERS, 0},
+        {S_ADDNORM, "add_rmsnorm", "1x4096", 0, 0, 5.0 * HIDDEN * 4, 0, 2 * LAYERS + 1},
+        {S_QKR, "qk_norm_rope_store f16", "48 heads x 128", 0, 0,
+         (N_HEADS + 2 * N_KV) * HEAD_DIM * 4.0 + N_HEADS * HEAD_DIM * 4.0 + 2 * N_KV * HEAD_DIM * 2.0,
+         0, LAYERS},
+        {S_SWIGLU, "swiglu", "12288", 0, 0, 3.0 * INTER * 4, 0, LAYERS},
+        {S_ARGMAX, "argmax", "1x151936", 0, 0, (double)VOCAB * 4, 1, 1},
     };
     s.w.shape[0] = HIDDEN;
     s.w.data = dev_rand_f16(HIDDEN, 0.5f, 1.5f);
@@ -549,18 +597,14 @@ static void bench_small(void)
             continue;
         s.which = cases[k].which;
         s.rows = cases[k].rows, s.d = cases[k].d;
-        s.w.shape[0] = cases[k].d > 0 ? cases[k].d : HIDDEN;
-        if (s.which == S_KVSTORE) {
-            s.kc = dev_alloc((size_t)64 * N_KV * HEAD_DIM * 2);
-            s.vc = dev_alloc((size_t)64 * N_KV * HEAD_DIM * 2);
-        }
+        s.w.shape[0] = cases[k].d > 0 ? cases[k].d : s.which == S_QKR ? HEAD_DIM : HIDDEN;
         if (s.which == S_ARGMAX)
             for (int l = 0; l < 4; l++) {
                 VT->dev_free(B, s.x[l]);
                 s.x[l] = dev_rand_f32(VOCAB, -10, 10);
             }
         report(cases[k].name, cases[k].shape, time_us(enq_small, &s), cases[k].bytes,
-               cases[k].per_step);
+               cases[k].sep, cases[k].fused);
     }
     if (wanted("sample")) {
         for (int l = 0; l < 4; l++) {
@@ -571,10 +615,10 @@ static void bench_small(void)
         s.sp = dev_alloc(sizeof sp);
         upload(s.sp, &sp, sizeof sp);
         s.which = S_SAMPLE;
-        report("sample T.8 k50 p.9 minp.05", "1x151936", time_us(enq_small, &s), (double)VOCAB * 4, 0);
+        report("sample T.8 k50 p.9 minp.05", "1x151936", time_us(enq_small, &s), (double)VOCAB * 4, 0, 0);
         sp.top_k = 0;
         upload(s.sp, &sp, sizeof sp);
-        report("sample T.8 p.9 minp.05", "1x151936", time_us(enq_small, &s), (double)VOCAB * 4, 0);
+        report("sample T.8 p.9 minp.05", "1x151936", time_us(enq_small, &s), (double)VOCAB * 4, 0, 0);
     }
     if (wanted("embedding")) {
         VT->dev_free(B, s.w.data);
@@ -584,22 +628,76 @@ static void bench_small(void)
         s.w.data = dev_rand_f16((size_t)VOCAB * HIDDEN, -1, 1);
         s.w.dtype = LLMRT_DTYPE_F16;
         s.which = S_EMBED;
-        report("embedding f16", "1x4096", time_us(enq_small, &s), (double)HIDDEN * 6, 1);
+        report("embedding f16", "1x4096", time_us(enq_small, &s), (double)HIDDEN * 6, 1, 1);
     }
+}
+
+/* (Re)create the backend with LLMRT_CUDA_TUNE / LLMRT_CUDA_PDL as given (NULL: unset). */
+static void backend_open(const char *tune, const char *pdl)
+{
+    if (B)
+        VT->destroy(B);
+    B = NULL;
+    if (tune)
+        setenv("LLMRT_CUDA_TUNE", tune, 1);
+    else
+        unsetenv("LLMRT_CUDA_TUNE");
+    if (pdl)
+        setenv("LLMRT_CUDA_PDL", pdl, 1);
+    else
+        unsetenv("LLMRT_CUDA_PDL");
+    char dev[16];
+    snprintf(dev, sizeof dev, "%d", device_index);
+    const char *keys[] = {"device"}, *vals[] = {dev}, *where[] = {"--device"};
+    llmrt_section sec = {"backend.cuda", 1, keys, vals, where};
+    llmrt_error err = {0};
+    if (VT->create(&HOST, &sec, &B, &err))
+        DIE("%s", err.msg);
+    unsetenv("LLMRT_CUDA_TUNE");
+    unsetenv("LLMRT_CUDA_PDL");
+}
+
+/* The decode step at batch 1, context 128, as the sum of its kernels' times. */
+static void step_estimate(int fused)
+{
+    double step_us = 0, step_bytes = 0;
+    printf("\ndecode step estimate (batch 1, context 128, %s kernels; each kernel's time as "
+           "measured back to back in a graph):\n",
+           fused ? "fused" : "separate");
+    for (int i = 0; i < n_rows; i++) {
+        const int k = fused ? rows[i].fused : rows[i].sep;
+        step_us += rows[i].us * k;
+        step_bytes += rows[i].bytes * k;
+    }
+    for (int i = 0; i < n_rows; i++) {
+        const int k = fused ? rows[i].fused : rows[i].sep;
+        if (k)
+            printf("  %-32s x%-3d %9.1f us  %5.1f%% of the step\n", rows[i].name, k,
+                   rows[i].us * k, 100.0 * rows[i].us * k / step_us);
+    }
+    const double floor_us = copy_gbs > 0 ? step_bytes / (copy_gbs * 1e9) * 1e6 : 0;
+    printf("  total %.3f ms for %.2f GB: %.0f GB/s effective; floor %.3f ms at %.0f GB/s "
+           "(%.0f%% of floor)\n",
+           step_us / 1000, step_bytes / 1e9, step_bytes / (step_us * 1e-6) / 1e9, floor_us / 1000,
+           copy_gbs, step_us > 0 ? 100 * floor_us / step_us : 0.0);
 }
 
 int main(int argc, char **argv)
 {
-    int device = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc)
             filter = argv[++i];
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
-            device = atoi(argv[++i]);
+            device_index = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--sweep") == 0)
+            sweep = 1;
+        else if (strcmp(argv[i], "--prefill") == 0)
+            prefill = 1;
         else {
-            fprintf(stderr, "usage: llmrt-cuda-bench [--reps N] [--filter SUBSTRING] [--device N]\n");
+            fprintf(stderr, "usage: llmrt-cuda-bench [--reps N] [--filter SUBSTRING] [--device N] "
+                            "[--sweep] [--prefill]\n");
             return 2;
         }
     }
@@ -628,58 +726,75 @@ int main(int argc, char **argv)
         printf("llmrt-cuda-bench: no CUDA device (%s)\n", err.msg);
         return 77;
     }
-    char dev[16];
-    snprintf(dev, sizeof dev, "%d", device);
-    const char *keys[] = {"device"}, *vals[] = {dev}, *where[] = {"--device"};
-    llmrt_section sec = {"backend.cuda", 1, keys, vals, where};
-    if (VT->create(&HOST, &sec, &B, &err))
-        DIE("%s", err.msg);
+    backend_open(NULL, NULL);
     OK(VT->device_info(B, &info, &err));
     printf("llmrt-cuda-bench: %s, cc %d.%d, %d SMs, %.0f GiB, driver %d, runtime %d; median of %d "
-           "graph replays of %d launches\n",
+           "graph replays of %d launches; programmatic dependent launch %s\n",
            info.name, info.cc_major, info.cc_minor, info.multiprocessors,
-           info.mem_total / 1073741824.0, info.driver_version, info.runtime_version, reps, BATCH);
-    printf("%-30s %-22s %9s %9s %10s %9s %7s\n", "kernel", "shape", "time_us", "GB/s", "MB",
+           info.mem_total / 1073741824.0, info.driver_version, info.runtime_version, reps, BATCH,
+           VT->native_handle(B, "cuda.pdl") ? "on" : "off");
+    printf("%-36s %-22s %9s %9s %10s %9s %7s\n", "kernel", "shape", "time_us", "GB/s", "MB",
            "floor_us", "%floor");
 
     bench_copy();
     bench_lm_head();
     const llmrt_plugin_desc *qd = load_plugin("quant-awq.so");
+    static const int dec_ns[] = {1, 8, 32}, one[] = {1}, pf_ns[] = {128, 2048};
+    const int QKV = (N_HEADS + 2 * N_KV) * HEAD_DIM;
     if (!qd) {
         printf("(quant-awq.so not found: AWQ rows skipped)\n");
     } else {
-        bench_awq(qd, "q_proj", HIDDEN, N_HEADS * HEAD_DIM, LAYERS);
-        bench_awq(qd, "k_proj", HIDDEN, N_KV * HEAD_DIM, 2 * LAYERS); /* k and v */
-        bench_awq(qd, "qkv fused", HIDDEN, (N_HEADS + 2 * N_KV) * HEAD_DIM, 0);
-        bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, LAYERS);
-        bench_awq(qd, "gate_proj", HIDDEN, INTER, 2 * LAYERS); /* gate and up */
-        bench_awq(qd, "gate_up fused", HIDDEN, 2 * INTER, 0);
-        bench_awq(qd, "down_proj", INTER, HIDDEN, LAYERS);
+        bench_awq(qd, "q_proj", HIDDEN, N_HEADS * HEAD_DIM, LAYERS, 0, dec_ns, 3, NULL);
+        bench_awq(qd, "k_proj", HIDDEN, N_KV * HEAD_DIM, 2 * LAYERS, 0, dec_ns, 3, NULL); /* k, v */
+        bench_awq(qd, "qkv fused", HIDDEN, QKV, 0, LAYERS, dec_ns, 3, NULL);
+        bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, LAYERS, LAYERS, dec_ns, 3, NULL);
+        bench_awq(qd, "gate_proj", HIDDEN, INTER, 2 * LAYERS, 0, dec_ns, 3, NULL); /* gate, up */
+        bench_awq(qd, "gate_up fused", HIDDEN, 2 * INTER, 0, LAYERS, dec_ns, 3, NULL);
+        bench_awq(qd, "down_proj", INTER, HIDDEN, LAYERS, LAYERS, dec_ns, 3, NULL);
     }
-    bench_attention(128, 1, 128);
-    bench_attention(2048, 1, 2048);
-    bench_attention(2048, 1, 40960);
-    bench_attention(2048, 8, 2048);
+    bench_attention(128, 1, 128, 1, NULL);
+    bench_attention(2048, 1, 2048, 1, NULL);
+    bench_attention(2048, 1, 40960, 1, NULL);
+    bench_attention(2048, 8, 2048, 1, NULL);
     bench_small();
 
-    /* the decode step at batch 1, context 128, as the sum of its kernels (no launch gaps) */
-    double step_us = 0, step_bytes = 0;
-    printf("\ndecode step estimate (batch 1, context 128; kernels back to back, separate q/k/v "
-           "and gate/up):\n");
-    for (int i = 0; i < n_rows; i++) {
-        step_us += rows[i].us * rows[i].per_step;
-        step_bytes += rows[i].bytes * rows[i].per_step;
+    if (sweep) {
+        printf("\n-- sweep --\n");
+        static const char *const awq_tunes[] = {"kernel=1", "kw=1", "kw=2", "kw=4", "kw=8", "kw=16"};
+        for (size_t t = 0; qd && t < sizeof awq_tunes / sizeof *awq_tunes; t++) {
+            bench_awq(qd, "qkv fused", HIDDEN, QKV, 0, 0, one, 1, awq_tunes[t]);
+            bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, 0, 0, one, 1, awq_tunes[t]);
+            bench_awq(qd, "gate_up fused", HIDDEN, 2 * INTER, 0, 0, one, 1, awq_tunes[t]);
+            bench_awq(qd, "down_proj", INTER, HIDDEN, 0, 0, one, 1, awq_tunes[t]);
+        }
+        static const char *const att_tunes[] = {"att_cmin=16", "att_cmin=64", "att_cmin=128",
+                                                "att_cmin=256", "att_fill=2", "att_fill=8"};
+        for (size_t t = 0; t < sizeof att_tunes / sizeof *att_tunes; t++) {
+            backend_open(att_tunes[t], NULL);
+            bench_attention(128, 1, 128, 1, att_tunes[t]);
+            bench_attention(2048, 1, 2048, 1, att_tunes[t]);
+        }
+        backend_open(NULL, "off");
+        if (qd) {
+            bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, 0, 0, one, 1, "pdl=off");
+            bench_awq(qd, "gate_up fused", HIDDEN, 2 * INTER, 0, 0, one, 1, "pdl=off");
+        }
+        bench_attention(128, 1, 128, 1, "pdl=off");
+        backend_open(NULL, NULL);
     }
-    for (int i = 0; i < n_rows; i++)
-        if (rows[i].per_step)
-            printf("  %-30s x%-3d %9.1f us  %5.1f%% of the step\n", rows[i].name,
-                   rows[i].per_step, rows[i].us * rows[i].per_step,
-                   100.0 * rows[i].us * rows[i].per_step / step_us);
-    const double floor_us = copy_gbs > 0 ? step_bytes / (copy_gbs * 1e9) * 1e6 : 0;
-    printf("  total %.3f ms for %.2f GB: %.0f GB/s effective; floor %.3f ms at %.0f GB/s "
-           "(%.0f%% of floor)\n",
-           step_us / 1000, step_bytes / 1e9, step_bytes / (step_us * 1e-6) / 1e9, floor_us / 1000,
-           copy_gbs, step_us > 0 ? 100 * floor_us / step_us : 0.0);
+    if (prefill) {
+        printf("\n-- prefill --\n");
+        if (qd) {
+            bench_awq(qd, "q_proj", HIDDEN, N_HEADS * HEAD_DIM, 0, 0, pf_ns, 2, NULL);
+            bench_awq(qd, "gate_up fused", HIDDEN, 2 * INTER, 0, 0, pf_ns, 2, NULL);
+            bench_awq(qd, "down_proj", INTER, HIDDEN, 0, 0, pf_ns, 2, NULL);
+        }
+        bench_attention(128, 1, 128, 128, NULL);
+        bench_attention(2048, 1, 2048, 2048, NULL);
+    }
+
+    step_estimate(0);
+    step_estimate(1);
     VT->destroy(B);
     return 0;
 }
