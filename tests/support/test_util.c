@@ -1,6 +1,8 @@
 /* test_util.c — see test_util.h. */
 #include "test_util.h"
 
+#include <check.h>
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,4 +98,13 @@ char *tu_plugin_path(const char *file)
     char *p = malloc(strlen(dir) + strlen(file) + 2);
     sprintf(p, "%s/%s", dir, file);
     return p;
+}
+
+int tu_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
 }

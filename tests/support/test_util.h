@@ -22,4 +22,9 @@ const llmrt_plugin_desc *tu_load_plugin(const char *path, unsigned index);
 /* Path of a built plugin: $LLMRT_PLUGIN_DIR/<file> (caller frees). */
 char *tu_plugin_path(const char *file);
 
+/* Run a Check suite with the default (forking) runner; returns the exit status (0 = all
+ * passed). */
+typedef struct Suite Suite;
+int tu_run_suite(Suite *s);
+
 #endif

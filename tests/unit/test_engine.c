@@ -11,6 +11,7 @@
 
 #include "mock_model.h"
 #include "sampler.h"
+#include "test_util.h"
 
 /* ---- collecting events ---- */
 
@@ -775,9 +776,5 @@ int main(void)
     tcase_add_test(tc, test_logprobs_and_penalties);
     tcase_add_test(tc, test_destroy_cancels);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

@@ -455,9 +455,5 @@ int main(void)
     tcase_add_test(tc, test_stop_strings_validated);
     tcase_add_test(tc, test_stopper_unit);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(su);
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "mock_model.h"
+#include "test_util.h"
 
 enum { N_SUBMITTERS = 4, PER_THREAD = 25, N = N_SUBMITTERS * PER_THREAD };
 
@@ -272,9 +273,5 @@ int main(void)
     tcase_add_loop_test(tc, test_concurrent_submit_cancel_stats, 0, 2);
     tcase_add_test(tc, test_wait_and_wake);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(su);
 }

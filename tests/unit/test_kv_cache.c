@@ -6,6 +6,7 @@
 
 #include "kv_cache.h"
 #include "mock_backend.h"
+#include "test_util.h"
 
 START_TEST(test_geometry_and_zero_block)
 {
@@ -99,9 +100,5 @@ int main(void)
     tcase_add_test(tc, test_reserve_release);
     tcase_add_test(tc, test_bad_geometry);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

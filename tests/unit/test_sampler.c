@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sampler.h"
+#include "test_util.h"
 
 #define V 10
 static const float LOGITS[V] = {2.0f, 1.5f, 1.2f, 1.0f, 0.5f, 0.1f, -0.3f, -1.0f, -2.0f, 0.7f};
@@ -354,9 +355,5 @@ int main(void)
     tcase_add_test(tc, test_penalties);
     tcase_add_test(tc, test_logprobs);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(su);
 }

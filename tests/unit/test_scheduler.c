@@ -7,6 +7,7 @@
 
 #include "mock_backend.h"
 #include "scheduler.h"
+#include "test_util.h"
 
 typedef struct fixture {
     llmrt_backend_ref be;
@@ -303,9 +304,5 @@ int main(void)
     tcase_add_test(tc, test_preempt_self_when_newest);
     tcase_add_test(tc, test_random_workload);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }
