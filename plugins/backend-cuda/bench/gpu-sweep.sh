@@ -18,10 +18,12 @@ steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(tests bench gen ttft ncu)
 want() { local s; for s in "${steps[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
 summary=()
-row() { summary+=("$(printf '%-36s %s' "$1" "$2")"); }
+row() { summary+=("$(printf '%-36s %s' "$1" "$2")"); echo "${summary[-1]}"; save; }
+# logs so far into $OUT after every row: a call stopped at its time limit still returns them
+save() { tar -C "$L" -czf "$OUT/sweep-logs.tar.gz" . 2>/dev/null; }
 t0=$(date +%s)
 finish() {
-  tar -C "$L" -czf "$OUT/sweep-logs.tar.gz" . 2>/dev/null
+  save
   echo
   echo "==== gpu-sweep summary ($(( $(date +%s) - t0 )) s) ===="
   printf '%s\n' "${summary[@]}"
@@ -43,7 +45,7 @@ row "gpu" "$(head -1 "$L/nvidia-smi.txt")"
 row "commit" "$(cat .device/COMMIT 2>/dev/null || echo unknown)"
 
 if want tests; then
-  timeout 200 ctest --test-dir build-gpu -j6 --output-on-failure \
+  timeout 130 ctest --test-dir build-gpu -j6 --output-on-failure \
     -R 'backend-cuda|generate_cuda|memory-.*\.cuda|integration\.(logits|bench|generate)$|model-qwen3|quant-awq' \
     > "$L/ctest.log" 2>&1
   row "ctest (cuda set)" "$(grep -E 'tests passed|tests failed' "$L/ctest.log" | tail -1)"
@@ -66,7 +68,7 @@ if want bench || want gen || want ttft || want ncu; then
 fi
 
 if want bench && [[ -x build-gpu/bin/llmrt-cuda-bench ]]; then
-  timeout 150 build-gpu/bin/llmrt-cuda-bench --sweep --prefill > "$L/kernels.txt" 2>&1
+  timeout 110 build-gpu/bin/llmrt-cuda-bench --sweep --prefill > "$L/kernels.txt" 2>&1
   row "kernel bench" "exit $? (kernels.txt)"
   grep -A40 'separate kernels' "$L/kernels.txt" | grep -E 'total' | sed 's/^ */    separate: /'
   grep -A40 'fused kernels' "$L/kernels.txt" | grep -E 'total' | sed 's/^ */    fused:    /'
@@ -74,7 +76,7 @@ fi
 
 gen() { # name ctx [VAR=value ...]: ITL of 256 tokens after a ctx-token prompt; $EXTRA: --set ...
   local name=$1 ctx=$2; shift 2
-  env "$@" "$llmrt" generate --model "$model8b" --set cache.kv_tokens=16384 ${EXTRA:-} \
+  env "$@" timeout 20 "$llmrt" generate --model "$model8b" --set cache.kv_tokens=16384 ${EXTRA:-} \
     --prompt-ids "$(seq -s, 1 "$ctx")" --max-tokens 256 --ignore-eos --print-ids \
     > "$L/gen-$name.txt" 2> "$L/gen-$name.log"
   row "decode $name" "$(grep -oE 'prefill [0-9.]+ tok/s \| decode [0-9.]+ tok/s \| ITL p50 [0-9.]+ ms' "$L/gen-$name.log" | tail -1)"
@@ -96,10 +98,10 @@ if want gen && [[ -f $model8b/config.json ]]; then
 fi
 
 if want ttft && [[ -f $model8b/config.json && -f conf/pinned.ini ]]; then
-  timeout 90 "$llmrt" bench --model "$model8b" -c conf/pinned.ini --set cache.kv_tokens=16384 \
+  timeout 40 "$llmrt" bench --model "$model8b" -c conf/pinned.ini --set cache.kv_tokens=16384 \
     --input-len 2048 --output-len 8 --rounds 1 --requests 3 --warmup 1 > "$L/ttft-2048.txt" 2>&1
   row "bench TTFT 2048 (warm)" "$(grep -E 'TTFT p50' "$L/ttft-2048.txt" | head -1 | tr -s ' ')"
-  timeout 60 "$llmrt" bench --model "$model8b" -c conf/pinned.ini --set cache.kv_tokens=16384 \
+  timeout 30 "$llmrt" bench --model "$model8b" -c conf/pinned.ini --set cache.kv_tokens=16384 \
     --input-len 128 --output-len 8 --rounds 1 --requests 3 --warmup 1 > "$L/ttft-128.txt" 2>&1
   row "bench TTFT 128 (warm)" "$(grep -E 'TTFT p50' "$L/ttft-128.txt" | head -1 | tr -s ' ')"
 fi
@@ -111,9 +113,8 @@ if want ncu; then
     row "quant-awq.so 16-byte loads (SASS)" "$(cat "$L/sass-ldg128.txt")"
   fi
   if command -v ncu > /dev/null && [[ -x build-gpu/bin/llmrt-cuda-bench ]]; then
-    timeout 90 ncu --clock-control none -k regex:awq_gemv --launch-skip 30 --launch-count 2 \
-      --section SpeedOfLight --section Occupancy --section WarpStateStats \
-      --section MemoryWorkloadAnalysis --section LaunchStats \
+    timeout 50 ncu --clock-control none -k regex:awq_gemv --launch-skip 10 --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
       build-gpu/bin/llmrt-cuda-bench --filter "gate_up fused" --reps 3 > "$L/ncu-gate_up.txt" 2>&1
     row "ncu awq gate_up" "exit $? (ncu-gate_up.txt)"
     grep -E 'DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Duration' \
