@@ -12,6 +12,7 @@
 #include "chat_template.h"
 #include "commands.h"
 #include "common.h"
+#include "fileutil.h"
 #include "config.h"
 #include "tokenizer.h"
 
@@ -38,39 +39,16 @@ static const char usage[] =
 
 #define CMD "tokenize"
 
+/* Read a file ("-" = stdin) or print why not; NULL on failure. */
 static char *read_all(const char *path, size_t *len)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f)
+    char *data = NULL;
+    llmrt_error err = {0};
+    if (llmrt_read_file(path, &data, len, &err) != LLMRT_OK) {
+        cli_fail(CMD, &err);
         return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            char *g = realloc(buf, cap *= 2);
-            if (!g) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = g;
-        }
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0)
-            break;
     }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-    }
-    if (f != stdin)
-        fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        *len = n;
-    }
-    return buf;
+    return data;
 }
 
 static void print_ids(const llmrt_tokenizer *tok, const int32_t *ids, size_t n, int pieces)
@@ -128,10 +106,8 @@ static int run_bench(const llmrt_tokenizer *tok, const char *path, int threads, 
 {
     size_t len;
     char *text = read_all(path, &len);
-    if (!text) {
-        fprintf(stderr, "llmrt " CMD ": cannot read %s: %s\n", path, strerror(errno));
+    if (!text)
         return 1;
-    }
     llmrt_error err = {0};
     int32_t *ids = NULL;
     size_t n;
@@ -328,7 +304,6 @@ int cmd_tokenize(int argc, char **argv)
     } else if (chat) {
         char *data = read_all(chat, &len);
         if (!data) {
-            fprintf(stderr, "llmrt " CMD ": cannot read %s: %s\n", chat, strerror(errno));
             rc = 1;
         } else if (llmrt_chat_messages_parse(data, len, chat, &msgs, &err) ||
                    llmrt_chat_template_from_tokenizer(tok, &tpl, &err)) {
@@ -351,10 +326,8 @@ int cmd_tokenize(int argc, char **argv)
     } else {
         if (file) {
             text = read_all(file, &len);
-            if (!text) {
-                fprintf(stderr, "llmrt " CMD ": cannot read %s: %s\n", file, strerror(errno));
+            if (!text)
                 rc = 1;
-            }
         } else {
             size_t total = 1;
             for (int i = optind; i < argc; i++)

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "fileutil.h"
 
 #define DEFAULT_MAX_POSITION 32768
 #define DEFAULT_RMS_NORM_EPS 1e-6
@@ -277,43 +278,12 @@ llmrt_status llmrt_hf_config_parse(const char *json_text, const char *where,
     return st;
 }
 
-static llmrt_status read_text(const char *path, char **out, llmrt_error *err)
-{
-    llmrt_status st = LLMRT_OK;
-    char *buf = NULL;
-    FILE *fp = fopen(path, "rb");
-    *out = NULL;
-    if (!fp)
-        FAIL(err, LLMRT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0, got;
-    buf = malloc(cap);
-    TRY_ALLOC(err, buf, path);
-    while ((got = fread(buf + n, 1, cap - n - 1, fp)) > 0) {
-        n += got;
-        if (cap - n < 2) {
-            char *g = realloc(buf, cap *= 2);
-            TRY_ALLOC(err, g, path);
-            buf = g;
-        }
-    }
-    if (ferror(fp))
-        FAIL(err, LLMRT_ERR_IO, "%s: read error", path);
-    buf[n] = 0;
-    *out = buf;
-    buf = NULL;
-cleanup:
-    free(buf);
-    if (fp)
-        fclose(fp);
-    return st;
-}
-
 llmrt_status llmrt_hf_config_parse_file(const char *path, llmrt_hf_config *out, llmrt_error *err)
 {
     char *text = NULL;
     memset(out, 0, sizeof *out);
     out->bos_id = -1;
-    llmrt_status st = read_text(path, &text, err);
+    llmrt_status st = llmrt_read_file(path, &text, NULL, err);
     if (st == LLMRT_OK)
         st = llmrt_hf_config_parse(text, path, out, err);
     free(text);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "fileutil.h"
 #include "progress.h"
 
 /* uthash reports allocation failure through a local `oom` flag instead of exiting the
@@ -396,34 +397,6 @@ static char *path_join(const char *dir, const char *name)
     return p;
 }
 
-/* Read a whole text file; NUL-terminated. IO error naming the path when it cannot. */
-static llmrt_status read_text(const char *path, char **out, llmrt_error *err)
-{
-    llmrt_status st = LLMRT_OK;
-    char *buf = NULL;
-    FILE *fp = fopen(path, "rb");
-    *out = NULL;
-    if (!fp)
-        FAIL(err, LLMRT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(fp, 0, SEEK_END) != 0)
-        FAIL(err, LLMRT_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
-    long len = ftell(fp);
-    if (len < 0 || fseek(fp, 0, SEEK_SET) != 0)
-        FAIL(err, LLMRT_ERR_IO, "%s: cannot read its size: %s", path, strerror(errno));
-    buf = malloc((size_t)len + 1);
-    TRY_ALLOC(err, buf, path);
-    if (fread(buf, 1, (size_t)len, fp) != (size_t)len)
-        FAIL(err, LLMRT_ERR_IO, "%s: short read", path);
-    buf[len] = 0;
-    *out = buf;
-    buf = NULL;
-cleanup:
-    free(buf);
-    if (fp)
-        fclose(fp);
-    return st;
-}
-
 static int file_exists(const char *path)
 {
     struct stat sb;
@@ -654,7 +627,7 @@ llmrt_status llmrt_st_model_open(const char *dir, int show_progress, llmrt_st_mo
     cfg_path = path_join(dir, "config.json");
     index_path = path_join(dir, "model.safetensors.index.json");
     TRY_ALLOC(err, cfg_path && index_path, "path");
-    TRY(read_text(cfg_path, &m->config_json, err));
+    TRY(llmrt_read_file(cfg_path, &m->config_json, NULL, err));
 
     if (file_exists(index_path))
         TRY(open_indexed(m, index_path, err));

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "fileutil.h"
 #include "tokenizer_impl.h"
 
 /* GPT-2's pre-tokenizer regex, used by ByteLevel when use_regex is true. */
@@ -608,34 +609,6 @@ void llmrt_tokenizer_free(llmrt_tokenizer *t)
 
 /* ---- files ---- */
 
-static llmrt_status read_file(const char *path, char **data, size_t *len, llmrt_error *err)
-{
-    llmrt_status st = LLMRT_OK;
-    char *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        FAIL(err, errno == ENOENT ? LLMRT_ERR_NOT_FOUND : LLMRT_ERR_IO, "cannot open %s: %s",
-             path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0)
-        FAIL(err, LLMRT_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    long size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0)
-        FAIL(err, LLMRT_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    buf = malloc((size_t)size + 1);
-    TRY_ALLOC(err, buf, path);
-    if (fread(buf, 1, (size_t)size, f) != (size_t)size)
-        FAIL(err, LLMRT_ERR_IO, "cannot read %s: short read", path);
-    buf[size] = 0;
-    *data = buf;
-    *len = (size_t)size;
-    buf = NULL;
-cleanup:
-    free(buf);
-    if (f)
-        fclose(f);
-    return st;
-}
-
 static int is_file(const char *path)
 {
     struct stat sb;
@@ -671,7 +644,7 @@ llmrt_status llmrt_tokenizer_load(const char *path, llmrt_tokenizer **out, llmrt
         else
             snprintf(dir, pl + 32, ".");
     }
-    TRY(read_file(file, &data, &len, err));
+    TRY(llmrt_read_file(file, &data, &len, err));
     TRY(llmrt_tokenizer_parse(data, len, file, &t, err));
     snprintf(cfg, pl + 64, "%s/tokenizer_config.json", dir);
     if (is_file(cfg))
@@ -681,7 +654,7 @@ llmrt_status llmrt_tokenizer_load(const char *path, llmrt_tokenizer **out, llmrt
     if (is_file(cfg)) {
         char *tpl;
         size_t tl;
-        TRY(read_file(cfg, &tpl, &tl, err));
+        TRY(llmrt_read_file(cfg, &tpl, &tl, err));
         free(t->chat_template);
         t->chat_template = tpl;
     }
@@ -772,7 +745,7 @@ llmrt_status llmrt_tokenizer_load_config(llmrt_tokenizer *t, const char *path, l
 {
     char *data;
     size_t len;
-    llmrt_status st = read_file(path, &data, &len, err);
+    llmrt_status st = llmrt_read_file(path, &data, &len, err);
     if (st != LLMRT_OK)
         return st;
     st = llmrt_tokenizer_parse_config(t, data, len, path, err);
