@@ -25,24 +25,11 @@
 
 #include "error.h"
 #include "fileutil.h"
+#include "jsonutil.h"
 
 #define DEFAULT_MAX_POSITION 32768
 #define DEFAULT_RMS_NORM_EPS 1e-6
 #define DEFAULT_ROPE_THETA 10000.0
-
-static const char *type_name(const json_t *j)
-{
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "unknown";
-}
 
 /* An int32 key in [min, INT32_MAX]. Absent or null: *out = dflt when !required. */
 static llmrt_status get_int(json_t *root, const char *key, int required, int32_t dflt,
@@ -58,7 +45,7 @@ static llmrt_status get_int(json_t *root, const char *key, int required, int32_t
     }
     if (!json_is_integer(v))
         return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s: key '%s' is %s, expected an integer >= %d",
-                          where, key, type_name(v), (int)min);
+                          where, key, llmrt_json_type_name(v), (int)min);
     json_int_t x = json_integer_value(v);
     if (x < min || x > INT32_MAX)
         return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s: key '%s' is %lld, expected %d..%d", where,
@@ -81,7 +68,7 @@ static llmrt_status get_pos_number(json_t *obj, const char *key, const char *sho
     }
     if (!json_is_number(v))
         return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s: key '%s' is %s, expected a positive number",
-                          where, shown_key, type_name(v));
+                          where, shown_key, llmrt_json_type_name(v));
     double x = json_number_value(v);
     if (!(x > 0))
         return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s: key '%s' is %g, expected a positive number",
@@ -99,7 +86,7 @@ static llmrt_status copy_string(json_t *v, const char *key, char *dst, size_t ca
         return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s: missing key '%s' (a string)", where, key);
     if (!json_is_string(v))
         return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s: key '%s' is %s, expected a string", where,
-                          key, type_name(v));
+                          key, llmrt_json_type_name(v));
     const char *s = json_string_value(v);
     if (strlen(s) >= cap)
         return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s: key '%s' is longer than %zu characters",
@@ -139,7 +126,7 @@ static llmrt_status add_eos(llmrt_hf_config *c, json_t *v, const char *where, ll
             return llmrt_fail(err, LLMRT_ERR_FORMAT,
                               "%s: key 'eos_token_id' must be a non-negative integer or a list of "
                               "them (found %s)",
-                              where, type_name(e));
+                              where, llmrt_json_type_name(e));
         int32_t id = (int32_t)json_integer_value(e);
         int seen = 0;
         for (int32_t k = 0; k < c->n_eos; k++)
@@ -162,7 +149,7 @@ static llmrt_status get_bos(json_t *root, int32_t *out, const char *where, llmrt
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
         return llmrt_fail(err, LLMRT_ERR_FORMAT,
                           "%s: key 'bos_token_id' is %s, expected a non-negative integer or null",
-                          where, type_name(v));
+                          where, llmrt_json_type_name(v));
     *out = (int32_t)json_integer_value(v);
     return LLMRT_OK;
 }
@@ -173,7 +160,7 @@ static llmrt_status parse_root(json_t *root, const char *where, llmrt_hf_config 
     llmrt_status st = LLMRT_OK;
     if (!json_is_object(root))
         FAIL(err, LLMRT_ERR_FORMAT, "%s: the top level is %s, expected a JSON object", where,
-             type_name(root));
+             llmrt_json_type_name(root));
 
     json_t *arch = json_object_get(root, "architectures");
     if (!arch)
@@ -182,7 +169,7 @@ static llmrt_status parse_root(json_t *root, const char *where, llmrt_hf_config 
     if (!json_is_array(arch) || json_array_size(arch) == 0)
         FAIL(err, LLMRT_ERR_FORMAT,
              "%s: key 'architectures' is %s, expected a non-empty list of strings", where,
-             json_is_array(arch) ? "an empty list" : type_name(arch));
+             json_is_array(arch) ? "an empty list" : llmrt_json_type_name(arch));
     TRY(copy_string(json_array_get(arch, 0), "architectures[0]", c->architecture,
                     sizeof c->architecture, where, err));
     TRY(copy_string(json_object_get(root, "model_type"), "model_type", c->model_type,
@@ -216,7 +203,7 @@ static llmrt_status parse_root(json_t *root, const char *where, llmrt_hf_config 
     if (!found && rp && !json_is_null(rp)) {
         if (!json_is_object(rp))
             FAIL(err, LLMRT_ERR_FORMAT, "%s: key 'rope_parameters' is %s, expected an object",
-                 where, type_name(rp));
+                 where, llmrt_json_type_name(rp));
         TRY(get_pos_number(rp, "rope_theta", "rope_parameters.rope_theta", DEFAULT_ROPE_THETA,
                            &c->rope_theta, NULL, where, err));
     }
@@ -226,7 +213,7 @@ static llmrt_status parse_root(json_t *root, const char *where, llmrt_hf_config 
         if (!json_is_boolean(tie))
             FAIL(err, LLMRT_ERR_FORMAT,
                  "%s: key 'tie_word_embeddings' is %s, expected true or false", where,
-                 type_name(tie));
+                 llmrt_json_type_name(tie));
         c->tie_word_embeddings = json_is_true(tie);
     }
 
@@ -238,7 +225,7 @@ static llmrt_status parse_root(json_t *root, const char *where, llmrt_hf_config 
             continue;
         if (!json_is_string(d))
             FAIL(err, LLMRT_ERR_FORMAT, "%s: key '%s' is %s, expected a string such as \"bfloat16\"",
-                 where, dkeys[k], type_name(d));
+                 where, dkeys[k], llmrt_json_type_name(d));
         TRY(parse_dtype(json_string_value(d), dkeys[k], &c->dtype, where, err));
     }
 
@@ -249,7 +236,7 @@ static llmrt_status parse_root(json_t *root, const char *where, llmrt_hf_config 
     if (q && !json_is_null(q)) {
         if (!json_is_object(q))
             FAIL(err, LLMRT_ERR_FORMAT,
-                 "%s: key 'quantization_config' is %s, expected an object", where, type_name(q));
+                 "%s: key 'quantization_config' is %s, expected an object", where, llmrt_json_type_name(q));
         c->quant_json = json_dumps(q, JSON_COMPACT);
         TRY_ALLOC(err, c->quant_json, "quantization_config text");
     }
@@ -311,7 +298,7 @@ llmrt_status llmrt_hf_config_load(const char *dir, llmrt_hf_config *out, llmrt_e
                  jerr.line, jerr.column, jerr.text);
         if (!json_is_object(gen))
             FAIL(err, LLMRT_ERR_FORMAT, "%s: the top level is %s, expected a JSON object", gpath,
-                 type_name(gen));
+                 llmrt_json_type_name(gen));
         TRY(add_eos(out, json_object_get(gen, "eos_token_id"), gpath, err));
         if (out->bos_id < 0)
             TRY(get_bos(gen, &out->bos_id, gpath, err));

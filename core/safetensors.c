@@ -25,6 +25,7 @@
 
 #include "error.h"
 #include "fileutil.h"
+#include "jsonutil.h"
 #include "progress.h"
 
 /* uthash reports allocation failure through a local `oom` flag instead of exiting the
@@ -47,20 +48,6 @@ static llmrt_dtype dtype_from_name(const char *s)
     return LLMRT_DTYPE_INVALID;
 }
 
-static const char *json_type_name(const json_t *j)
-{
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "unknown";
-}
-
 void llmrt_st_views_free(llmrt_tensor_view *views, size_t n)
 {
     if (!views)
@@ -79,7 +66,7 @@ static llmrt_status parse_entry(const char *file, const char *tname, json_t *v, 
         return llmrt_fail(err, LLMRT_ERR_FORMAT,
                           "%s: tensor '%s': header entry is %s, expected an object with "
                           "\"dtype\", \"shape\" and \"data_offsets\"",
-                          file, tname, json_type_name(v));
+                          file, tname, llmrt_json_type_name(v));
     json_t *jd = json_object_get(v, "dtype"), *js = json_object_get(v, "shape"),
            *jo = json_object_get(v, "data_offsets");
     if (!jd || !js || !jo)
@@ -88,7 +75,7 @@ static llmrt_status parse_entry(const char *file, const char *tname, json_t *v, 
 
     if (!json_is_string(jd))
         return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s: tensor '%s': dtype is %s, expected a string",
-                          file, tname, json_type_name(jd));
+                          file, tname, llmrt_json_type_name(jd));
     out->dtype = dtype_from_name(json_string_value(jd));
     if (out->dtype == LLMRT_DTYPE_INVALID)
         return llmrt_fail(err, LLMRT_ERR_FORMAT,
@@ -99,7 +86,7 @@ static llmrt_status parse_entry(const char *file, const char *tname, json_t *v, 
     if (!json_is_array(js))
         return llmrt_fail(err, LLMRT_ERR_FORMAT,
                           "%s: tensor '%s': shape is %s, expected an array of integers", file,
-                          tname, json_type_name(js));
+                          tname, llmrt_json_type_name(js));
     size_t nd = json_array_size(js);
     if (nd > LLMRT_MAX_DIMS)
         return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
@@ -112,7 +99,7 @@ static llmrt_status parse_entry(const char *file, const char *tname, json_t *v, 
         if (!json_is_integer(e))
             return llmrt_fail(err, LLMRT_ERR_FORMAT,
                               "%s: tensor '%s': shape[%zu] is %s, expected a non-negative integer",
-                              file, tname, d, json_type_name(e));
+                              file, tname, d, llmrt_json_type_name(e));
         json_int_t x = json_integer_value(e);
         if (x < 0)
             return llmrt_fail(err, LLMRT_ERR_FORMAT,
@@ -218,7 +205,7 @@ llmrt_status llmrt_st_parse(const char *name, const uint8_t *data, size_t size,
              name, (unsigned long long)hlen, jerr.line, jerr.column, jerr.text);
     if (!json_is_object(root))
         FAIL(err, LLMRT_ERR_FORMAT, "%s: header is %s, expected a JSON object", name,
-             json_type_name(root));
+             llmrt_json_type_name(root));
 
     size_t data_size = size - 8 - (size_t)hlen;
     const uint8_t *base = data + 8 + hlen;
@@ -236,12 +223,12 @@ llmrt_status llmrt_st_parse(const char *name, const uint8_t *data, size_t size,
             if (!json_is_object(val))
                 FAIL(err, LLMRT_ERR_FORMAT,
                      "%s: __metadata__ is %s, expected an object of strings", name,
-                     json_type_name(val));
+                     llmrt_json_type_name(val));
             json_object_foreach(val, mk, mv) {
                 if (!json_is_string(mv))
                     FAIL(err, LLMRT_ERR_FORMAT,
                          "%s: __metadata__['%.80s'] is %s, expected a string", name, mk,
-                         json_type_name(mv));
+                         llmrt_json_type_name(mv));
             }
             continue;
         }
@@ -465,7 +452,7 @@ static llmrt_status open_indexed(llmrt_st_model *m, const char *index_path, llmr
     json_object_foreach(wm, tname, fv) {
         if (!json_is_string(fv))
             FAIL(err, LLMRT_ERR_FORMAT, "%s: weight_map['%s'] is %s, expected a file name",
-                 index_path, tname, json_type_name(fv));
+                 index_path, tname, llmrt_json_type_name(fv));
         const char *fname = json_string_value(fv);
         if (!fname[0] || strchr(fname, '/') || strcmp(fname, "..") == 0 ||
             strcmp(fname, ".") == 0)
