@@ -82,21 +82,6 @@ static void on_token(void *user, const llmrt_token_event *ev)
     }
 }
 
-static int parse_num(const char *arg, const char *opt, double lo, double hi, int whole,
-                     double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(arg, &end);
-    if (errno || end == arg || *end || !(v >= lo && v <= hi) || (whole && v != floor(v))) {
-        cli_usage_error("chat", usage, "%s '%s': expected a%s number in [%g, %g]", opt, arg,
-                        whole ? " whole" : "", lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* The conversation: messages whose strings this file owns. */
 typedef struct history {
     llmrt_chat_message *m;
@@ -156,23 +141,23 @@ int cmd_chat(int argc, char **argv)
         case OPT_SYSTEM: system = optarg; break;
         case OPT_NO_THINKING: thinking = 0; break;
         case OPT_MAX_TOKENS:
-            if (parse_num(optarg, "--max-tokens", 1, 1e9, 1, &max_tokens))
+            if (cli_parse_number("chat", usage, "--max-tokens", optarg, 1, 1e9, 1, &max_tokens))
                 return 2;
             break;
         case OPT_TEMPERATURE:
-            if (parse_num(optarg, "--temperature", 0, 100, 0, &temperature))
+            if (cli_parse_number("chat", usage, "--temperature", optarg, 0, 100, 0, &temperature))
                 return 2;
             break;
         case OPT_TOP_P:
-            if (parse_num(optarg, "--top-p", 1e-9, 1, 0, &top_p))
+            if (cli_parse_number("chat", usage, "--top-p", optarg, 1e-9, 1, 0, &top_p))
                 return 2;
             break;
         case OPT_TOP_K:
-            if (parse_num(optarg, "--top-k", 0, 1e9, 1, &top_k))
+            if (cli_parse_number("chat", usage, "--top-k", optarg, 0, 1e9, 1, &top_k))
                 return 2;
             break;
         case OPT_SEED:
-            if (parse_num(optarg, "--seed", 0, 1.8e19, 1, &seed))
+            if (cli_parse_number("chat", usage, "--seed", optarg, 0, 1.8e19, 1, &seed))
                 return 2;
             have_seed = 1;
             break;

@@ -216,20 +216,6 @@ static char **read_lines(const char *path, int *n, llmrt_error *err)
     return lines;
 }
 
-static int parse_num(const char *arg, const char *opt, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(arg, &end);
-    if (errno || end == arg || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "llmrt generate: %s '%s': expected a number in [%g, %g]\n", opt, arg,
-                lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 int cmd_generate(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -266,28 +252,28 @@ int cmd_generate(int argc, char **argv)
         case OPT_PROMPTS_FILE: prompts_file = optarg; break;
         case OPT_IDS: file_ids = 1; break;
         case OPT_MAX_TOKENS:
-            if (parse_num(optarg, "--max-tokens", 1, 1e9, &max_tokens) || max_tokens != floor(max_tokens))
-                return cli_usage_error("generate", usage, "--max-tokens must be a whole number >= 1");
+            if (cli_parse_number("generate", usage, "--max-tokens", optarg, 1, 1e9, 1, &max_tokens))
+                return 2;
             break;
         case OPT_TEMPERATURE:
-            if (parse_num(optarg, "--temperature", 0, 100, &temperature))
+            if (cli_parse_number("generate", usage, "--temperature", optarg, 0, 100, 0, &temperature))
                 return 2;
             break;
         case OPT_TOP_P:
-            if (parse_num(optarg, "--top-p", 1e-9, 1, &top_p))
+            if (cli_parse_number("generate", usage, "--top-p", optarg, 1e-9, 1, 0, &top_p))
                 return 2;
             break;
         case OPT_TOP_K:
-            if (parse_num(optarg, "--top-k", 0, 1e9, &top_k) || top_k != floor(top_k))
-                return cli_usage_error("generate", usage, "--top-k must be a whole number >= 0");
+            if (cli_parse_number("generate", usage, "--top-k", optarg, 0, 1e9, 1, &top_k))
+                return 2;
             break;
         case OPT_MIN_P:
-            if (parse_num(optarg, "--min-p", 0, 1, &min_p))
+            if (cli_parse_number("generate", usage, "--min-p", optarg, 0, 1, 0, &min_p))
                 return 2;
             break;
         case OPT_SEED:
-            if (parse_num(optarg, "--seed", 0, 1.8e19, &seed) || seed != floor(seed))
-                return cli_usage_error("generate", usage, "--seed must be a whole number >= 0");
+            if (cli_parse_number("generate", usage, "--seed", optarg, 0, 1.8e19, 1, &seed))
+                return 2;
             have_seed = 1;
             break;
         case OPT_IGNORE_EOS: ignore_eos = 1; break;

@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,4 +104,19 @@ int cli_parse_ids(const char *s, int32_t **out)
     }
     *out = ids;
     return (int)n;
+}
+
+int cli_parse_number(const char *cmd, const char *usage, const char *opt, const char *arg,
+                     double lo, double hi, int whole, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || end == arg || *end || !(v >= lo && v <= hi) || (whole && v != floor(v))) {
+        cli_usage_error(cmd, usage, "%s '%s': expected a%s number in [%g, %g]", opt, arg,
+                        whole ? " whole" : "", lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
 }

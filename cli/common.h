@@ -41,6 +41,11 @@ int cli_open_runtime(cli_common *c, llmrt_runtime **out);
 /* Print "llmrt <cmd>: error: <msg>" for a runtime failure; returns 1. */
 int cli_fail(const char *cmd, const llmrt_error *err);
 
+/* Parse a numeric option value in [lo, hi] (whole: an integer). On failure prints a usage
+ * error for `cmd` ("--top-p 'x': expected a number in [0, 1]") and returns -1. */
+int cli_parse_number(const char *cmd, const char *usage, const char *opt, const char *arg,
+                     double lo, double hi, int whole, double *out);
+
 /* Parse "1,2,3" (or space separated) into ids; returns count or -1 on a bad token. */
 int cli_parse_ids(const char *s, int32_t **out);
 
