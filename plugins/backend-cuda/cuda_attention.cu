@@ -17,6 +17,7 @@
 #define ATT_WARPS 4          /* decode: warps per block */
 #define ATT_TT 4             /* decode: tokens per row group per iteration (loads in flight) */
 #define ATT_MAX_SPLITS 256   /* decode: most splits of one sequence */
+#define ATT_DEFAULT_SPLITS 32 /* decode: most splits unless LLMRT_CUDA_TUNE att_maxs says */
 #define ATT_COUNTERS (1 << 20) /* decode: completion counters at the start of the scratch */
 #define PF_THREADS 256       /* prefill: threads per block (16 x 16) */
 
@@ -298,7 +299,17 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         const int g = idx / HD, d = idx % HD;
         const int64_t pb = ((int64_t)s * n_heads + hq0 + g) * S;
         float a = 0.0f;
-        for (int j = 0; j < active; j++)
+        int j = 0;
+        for (; j + 8 <= active; j += 8) { /* eight partials in flight, then add in order */
+            float pv[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                pv[u] = __ldcg(&part[(pb + j + u) * HD + d]);
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                a = fmaf(sm_w[g][j + u], pv[u], a);
+        }
+        for (; j < active; j++)
             a = fmaf(sm_w[g][j], __ldcg(&part[(pb + j) * HD + d]), a);
         out[((int64_t)row * n_heads + hq0 + g) * HD + d] = sm_l[g] > 0.0f ? a / sm_l[g] : 0.0f;
     }
@@ -701,9 +712,13 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
          * block (tpi tokens) unless [tune] says otherwise. */
         a.cmin = b->tune.att_cmin > 0 ? b->tune.att_cmin : tpi;
         const int fill = b->tune.att_fill > 0 ? b->tune.att_fill : 4;
+        /* the last block of a (sequence, head group) merges every split: cap their number */
+        const int max_splits = b->tune.att_maxs > 0 ? b->tune.att_maxs : ATT_DEFAULT_SPLITS;
         int64_t s_len = ceil_div64(p->max_seq_len, a.cmin);
         int64_t s_fill = ceil_div64((int64_t)fill * b->sm_count, (int64_t)p->n_seqs * gy);
         int64_t S = s_len < s_fill ? s_len : s_fill;
+        if (S > max_splits)
+            S = max_splits;
         if (S > ATT_MAX_SPLITS)
             S = ATT_MAX_SPLITS;
         if (S < 1)

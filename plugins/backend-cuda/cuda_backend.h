@@ -40,6 +40,7 @@ typedef struct cuda_scratch {
 typedef struct cuda_tune {
     int att_cmin; /* decode attention: fewest context tokens per split */
     int att_fill; /* decode attention: target blocks per SM when splitting */
+    int att_maxs; /* decode attention: most splits per sequence and head group */
 } cuda_tune;
 
 struct llmrt_backend {

@@ -199,6 +199,8 @@ static void parse_tune(const llmrt_host *host, cuda_tune *t)
             t->att_cmin = v;
         else if (strcmp(tok, "att_fill") == 0)
             t->att_fill = v;
+        else if (strcmp(tok, "att_maxs") == 0)
+            t->att_maxs = v;
         else if (host && host->log)
             host->log(host->ctx, LLMRT_LOG_WARN, "cuda", "LLMRT_CUDA_TUNE: unknown key '%s'", tok);
     }

@@ -117,6 +117,53 @@ static llmrt_status alloc_scratch(llmrt_model *m, llmrt_error *err)
     return LLMRT_OK;
 }
 
+/* On an asynchronous (GPU) backend, run layer 0's projections once at prefill sizes (the
+ * model's max_tokens and 128 rows) on the scratch buffers, and wait: the one-time costs of the
+ * backend's first GEMMs of each shape (loading the GEMM library's kernels, its heuristics,
+ * scratch growth) then land in the load time instead of the first request's time to first
+ * token. The results are discarded; every layer has the same shapes. */
+static llmrt_status warm_up(llmrt_model *m, llmrt_error *err)
+{
+    const llmrt_backend_vtable *vt = m->be.vt;
+    if (!vt->caps || !(vt->caps(m->be.b) & LLMRT_BACKEND_CAP_ASYNC) || m->cfg.n_layers < 1)
+        return LLMRT_OK;
+    const qwen3_layer *L = &m->layers[0];
+    const int32_t T = m->params.max_tokens;
+    const int32_t sizes[2] = {T < 128 ? T : 128, T};
+    llmrt_status st = LLMRT_OK;
+    for (int i = 0; i < 2 && st == LLMRT_OK; i++) {
+        const int32_t n = sizes[i];
+        if (i == 1 && n == sizes[0])
+            break;
+        const qwen3_linear *ls[7];
+        float *ys[7];
+        int k = 0;
+        if (L->fused_qkv) {
+            ls[k] = &L->qkv_proj, ys[k++] = m->s.qkv;
+        } else {
+            ls[k] = &L->q_proj, ys[k++] = m->s.q;
+            ls[k] = &L->k_proj, ys[k++] = m->s.k;
+            ls[k] = &L->v_proj, ys[k++] = m->s.v;
+        }
+        ls[k] = &L->o_proj, ys[k++] = m->s.proj;
+        if (L->fused_gate_up) {
+            ls[k] = &L->gate_up_proj, ys[k++] = m->s.gu;
+        } else {
+            ls[k] = &L->gate_proj, ys[k++] = m->s.gate;
+            ls[k] = &L->up_proj, ys[k++] = m->s.up;
+        }
+        ls[k] = &L->down_proj, ys[k++] = m->s.proj;
+        for (int j = 0; j < k && st == LLMRT_OK; j++) {
+            const float *x = ls[j] == &L->o_proj ? m->s.attn : ls[j] == &L->down_proj ? m->s.act : m->s.xn;
+            st = ls[j]->q ? m->quant.vt->linear_forward(m->quant.q, ls[j]->q, ys[j], x, n, err)
+                          : vt->gemm(m->be.b, ys[j], x, &ls[j]->w, n, err);
+        }
+    }
+    if (st == LLMRT_OK)
+        st = vt->synchronize(m->be.b, err);
+    return st;
+}
+
 static void q3_destroy(llmrt_model *m)
 {
     if (!m)
@@ -170,7 +217,8 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
         st = llmrt_fail(err, LLMRT_ERR_NOMEM, "qwen3 create: out of memory");
         goto fail;
     }
-    if ((st = qwen3_weights_load(m, ckpt, err)) || (st = alloc_scratch(m, err)))
+    if ((st = qwen3_weights_load(m, ckpt, err)) || (st = alloc_scratch(m, err)) ||
+        (st = warm_up(m, err)))
         goto fail;
     *out = m;
     return LLMRT_OK;

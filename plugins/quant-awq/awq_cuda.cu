@@ -42,6 +42,7 @@
 typedef struct awq_tune {
     int kernel; /* 1: the first GEMV (global split-K, atomics); 2 (default): in-block split */
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
+    int pf;     /* kernel 2: L2 prefetch distance in a warp's iterations (default 2; -1 = off) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -318,6 +319,8 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.kernel = v;
             else if (strcmp(tok, "kw") == 0)
                 ctx->tune.kw = v;
+            else if (strcmp(tok, "pf") == 0)
+                ctx->tune.pf = v > 0 ? v : -1;
         }
     }
     *out = ctx;
@@ -580,6 +583,36 @@ __device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
             m[mt][gi] = __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
 }
 
+/* Ask L2 for iteration `it`'s weights and meta of the warp's 32 rows ahead of their loads: no
+ * registers, no wait. sm_90: one lane issues bulk prefetches (2 KB + the group meta per
+ * m-tile); older GPUs: a prefetch per lane and 16-byte chunk. wrow / mrow: the m-tiles' rows
+ * (without the lane offset). */
+template <int GROUP>
+__device__ __forceinline__ void awq_prefetch_iter(const uint4 *const (&wbase)[AWQ_MT],
+                                                  const uint2 *const (&mbase)[AWQ_MT], int lane,
+                                                  int g, int it)
+{
+    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (lane == 0) { /* lane 0: wbase and mbase are the rows' starts */
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++) {
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(wbase[mt] + (int64_t)it * LD_IT * 32),
+                         "r"(LD_IT * 512) : "memory");
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(mbase[mt] + (int64_t)it * GPI * 8),
+                         "r"(GPI * 64) : "memory");
+        }
+    }
+#else
+    (void)mbase, (void)lane, (void)g;
+#pragma unroll
+    for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+        for (int c = 0; c < LD_IT; c++)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(wbase[mt] + (int64_t)(it * LD_IT + c) * 32));
+#endif
+}
+
 /* acc += the iteration's weights (w, m) times x [n, in] at inputs it * AWQ_ITK ... Each lane
  * holds, per m-tile and n-tile, the C fragment: rows r0 = 16 mt + g and r0 + 8, tokens
  * 8 nt + 2 t and + 1. */
@@ -659,9 +692,10 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
  * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
  * warp order. y [n, out]. */
 template <int GROUP, int NT, int KW>
-__global__ void __launch_bounds__(KW * 32)
-awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
-                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad)
+__device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
+                                              const uint32_t *__restrict__ wq,
+                                              const uint32_t *__restrict__ meta, int n, int out,
+                                              int in, int kpad, int pf)
 {
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
@@ -682,12 +716,16 @@ awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32
         mbase[mt] = reinterpret_cast<const uint2 *>(meta) + (m * n_grp) * 8 + g;
     }
 
-    /* the first weights are in flight before the wait for the kernel that writes x */
+    /* the first weights are in flight (and the next pf iterations on their way to L2) before
+     * the wait for the kernel that writes x */
     uint4 wv[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI];
     int it = w;
     if (it < n_iters)
         awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
+    if constexpr (NT == 1) /* (more tokens: more work per byte, and no registers to spare) */
+        for (int p = 1; p <= pf && it + p * KW < n_iters; p++)
+            awq_prefetch_iter<GROUP>(wbase, mbase, lane, g, it + p * KW);
     pdl_wait();
     pdl_trigger();
 
@@ -700,6 +738,9 @@ awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
     while (it < n_iters) {
+        if constexpr (NT == 1)
+            if (pf > 0 && it + (pf + 1) * KW < n_iters)
+                awq_prefetch_iter<GROUP>(wbase, mbase, lane, g, it + (pf + 1) * KW);
         awq_compute_iter<GROUP, NT>(acc, wv, mv, x, it, n, in, g, t);
         it += KW;
         if (it < n_iters)
@@ -741,6 +782,37 @@ awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32
             y[(int64_t)col * out + r] = s;
         }
     }
+}
+
+/* The kernel: with a register cap where ptxas then still needs no spills (decode at g128,
+ * 2..8 warps: 80 registers, 24 warps per SM; sm_90 -Xptxas -v), else ptxas's own choice (a
+ * minimum block count there makes it take every register it may). */
+template <int GROUP, int NT, int KW>
+__global__ void __launch_bounds__(KW * 32)
+awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
+                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int pf)
+{
+    awq_gemv_body<GROUP, NT, KW>(y, x, wq, meta, n, out, in, kpad, pf);
+}
+
+template <int KW>
+__global__ void __launch_bounds__(KW * 32, 24 / KW)
+awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
+                       const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
+                       int out, int in, int kpad, int pf)
+{
+    awq_gemv_body<128, 1, KW>(y, x, wq, meta, n, out, in, kpad, pf);
+}
+
+/* The kernel function for (GROUP, NT, KW). */
+template <int GROUP, int NT, int KW>
+static void (*gemv_fn())(float *, const float *, const uint32_t *, const uint32_t *, int, int, int,
+                         int, int)
+{
+    if constexpr (GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8)
+        return awq_gemv_capped_kernel<KW>;
+    else
+        return awq_gemv_kernel<GROUP, NT, KW>;
 }
 
 /* Kernel 1 (LLMRT_AWQ_TUNE=kernel=1, kept for comparison): warp unit u = (row block mb of
@@ -865,9 +937,9 @@ awq_gemv_v1_kernel(float *__restrict__ y, float *__restrict__ part,
 template <int GROUP> static int choose_kw_g(const awq_cuda_ctx *ctx, int64_t n_blocks, int64_t n_iters)
 {
     void (*const kernels[5])(float *, const float *, const uint32_t *, const uint32_t *, int, int,
-                             int, int) = {
-        awq_gemv_kernel<GROUP, 1, 1>, awq_gemv_kernel<GROUP, 1, 2>, awq_gemv_kernel<GROUP, 1, 4>,
-        awq_gemv_kernel<GROUP, 1, 8>, awq_gemv_kernel<GROUP, 1, 16>};
+                             int, int, int) = {
+        gemv_fn<GROUP, 1, 1>(), gemv_fn<GROUP, 1, 2>(), gemv_fn<GROUP, 1, 4>(),
+        gemv_fn<GROUP, 1, 8>(), gemv_fn<GROUP, 1, 16>()};
     int best = 1;
     int64_t best_chain = INT64_MAX, best_waves = INT64_MAX;
     for (int i = 0, kw = 1; kw <= AWQ_KW_MAX; i++, kw *= 2) {
@@ -909,8 +981,9 @@ template <int GROUP, int NT, int KW>
 static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
 {
-    awq_launch(ctx, awq_gemv_kernel<GROUP, NT, KW>, (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, 0,
-               y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad);
+    const int pf = ctx->tune.pf < 0 ? 0 : ctx->tune.pf > 0 ? ctx->tune.pf : 2;
+    awq_launch(ctx, gemv_fn<GROUP, NT, KW>(), (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, 0, y, x,
+               l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, pf);
 }
 
 template <int GROUP, int NT>

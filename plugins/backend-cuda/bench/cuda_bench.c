@@ -760,15 +760,16 @@ int main(int argc, char **argv)
 
     if (sweep) {
         printf("\n-- sweep --\n");
-        static const char *const awq_tunes[] = {"kernel=1", "kw=1", "kw=2", "kw=4", "kw=8", "kw=16"};
+        static const char *const awq_tunes[] = {"pf=0", "pf=1", "pf=3",  "kw=2",
+                                                "kw=4", "kw=8", "kw=16", "kernel=1"};
         for (size_t t = 0; qd && t < sizeof awq_tunes / sizeof *awq_tunes; t++) {
             bench_awq(qd, "qkv fused", HIDDEN, QKV, 0, 0, one, 1, awq_tunes[t]);
             bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, 0, 0, one, 1, awq_tunes[t]);
             bench_awq(qd, "gate_up fused", HIDDEN, 2 * INTER, 0, 0, one, 1, awq_tunes[t]);
             bench_awq(qd, "down_proj", INTER, HIDDEN, 0, 0, one, 1, awq_tunes[t]);
         }
-        static const char *const att_tunes[] = {"att_cmin=16", "att_cmin=64", "att_cmin=128",
-                                                "att_cmin=256", "att_fill=2", "att_fill=8"};
+        static const char *const att_tunes[] = {"att_maxs=8", "att_maxs=16", "att_maxs=64",
+                                                "att_cmin=64", "att_fill=2"};
         for (size_t t = 0; t < sizeof att_tunes / sizeof *att_tunes; t++) {
             backend_open(att_tunes[t], NULL);
             bench_attention(128, 1, 128, 1, att_tunes[t]);

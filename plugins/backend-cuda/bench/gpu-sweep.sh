@@ -8,14 +8,14 @@
 #
 # Run from the repository root on the GPU machine after scripts/gpu-pack.sh here (the device
 # call carries .device), e.g.:  plugins/backend-cuda/bench/gpu-sweep.sh tests bench gen ncu
-# Steps: tests bench gen ttft ncu (default: all).
+# Steps: tests bench gen ttft load ncu nsys (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 L=$(mktemp -d)
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(tests bench gen ttft ncu)
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests bench gen ttft load ncu nsys)
 want() { local s; for s in "${steps[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
 summary=()
 row() { summary+=("$(printf '%-36s %s' "$1" "$2")"); echo "${summary[-1]}"; save; }
@@ -60,7 +60,7 @@ if want tests; then
 fi
 
 model8b=${LLMRT_8B_DIR:-/tmp/qwen3-8b-awq}
-if want bench || want gen || want ttft || want ncu; then
+if want bench || want gen || want ttft || want load || want ncu || want nsys; then
   if [[ ! -f $model8b/config.json ]]; then
     timeout 60 "$llmrt" mkmodel --preset qwen3-8b --quant awq --group-size 128 --seed 1 -o "$model8b" \
       > "$L/mkmodel.log" 2>&1
@@ -68,8 +68,11 @@ if want bench || want gen || want ttft || want ncu; then
 fi
 
 if want bench && [[ -x build-gpu/bin/llmrt-cuda-bench ]]; then
-  timeout 110 build-gpu/bin/llmrt-cuda-bench --sweep --prefill > "$L/kernels.txt" 2>&1
+  timeout 120 build-gpu/bin/llmrt-cuda-bench --sweep --reps 20 > "$L/kernels.txt" 2>&1
   row "kernel bench" "exit $? (kernels.txt)"
+  timeout 30 build-gpu/bin/llmrt-cuda-bench --prefill --filter "attention prefill" --reps 5 \
+    > "$L/kernels-prefill.txt" 2>&1
+  grep -E '^attention prefill' "$L/kernels-prefill.txt" | tr -s ' ' | sed 's/^/    /'
   grep -A40 'separate kernels' "$L/kernels.txt" | grep -E 'total' | sed 's/^ */    separate: /'
   grep -A40 'fused kernels' "$L/kernels.txt" | grep -E 'total' | sed 's/^ */    fused:    /'
 fi
@@ -106,6 +109,13 @@ if want ttft && [[ -f $model8b/config.json && -f conf/pinned.ini ]]; then
   row "bench TTFT 128 (warm)" "$(grep -E 'TTFT p50' "$L/ttft-128.txt" | head -1 | tr -s ' ')"
 fi
 
+if want load && [[ -f $model8b/config.json && -f conf/pinned.ini ]]; then
+  timeout 70 "$llmrt" bench --model "$model8b" -c conf/pinned.ini --set cache.kv_tokens=16384 \
+    --input-len 128 --output-len 64 --concurrency 8,32 --rounds 1 --requests 2 --warmup 1 \
+    > "$L/load.txt" 2>&1
+  row "bench load 8,32 (exit $?)" "$(grep -E 'output tok/s' "$L/load.txt" | head -2 | tr -s ' ' | tr '\n' ' ')"
+fi
+
 if want ncu; then
   so=build-gpu/lib/llmrt/plugins/quant-awq.so
   if command -v cuobjdump > /dev/null; then
@@ -120,4 +130,13 @@ if want ncu; then
     grep -E 'DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Duration' \
       "$L/ncu-gate_up.txt" | head -8 | tr -s ' ' | sed 's/^/    /'
   fi
+fi
+
+if want nsys && command -v nsys > /dev/null && [[ -f $model8b/config.json ]]; then
+  # where a cold process spends its time (load, first prefill): CUDA API and kernel sums
+  timeout 60 nsys profile --force-overwrite true -o "$L/cold" --stats=true \
+    "$llmrt" generate --model "$model8b" --set cache.kv_tokens=16384 \
+    --prompt-ids "$(seq -s, 1 128)" --max-tokens 4 --ignore-eos > "$L/nsys-cold.txt" 2>&1
+  row "nsys cold generate" "exit $? (nsys-cold.txt)"
+  rm -f "$L"/cold.nsys-rep "$L"/cold.sqlite
 fi
