@@ -10,8 +10,11 @@
  * The caller never waits for a worker that has not started: on a machine shared with other
  * processes a worker may be off its core for a scheduler tick, and then the caller simply
  * runs the remaining chunks itself. A worker that wakes up late finds the job number in
- * `claim` changed (or no chunk left) and claims nothing; a successful claim means the job is
- * still running, so its fields are still the ones the worker read. */
+ * `claim` changed (or no chunk left) and claims nothing. Before writing a new job's fields the
+ * caller closes `claim` (new job number, chunk CLAIM_CLOSED), so a successful claim always
+ * belongs to a job that is still running, whose fields are the ones the worker reads. (Found
+ * with ThreadSanitizer: without the close, a late worker could claim a chunk of the finished
+ * job while the next job's fields were half written, and count it in the next job's `done`.) */
 #include "cpu_pool.h"
 
 #include <pthread.h>
@@ -69,6 +72,9 @@ struct cpu_pool {
     atomic_uint_fast64_t claim; /* (job number & 0xffffffff) << 32 | next chunk */
     atomic_int_fast64_t done;   /* chunks finished */
 };
+
+/* A chunk index no job reaches: the job's fields are being written, nothing to claim. */
+#define CLAIM_CLOSED 0xffffffffu
 
 /* Claim and run chunks of job `job` until none is left (or the job is over). */
 static void run_chunks(cpu_pool *p, uint64_t job)
@@ -189,6 +195,11 @@ void cpu_pool_run(cpu_pool *p, int64_t n, int64_t grain, cpu_pool_fn fn, void *c
         return;
     }
     uint64_t job = atomic_load(&p->generation) + 1;
+    /* Close the previous job before touching its fields: a worker that woke up late for it
+     * may still try to claim one of its chunks, and must fail (its compare-and-swap sees the
+     * new tag) rather than run a chunk of a half-written job. The new job opens below, once
+     * its fields are written. */
+    atomic_store(&p->claim, (job & 0xffffffffu) << 32 | CLAIM_CLOSED);
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
