@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh — the test job (CI runs exactly this): install missing packages, build, run every
 # test through ctest, then build again with AddressSanitizer + UndefinedBehaviorSanitizer and
-# run the tests once more. GPU tests exit 77 (skipped) where no CUDA device is visible.
+# run the tests once more, then the threaded parts under ThreadSanitizer. GPU tests exit 77
+# (skipped) where no CUDA device is visible.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${LLMRT_JOBS:-$(nproc)}
@@ -18,5 +19,13 @@ if [[ "${LLMRT_SKIP_SANITIZE:-0}" != 1 ]]; then
   # Leak checking stays on; dlopen'ed plugins are never unloaded by design (see registry.c).
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "${LLMRT_ASAN_EXCLUDE:-^$}"
+fi
+if [[ "${LLMRT_SKIP_TSAN:-0}" != 1 ]]; then
+  echo "== build (ThreadSanitizer, CPU only) =="
+  LLMRT_CUDA=OFF scripts/build.sh build-tsan -DLLMRT_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
+  echo "== tests (ThreadSanitizer: the thread pool, the engine's threads, batched generation) =="
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir build-tsan --output-on-failure -j"$jobs" \
+      -R '^(backend-cpu\.|unit\.engine_threads|unit\.engine$|integration\.generate$)'
 fi
 echo "== all tests passed =="

@@ -344,7 +344,7 @@ int main(int argc, char **argv)
         tcase_add_test(tc, test_section_keys);
     } else {
         tcase_add_test(tc, test_real_roundtrip);
-#ifndef __SANITIZE_ADDRESS__ /* ASan intercepts mlock and always succeeds: nothing to test */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) /* sanitizers intercept mlock */
         if (strcmp(backend_kind, "cpu") == 0)
             tcase_add_test(tc, test_cpu_mlock_limit);
 #endif
