@@ -36,13 +36,15 @@
 #define AWQ_ITK AWQ_CL_KPAD /* inputs per warp iteration */
 #define AWQ_KW_MAX 16       /* K-splitting warps per block */
 #define AWQ_V1_WARPS 4      /* warps per block of the first (global split-K) kernel */
+#define AWQ_SX_MAX_BYTES 32768 /* decode: x staged in shared memory up to this size */
 
 /* Developer tuning knobs (env LLMRT_AWQ_TUNE="key=value,..."; 0 = built-in choice), for
  * benchmark sweeps without a rebuild. Not a user setting. */
 typedef struct awq_tune {
     int kernel; /* 1: the first GEMV (global split-K, atomics); 2 (default): in-block split */
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
-    int pf;     /* kernel 2: L2 prefetch distance in a warp's iterations (default 2; -1 = off) */
+    int pf;     /* kernel 2: L2 prefetch distance in a warp's iterations (default 0 = off) */
+    int sx;     /* kernel 2: -1 = never stage x in shared memory (sx=0); default: when it fits */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -321,6 +323,8 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.kw = v;
             else if (strcmp(tok, "pf") == 0)
                 ctx->tune.pf = v > 0 ? v : -1;
+            else if (strcmp(tok, "sx") == 0)
+                ctx->tune.sx = v > 0 ? 1 : -1;
         }
     }
     *out = ctx;
@@ -616,12 +620,13 @@ __device__ __forceinline__ void awq_prefetch_iter(const uint4 *const (&wbase)[AW
 /* acc += the iteration's weights (w, m) times x [n, in] at inputs it * AWQ_ITK ... Each lane
  * holds, per m-tile and n-tile, the C fragment: rows r0 = 16 mt + g and r0 + 8, tokens
  * 8 nt + 2 t and + 1. */
-template <int GROUP, int NT>
+template <int GROUP, int NT, bool SX = false>
 __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
                                                  const uint4 (&wv)[AWQ_MT][AWQ_ITK / 64],
                                                  const uint2 (&mv)[AWQ_MT][AWQ_ITK / GROUP],
                                                  const float *__restrict__ x, int it, int n,
-                                                 int in, int g, int t)
+                                                 int in, int g, int t,
+                                                 const uint32_t *xs = nullptr, int xstride = 0)
 {
     constexpr int KT_IT = AWQ_ITK / 16; /* k-tiles per iteration (16) */
     constexpr int GPI = AWQ_ITK / GROUP;
@@ -651,6 +656,12 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 const int row = nt * 8 + g;
+                if constexpr (SX) { /* x as f16 pairs in shared memory (zeros past in) */
+                    const uint32_t *xr = xs + row * xstride + (k0 >> 1) + t;
+                    b[nt][0] = row < n ? xr[0] : 0u;
+                    b[nt][1] = row < n ? xr[4] : 0u;
+                    continue;
+                }
                 float2 f0 = make_float2(0.0f, 0.0f), f1 = f0;
                 if (row < n && k0 < in) {
                     const float *xr = x + (int64_t)row * in + k0 + 2 * t;
@@ -691,11 +702,11 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
 /* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
  * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
  * warp order. y [n, out]. */
-template <int GROUP, int NT, int KW>
+template <int GROUP, int NT, int KW, bool SX>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
-                                              int in, int kpad, int pf)
+                                              int in, int kpad, int pf, int xstride)
 {
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
@@ -728,6 +739,24 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             awq_prefetch_iter<GROUP>(wbase, mbase, lane, g, it + p * KW);
     pdl_wait();
     pdl_trigger();
+    /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
+     * words, padded so token rows start in different banks; zeros up to kpad), so each k-tile
+     * reads its B fragment with two shared loads instead of two global loads and conversions */
+    extern __shared__ uint32_t awq_xs[];
+    if constexpr (SX) {
+        const int kq = kpad / 4;
+        for (int i = threadIdx.x; i < n * kq; i += KW * 32) {
+            const int tok = i / kq, c = i - tok * kq;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (4 * c < in)
+                v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)tok * in + 4 * c));
+            uint2 hv;
+            hv.x = h2_bits(__floats2half2_rn(v.x, v.y));
+            hv.y = h2_bits(__floats2half2_rn(v.z, v.w));
+            *reinterpret_cast<uint2 *>(awq_xs + tok * xstride + 2 * c) = hv;
+        }
+        __syncthreads();
+    }
 
     float acc[AWQ_MT][NT][4];
 #pragma unroll
@@ -741,7 +770,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
         if constexpr (NT == 1)
             if (pf > 0 && it + (pf + 1) * KW < n_iters)
                 awq_prefetch_iter<GROUP>(wbase, mbase, lane, g, it + (pf + 1) * KW);
-        awq_compute_iter<GROUP, NT>(acc, wv, mv, x, it, n, in, g, t);
+        awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
         it += KW;
         if (it < n_iters)
             awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
@@ -787,32 +816,35 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 /* The kernel: with a register cap where ptxas then still needs no spills (decode at g128,
  * 2..8 warps: 80 registers, 24 warps per SM; sm_90 -Xptxas -v), else ptxas's own choice (a
  * minimum block count there makes it take every register it may). */
-template <int GROUP, int NT, int KW>
+template <int GROUP, int NT, int KW, bool SX>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
-                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int pf)
+                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int pf,
+                int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW>(y, x, wq, meta, n, out, in, kpad, pf);
+    awq_gemv_body<GROUP, NT, KW, SX>(y, x, wq, meta, n, out, in, kpad, pf, xstride);
 }
 
-template <int KW>
+template <int KW, bool SX>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                       int out, int in, int kpad, int pf)
+                       int out, int in, int kpad, int pf, int xstride)
 {
-    awq_gemv_body<128, 1, KW>(y, x, wq, meta, n, out, in, kpad, pf);
+    awq_gemv_body<128, 1, KW, SX>(y, x, wq, meta, n, out, in, kpad, pf, xstride);
 }
 
-/* The kernel function for (GROUP, NT, KW). */
-template <int GROUP, int NT, int KW>
-static void (*gemv_fn())(float *, const float *, const uint32_t *, const uint32_t *, int, int, int,
-                         int, int)
+typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
+                            int, int, int, int);
+
+/* The kernel function for (GROUP, NT, KW, SX). SX (x staged in shared memory) exists for the
+ * decode shapes, NT = 1. */
+template <int GROUP, int NT, int KW, bool SX = false> static awq_gemv_fn gemv_fn()
 {
     if constexpr (GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8)
-        return awq_gemv_capped_kernel<KW>;
+        return awq_gemv_capped_kernel<KW, SX>;
     else
-        return awq_gemv_kernel<GROUP, NT, KW>;
+        return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1>;
 }
 
 /* Kernel 1 (LLMRT_AWQ_TUNE=kernel=1, kept for comparison): warp unit u = (row block mb of
@@ -936,17 +968,17 @@ awq_gemv_v1_kernel(float *__restrict__ y, float *__restrict__ part,
  * choice follows the kernel's real register use. */
 template <int GROUP> static int choose_kw_g(const awq_cuda_ctx *ctx, int64_t n_blocks, int64_t n_iters)
 {
-    void (*const kernels[5])(float *, const float *, const uint32_t *, const uint32_t *, int, int,
-                             int, int, int) = {
-        gemv_fn<GROUP, 1, 1>(), gemv_fn<GROUP, 1, 2>(), gemv_fn<GROUP, 1, 4>(),
-        gemv_fn<GROUP, 1, 8>(), gemv_fn<GROUP, 1, 16>()};
+    const awq_gemv_fn kernels[5] = {gemv_fn<GROUP, 1, 1, true>(), gemv_fn<GROUP, 1, 2, true>(),
+                                    gemv_fn<GROUP, 1, 4, true>(), gemv_fn<GROUP, 1, 8, true>(),
+                                    gemv_fn<GROUP, 1, 16, true>()};
+    const size_t xs_bytes = (size_t)(n_iters * AWQ_ITK / 2 + 4) * 4; /* one token staged */
     int best = 1;
     int64_t best_chain = INT64_MAX, best_waves = INT64_MAX;
     for (int i = 0, kw = 1; kw <= AWQ_KW_MAX; i++, kw *= 2) {
         if (kw > 1 && kw > n_iters)
             break;
         int per_sm = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels[i], kw * 32, 0) !=
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels[i], kw * 32, xs_bytes) !=
                 cudaSuccess ||
             per_sm < 1) {
             cudaGetLastError();
@@ -981,9 +1013,18 @@ template <int GROUP, int NT, int KW>
 static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
 {
-    const int pf = ctx->tune.pf < 0 ? 0 : ctx->tune.pf > 0 ? ctx->tune.pf : 2;
+    /* L2 prefetch measured no faster on the H200 (NOTES.md): off unless tuned */
+    const int pf = ctx->tune.pf > 0 ? ctx->tune.pf : 0;
+    const int xstride = (int)(l->kpad / 2 + 4); /* words per staged token row */
+    const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
+    if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
+        awq_launch(ctx, gemv_fn<GROUP, NT, KW, true>(), (unsigned)(l->n_mtiles / AWQ_MT), KW * 32,
+                   xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, pf,
+                   xstride);
+        return;
+    }
     awq_launch(ctx, gemv_fn<GROUP, NT, KW>(), (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, 0, y, x,
-               l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, pf);
+               l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, pf, 0);
 }
 
 template <int GROUP, int NT>

@@ -8,7 +8,10 @@
 #
 # Run from the repository root on the GPU machine after scripts/gpu-pack.sh here (the device
 # call carries .device), e.g.:  plugins/backend-cuda/bench/gpu-sweep.sh tests bench gen ncu
-# Steps: tests bench gen ttft load ncu nsys (default: all).
+# Steps: tests bench gen ttft load ncu nsys (default: all); quick variants for a short call:
+#   qtests (the CUDA op/AWQ/generate tests only), qbench (AWQ rows and their sweep only).
+# GEN_VARIANTS: the switched-off variants the gen step also runs (default: fuse-off pdl-off
+# kernel1; also sx0 = AWQ without x in shared memory).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -44,9 +47,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 row "gpu" "$(head -1 "$L/nvidia-smi.txt")"
 row "commit" "$(cat .device/COMMIT 2>/dev/null || echo unknown)"
 
-if want tests; then
-  timeout 130 ctest --test-dir build-gpu -j6 --output-on-failure \
-    -R 'backend-cuda|generate_cuda|memory-.*\.cuda|integration\.(logits|bench|generate)$|model-qwen3|quant-awq' \
+tests_re='backend-cuda|generate_cuda|memory-.*\.cuda|integration\.(logits|bench|generate)$|model-qwen3|quant-awq'
+want qtests && tests_re='backend-cuda\.(ops|awq)|generate_cuda|integration\.generate$'
+if want tests || want qtests; then
+  timeout 130 ctest --test-dir build-gpu -j6 --output-on-failure -R "$tests_re" \
     > "$L/ctest.log" 2>&1
   row "ctest (cuda set)" "$(grep -E 'tests passed|tests failed' "$L/ctest.log" | tail -1)"
   grep -E '\*\*\*(Failed|Exception|Timeout)' "$L/ctest.log" | head -8 | sed 's/^/    /'
@@ -60,7 +64,7 @@ if want tests; then
 fi
 
 model8b=${LLMRT_8B_DIR:-/tmp/qwen3-8b-awq}
-if want bench || want gen || want ttft || want load || want ncu || want nsys; then
+if want bench || want qbench || want gen || want ttft || want load || want ncu || want nsys; then
   if [[ ! -f $model8b/config.json ]]; then
     timeout 60 "$llmrt" mkmodel --preset qwen3-8b --quant awq --group-size 128 --seed 1 -o "$model8b" \
       > "$L/mkmodel.log" 2>&1
@@ -76,6 +80,11 @@ if want bench && [[ -x build-gpu/bin/llmrt-cuda-bench ]]; then
   grep -A40 'separate kernels' "$L/kernels.txt" | grep -E 'total' | sed 's/^ */    separate: /'
   grep -A40 'fused kernels' "$L/kernels.txt" | grep -E 'total' | sed 's/^ */    fused:    /'
 fi
+if want qbench && [[ -x build-gpu/bin/llmrt-cuda-bench ]]; then
+  timeout 70 build-gpu/bin/llmrt-cuda-bench --filter awq --sweep --reps 20 > "$L/kernels-awq.txt" 2>&1
+  row "kernel bench (awq)" "exit $? (kernels-awq.txt)"
+  grep -E '^awq .*n=1 ' "$L/kernels-awq.txt" | grep -vE '\[' | tr -s ' ' | cut -d' ' -f1-7 | sed 's/^/    /'
+fi
 
 gen() { # name ctx [VAR=value ...]: ITL of 256 tokens after a ctx-token prompt; $EXTRA: --set ...
   local name=$1 ctx=$2; shift 2
@@ -90,11 +99,20 @@ if want gen && [[ -f $model8b/config.json ]]; then
       gen "$mem-$ctx" "$ctx" LLMRT_MEMORY=$mem
     done
   done
-  EXTRA="--set model.qwen3.fuse=off" gen pinned-128-fuse-off 128 LLMRT_MEMORY=pinned
-  gen pinned-128-pdl-off 128 LLMRT_MEMORY=pinned LLMRT_CUDA_PDL=off
-  gen pinned-128-awq-kernel1 128 LLMRT_MEMORY=pinned LLMRT_AWQ_TUNE=kernel=1
-  # every variant and memory path must decode the same greedy tokens as the default
-  for v in pinned-128-fuse-off pinned-128-pdl-off pinned-128-awq-kernel1 pageable-128 uva-128; do
+  vs=()
+  for v in ${GEN_VARIANTS:-fuse-off pdl-off kernel1}; do
+    case $v in
+      fuse-off) EXTRA="--set model.qwen3.fuse=off" gen pinned-128-$v 128 LLMRT_MEMORY=pinned ;;
+      pdl-off) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_CUDA_PDL=off ;;
+      kernel1) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_AWQ_TUNE=kernel=1 ;;
+      sx0) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_AWQ_TUNE=sx=0 ;;
+      *) continue ;;
+    esac
+    vs+=("pinned-128-$v")
+  done
+  # every variant and memory path should decode the same greedy tokens as the default (a
+  # different summation order may flip a near-tie on this random model: informational)
+  for v in "${vs[@]}" pageable-128 uva-128; do
     cmp -s "$L/gen-$v.txt" "$L/gen-pinned-128.txt" && r=same || r=DIFFERENT
     row "  tokens $v vs pinned-128" "$r"
   done
