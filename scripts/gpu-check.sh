@@ -7,6 +7,7 @@
 #   tests     every ctest test (GPU tests run for real here; others as a sanity check)
 #   bench     8B-shaped AWQ checkpoint (llmrt mkmodel, if absent), kernel and decode benchmarks
 #   ab        llmrt bench A/B of pageable vs pinned vs uva (latency and load modes), plot
+#   serve     llmrt serve under load (tools/serve-bench.sh) on the 8B-shaped model
 # Logs go to $OUT (files come back to the development machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 L=$(mktemp -d)
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(fixtures tokref tests bench ab)
+[[ ${#steps[@]} -eq 0 ]] && steps=(fixtures tokref tests bench ab serve)
 want() { local s; for s in "${steps[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
 summary=()
 row() { summary+=("$(printf '%-34s %s' "$1" "$2")"); }
@@ -80,7 +81,7 @@ fi
 
 # ---- benchmarks ----
 model8b=${LLMRT_8B_DIR:-/tmp/qwen3-8b-awq}
-if want bench || want ab; then
+if want bench || want ab || want serve; then
   if [[ ! -f $model8b/config.json ]]; then
     "$llmrt" mkmodel --preset qwen3-8b --quant awq --group-size 128 --seed 1 -o "$model8b" > "$L/mkmodel.log" 2>&1
     row "mkmodel qwen3-8b awq" "exit $?: $(tail -1 "$L/mkmodel.log" | cut -c1-80)"
@@ -102,18 +103,28 @@ if want bench; then
   done
 fi
 if want ab && [[ -f conf/pinned.ini ]]; then
+  # latency mode: one request at a time, configs in randomized blocks
   "$llmrt" bench --model "$model8b" -c conf/pageable.ini -c conf/pinned.ini -c conf/uva.ini \
-    --input-len 128 --output-len 128 --rounds 2 --requests 3 \
-    --json "$L/ab-latency.json" --plot "$L/ab-latency.png" > "$L/ab-latency.txt" 2>&1
+    --input-len 128 --output-len 128 --rounds 3 --requests 5 --order random \
+    --json "$L/ab-latency.json" --plot "$L/bench-ab-latency.png" > "$L/ab-latency.txt" 2>&1
   row "bench A/B latency" "exit $? (ab-latency.txt)"
-  grep -E 'faster|slower|no significant' "$L/ab-latency.txt" | head -4 | sed 's/^/    /'
+  grep -E 'faster|slower|no significant' "$L/ab-latency.txt" | head -6 | sed 's/^/    /'
+  # load mode: batches submitted together at each concurrency level
   "$llmrt" bench --model "$model8b" -c conf/pageable.ini -c conf/pinned.ini -c conf/uva.ini \
-    --input-len 128 --output-len 128 --concurrency 1,2,4,8,16,32 \
-    --json "$L/ab-load.json" --plot "$L/ab-load.png" > "$L/ab-load.txt" 2>&1
+    --input-len 128 --output-len 128 --concurrency 1,2,4,8,16,32 --rounds 1 --requests 5 \
+    --warmup 1 --order random \
+    --json "$L/ab-load.json" --plot "$L/bench-ab-load.png" > "$L/ab-load.txt" 2>&1
   row "bench A/B load" "exit $? (ab-load.txt)"
 fi
+if want serve && [[ -x tools/serve-bench.sh && -d .cache/qwen3-tokenizer ]]; then
+  # the OpenAI server under load: requests/s and output tok/s at 1, 8 and 32 clients
+  OUT="$L/serve" MAX_TOKENS=128 CONCURRENCY=1,8,32 TOKENIZER=.cache/qwen3-tokenizer \
+    tools/serve-bench.sh "$llmrt" "$model8b" conf/pinned.ini > "$L/serve-bench.txt" 2>&1
+  row "serve bench (pinned)" "exit $? (serve-bench.txt)"
+  tail -6 "$L/serve-bench.txt" | sed 's/^/    /'
+fi
 
-for f in ab-latency.png ab-load.png; do [[ -f $L/$f ]] && cp "$L/$f" "$OUT/"; done
+for f in bench-ab-latency.png bench-ab-load.png; do [[ -f $L/$f ]] && cp "$L/$f" "$OUT/"; done
 tar -C "$L" -czf "$OUT/gpu-logs.tar.gz" .
 echo
 echo "==== gpu-check summary ($(( $(date +%s) - t0 )) s) ===="
