@@ -35,16 +35,13 @@
 #define AWQ_MAX_N 32        /* tokens the tensor-core GEMV handles (4 n-tiles of 8) */
 #define AWQ_ITK AWQ_CL_KPAD /* inputs per warp iteration */
 #define AWQ_KW_MAX 16       /* K-splitting warps per block */
-#define AWQ_V1_WARPS 4      /* warps per block of the first (global split-K) kernel */
 #define AWQ_SX_MAX_BYTES 32768 /* decode: x staged in shared memory up to this size */
 
 /* Developer tuning knobs (env LLMRT_AWQ_TUNE="key=value,..."; 0 = built-in choice), for
  * benchmark sweeps without a rebuild. Not a user setting. */
 typedef struct awq_tune {
-    int kernel; /* 1: the first GEMV (global split-K, atomics); 2 (default): in-block split */
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
-    int pf;     /* kernel 2: L2 prefetch distance in a warp's iterations (default 0 = off) */
-    int sx;     /* kernel 2: -1 = never stage x in shared memory (sx=0); default: when it fits */
+    int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -56,10 +53,6 @@ struct awq_cuda_ctx {
     awq_tune tune;
     void *staging;            /* raw qweight | qzeros | scales of one part during a load */
     size_t staging_bytes;
-    float *part;              /* kernel 1 only: split-K partials [ksplit][AWQ_MAX_N][outp] */
-    size_t part_bytes;
-    unsigned int *counters;   /* kernel 1 only: per row block, zero between launches */
-    size_t n_counters;
     __half *deq;              /* dequantised f16 [out, in] for n > AWQ_MAX_N */
     size_t deq_bytes;
 };
@@ -68,9 +61,7 @@ struct awq_cuda_linear {
     int64_t in, out, group;
     int64_t kpad, outp;       /* padded inputs and rows */
     int64_t n_mtiles;
-    int kw;                   /* K-splitting warps per block (kernel 2) */
-    int ksplit;               /* kernel 1: warps sharing one row block's K range */
-    int iters_per_split;      /* kernel 1: AWQ_ITK-input iterations per warp */
+    int kw;                   /* K-splitting warps per block */
     uint32_t *wq;             /* [n_mtiles][kpad/64][32][4] */
     uint32_t *meta;           /* [n_mtiles][kpad/group][8][2] */
     size_t wq_bytes, meta_bytes;
@@ -305,7 +296,7 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
         free(ctx);
         return cfail(err, e, "reading the backend stream's device");
     }
-    /* LLMRT_AWQ_TUNE="kernel=1" or "kw=8" (see awq_tune); unknown keys are ignored */
+    /* LLMRT_AWQ_TUNE="kw=8,sx=0" (see awq_tune); unknown keys are ignored */
     const char *env = getenv("LLMRT_AWQ_TUNE");
     if (env && *env) {
         char buf[256];
@@ -317,12 +308,8 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 continue;
             *eq = 0;
             const int v = atoi(eq + 1);
-            if (strcmp(tok, "kernel") == 0)
-                ctx->tune.kernel = v;
-            else if (strcmp(tok, "kw") == 0)
+            if (strcmp(tok, "kw") == 0)
                 ctx->tune.kw = v;
-            else if (strcmp(tok, "pf") == 0)
-                ctx->tune.pf = v > 0 ? v : -1;
             else if (strcmp(tok, "sx") == 0)
                 ctx->tune.sx = v > 0 ? 1 : -1;
         }
@@ -337,28 +324,12 @@ extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
         return;
     cudaSetDevice(ctx->device);
     cudaStreamSynchronize(ctx->stream);
-    void *bufs[] = {ctx->staging, ctx->part, ctx->counters, ctx->deq};
+    void *bufs[] = {ctx->staging, ctx->deq};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             ctx->be.vt->dev_free(ctx->be.b, bufs[i]);
     cudaGetLastError();
     free(ctx);
-}
-
-/* Kernel 1: split K so that about 8 warps per SM have work; never more splits than iterations. */
-static void choose_split(const awq_cuda_ctx *ctx, awq_cuda_linear *l)
-{
-    const int64_t n_iters = l->kpad / AWQ_ITK;
-    const int64_t n_blocks = l->n_mtiles / AWQ_MT; /* row blocks of 32 rows */
-    const int64_t target = (int64_t)ctx->sm_count * 8;
-    int64_t ks = (target + n_blocks - 1) / n_blocks;
-    if (ks > n_iters)
-        ks = n_iters;
-    if (ks < 1)
-        ks = 1;
-    const int64_t per = (n_iters + ks - 1) / ks;
-    l->iters_per_split = (int)per;
-    l->ksplit = (int)((n_iters + per - 1) / per);
 }
 
 static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, int64_t n_iters);
@@ -404,7 +375,6 @@ extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_pa
     l->wq_bytes = (size_t)l->n_mtiles * (size_t)(l->kpad / 16) * 32 * sizeof(uint32_t);
     l->meta_bytes = (size_t)l->n_mtiles * (size_t)(l->kpad / group) * 8 * 2 * sizeof(uint32_t);
     l->kw = choose_kw(ctx, l->group, l->n_mtiles / AWQ_MT, l->kpad / AWQ_ITK);
-    choose_split(ctx, l);
 
     cudaError_t e;
     void *wq = NULL, *meta = NULL;
@@ -414,18 +384,6 @@ extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_pa
         goto fail;
     l->wq = (uint32_t *)wq;
     l->meta = (uint32_t *)meta;
-    if (ctx->tune.kernel == 1) {
-        /* split-K partials and counters for the largest linear so far */
-        const size_t part = (size_t)l->ksplit * AWQ_MAX_N * (size_t)l->outp * sizeof(float);
-        if (l->ksplit > 1 &&
-            (st = grow(ctx, (void **)&ctx->part, &ctx->part_bytes, part, 0, "split-K partials", err)))
-            goto fail;
-        const size_t cnt = (size_t)(l->n_mtiles / AWQ_MT) * sizeof(unsigned int);
-        size_t have = ctx->n_counters * sizeof(unsigned int);
-        if ((st = grow(ctx, (void **)&ctx->counters, &have, cnt, 1, "split-K counters", err)))
-            goto fail;
-        ctx->n_counters = have / sizeof(unsigned int);
-    }
     {
         const size_t deq = (size_t)out * (size_t)in * sizeof(__half);
         if ((st = grow(ctx, (void **)&ctx->deq, &ctx->deq_bytes, deq, 0, "prefill dequant scratch",
@@ -587,36 +545,6 @@ __device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
             m[mt][gi] = __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
 }
 
-/* Ask L2 for iteration `it`'s weights and meta of the warp's 32 rows ahead of their loads: no
- * registers, no wait. sm_90: one lane issues bulk prefetches (2 KB + the group meta per
- * m-tile); older GPUs: a prefetch per lane and 16-byte chunk. wrow / mrow: the m-tiles' rows
- * (without the lane offset). */
-template <int GROUP>
-__device__ __forceinline__ void awq_prefetch_iter(const uint4 *const (&wbase)[AWQ_MT],
-                                                  const uint2 *const (&mbase)[AWQ_MT], int lane,
-                                                  int g, int it)
-{
-    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (lane == 0) { /* lane 0: wbase and mbase are the rows' starts */
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++) {
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(wbase[mt] + (int64_t)it * LD_IT * 32),
-                         "r"(LD_IT * 512) : "memory");
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(mbase[mt] + (int64_t)it * GPI * 8),
-                         "r"(GPI * 64) : "memory");
-        }
-    }
-#else
-    (void)mbase, (void)lane, (void)g;
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-        for (int c = 0; c < LD_IT; c++)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(wbase[mt] + (int64_t)(it * LD_IT + c) * 32));
-#endif
-}
-
 /* acc += the iteration's weights (w, m) times x [n, in] at inputs it * AWQ_ITK ... Each lane
  * holds, per m-tile and n-tile, the C fragment: rows r0 = 16 mt + g and r0 + 8, tokens
  * 8 nt + 2 t and + 1. */
@@ -706,7 +634,7 @@ template <int GROUP, int NT, int KW, bool SX>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
-                                              int in, int kpad, int pf, int xstride)
+                                              int in, int kpad, int xstride)
 {
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
@@ -727,16 +655,12 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
         mbase[mt] = reinterpret_cast<const uint2 *>(meta) + (m * n_grp) * 8 + g;
     }
 
-    /* the first weights are in flight (and the next pf iterations on their way to L2) before
-     * the wait for the kernel that writes x */
+    /* the first weights are in flight before the wait for the kernel that writes x */
     uint4 wv[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI];
     int it = w;
     if (it < n_iters)
         awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
-    if constexpr (NT == 1) /* (more tokens: more work per byte, and no registers to spare) */
-        for (int p = 1; p <= pf && it + p * KW < n_iters; p++)
-            awq_prefetch_iter<GROUP>(wbase, mbase, lane, g, it + p * KW);
     pdl_wait();
     pdl_trigger();
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
@@ -767,9 +691,6 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
     while (it < n_iters) {
-        if constexpr (NT == 1)
-            if (pf > 0 && it + (pf + 1) * KW < n_iters)
-                awq_prefetch_iter<GROUP>(wbase, mbase, lane, g, it + (pf + 1) * KW);
         awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
         it += KW;
         if (it < n_iters)
@@ -819,23 +740,22 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 template <int GROUP, int NT, int KW, bool SX>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
-                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int pf,
-                int xstride)
+                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX>(y, x, wq, meta, n, out, in, kpad, pf, xstride);
+    awq_gemv_body<GROUP, NT, KW, SX>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 template <int KW, bool SX>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                       int out, int in, int kpad, int pf, int xstride)
+                       int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX>(y, x, wq, meta, n, out, in, kpad, pf, xstride);
+    awq_gemv_body<128, 1, KW, SX>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
-                            int, int, int, int);
+                            int, int, int);
 
 /* The kernel function for (GROUP, NT, KW, SX). SX (x staged in shared memory) exists for the
  * decode shapes, NT = 1. */
@@ -845,119 +765,6 @@ template <int GROUP, int NT, int KW, bool SX = false> static awq_gemv_fn gemv_fn
         return awq_gemv_capped_kernel<KW, SX>;
     else
         return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1>;
-}
-
-/* Kernel 1 (LLMRT_AWQ_TUNE=kernel=1, kept for comparison): warp unit u = (row block mb of
- * 32 rows, K split ks), AWQ_V1_WARPS independent warps per block; the last warp of a row
- * block to finish (atomic counter) adds the splits' partials from global memory. */
-template <int GROUP, int NT>
-__global__ void __launch_bounds__(AWQ_V1_WARPS * 32)
-awq_gemv_v1_kernel(float *__restrict__ y, float *__restrict__ part,
-                   unsigned int *__restrict__ counters, const float *__restrict__ x,
-                   const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                   int out, int in, int kpad, int n_blocks, int ksplit, int iters_per_split)
-{
-    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
-    pdl_wait();
-    pdl_trigger();
-    const int lane = threadIdx.x & 31;
-    const int unit = blockIdx.x * AWQ_V1_WARPS + (threadIdx.x >> 5);
-    if (unit >= n_blocks * ksplit)
-        return;
-    const int mb = unit / ksplit, ks = unit % ksplit;
-    const int g = lane >> 2, t = lane & 3;
-    const int n_iters = kpad / AWQ_ITK;
-    const int it0 = ks * iters_per_split;
-    const int it1 = min(n_iters, it0 + iters_per_split);
-    const int64_t n_super = kpad / 64;
-    const int n_grp = kpad / GROUP;
-    const uint4 *wbase[AWQ_MT];
-    const uint2 *mbase[AWQ_MT];
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++) {
-        const int64_t m = (int64_t)mb * AWQ_MT + mt;
-        wbase[mt] = reinterpret_cast<const uint4 *>(wq) + (m * n_super) * 32 + lane;
-        mbase[mt] = reinterpret_cast<const uint2 *>(meta) + (m * n_grp) * 8 + g;
-    }
-    float acc[AWQ_MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                acc[mt][nt][c] = 0.0f;
-    /* NT = 1: a software pipeline, iteration it + 1's loads in flight while it is computed */
-    constexpr bool PIPE = NT == 1;
-    uint4 wv[AWQ_MT][LD_IT], wn[AWQ_MT][LD_IT];
-    uint2 mv[AWQ_MT][GPI], mn[AWQ_MT][GPI];
-    if (PIPE && it0 < it1)
-        awq_load_iter<GROUP>(wv, mv, wbase, mbase, it0);
-    for (int it = it0; it < it1; it++) {
-        if constexpr (PIPE) {
-            if (it + 1 < it1)
-                awq_load_iter<GROUP>(wn, mn, wbase, mbase, it + 1);
-        } else {
-            awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
-        }
-        awq_compute_iter<GROUP, NT>(acc, wv, mv, x, it, n, in, g, t);
-        if constexpr (PIPE) {
-#pragma unroll
-            for (int mt = 0; mt < AWQ_MT; mt++) {
-#pragma unroll
-                for (int c = 0; c < LD_IT; c++)
-                    wv[mt][c] = wn[mt][c];
-#pragma unroll
-                for (int gi = 0; gi < GPI; gi++)
-                    mv[mt][gi] = mn[mt][gi];
-            }
-        }
-    }
-    const int outp = n_blocks * AWQ_MT * 16;
-    if (ksplit == 1) {
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int r = (mb * AWQ_MT + mt) * 16 + g + (c >> 1) * 8;
-                    const int col = nt * 8 + 2 * t + (c & 1);
-                    if (r < out && col < n)
-                        y[(int64_t)col * out + r] = acc[mt][nt][c];
-                }
-        return;
-    }
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int r = (mb * AWQ_MT + mt) * 16 + g + (c >> 1) * 8;
-                const int col = nt * 8 + 2 * t + (c & 1);
-                if (col < n)
-                    part[((int64_t)ks * AWQ_MAX_N + col) * outp + r] = acc[mt][nt][c];
-            }
-    __threadfence();
-    __syncwarp();
-    unsigned int prev = 0;
-    if (lane == 0)
-        prev = atomicAdd(&counters[mb], 1u);
-    prev = __shfl_sync(0xffffffffu, prev, 0);
-    if (prev != (unsigned)ksplit - 1)
-        return;
-    __threadfence();
-    const int r = mb * AWQ_MT * 16 + lane; /* 32 rows, one per lane */
-    for (int col = 0; col < n; col++) {
-        float s = 0.0f;
-        for (int k = 0; k < ksplit; k++)
-            s += __ldcg(&part[((int64_t)k * AWQ_MAX_N + col) * outp + r]);
-        if (r < out)
-            y[(int64_t)col * out + r] = s;
-    }
-    if (lane == 0)
-        counters[mb] = 0; /* ready for the next launch */
 }
 
 
@@ -1013,33 +820,22 @@ template <int GROUP, int NT, int KW>
 static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
 {
-    /* L2 prefetch measured no faster on the H200 (NOTES.md): off unless tuned */
-    const int pf = ctx->tune.pf > 0 ? ctx->tune.pf : 0;
     const int xstride = (int)(l->kpad / 2 + 4); /* words per staged token row */
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
         awq_launch(ctx, gemv_fn<GROUP, NT, KW, true>(), (unsigned)(l->n_mtiles / AWQ_MT), KW * 32,
-                   xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, pf,
+                   xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad,
                    xstride);
         return;
     }
     awq_launch(ctx, gemv_fn<GROUP, NT, KW>(), (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, 0, y, x,
-               l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, pf, 0);
+               l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0);
 }
 
 template <int GROUP, int NT>
 static void launch_gemv(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y, const float *x,
                         int n)
 {
-    if (ctx->tune.kernel == 1) {
-        const int n_blocks = (int)(l->n_mtiles / AWQ_MT);
-        const int units = n_blocks * l->ksplit;
-        const unsigned grid = (unsigned)((units + AWQ_V1_WARPS - 1) / AWQ_V1_WARPS);
-        awq_launch(ctx, awq_gemv_v1_kernel<GROUP, NT>, grid, AWQ_V1_WARPS * 32, 0, y, ctx->part,
-                   ctx->counters, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad,
-                   n_blocks, l->ksplit, l->iters_per_split);
-        return;
-    }
     switch (l->kw) {
     case 16: /* NT = 4 with 16 warps would need 64 KB of shared memory: 8 warps */
         if constexpr (NT >= 4)

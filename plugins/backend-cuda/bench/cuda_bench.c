@@ -11,9 +11,9 @@
  * Two step estimates close the table: the decode step as separate kernels (q, k, v, gate,
  * up apart; rmsnorm, rope, kv_store, silu_mul, add each a launch) and as the fused kernels
  * the model uses when the backend has them (qkv and gate_up projections, add_rmsnorm,
- * qk_norm_rope_store, swiglu). --sweep adds rows for the tuning variants (AWQ GEMV kernel
- * and K-splitting warps, decode-attention split sizes, programmatic dependent launch off),
- * each on a backend / quant instance created with that LLMRT_CUDA_TUNE / LLMRT_AWQ_TUNE /
+ * qk_norm_rope_store, swiglu). --sweep adds rows for the tuning variants (AWQ GEMV
+ * K-splitting warps and x staging, decode-attention split sizes, programmatic dependent launch
+ * off), each on a backend / quant instance created with that LLMRT_CUDA_TUNE / LLMRT_AWQ_TUNE /
  * LLMRT_CUDA_PDL setting; --prefill adds prefill-sized rows (AWQ n = 128 and 2048 through
  * dequant + cuBLAS, prefill attention over 2048 tokens).
  *
@@ -760,7 +760,7 @@ int main(int argc, char **argv)
 
     if (sweep) {
         printf("\n-- sweep --\n");
-        static const char *const awq_tunes[] = {"sx=0", "pf=2", "kw=4", "kw=8", "kw=16", "kernel=1"};
+        static const char *const awq_tunes[] = {"sx=0", "kw=4", "kw=8", "kw=16"};
         for (size_t t = 0; qd && t < sizeof awq_tunes / sizeof *awq_tunes; t++) {
             bench_awq(qd, "qkv fused", HIDDEN, QKV, 0, 0, one, 1, awq_tunes[t]);
             bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, 0, 0, one, 1, awq_tunes[t]);

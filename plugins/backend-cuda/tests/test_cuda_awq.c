@@ -3,7 +3,7 @@
  * the source weights exactly, and CUDA forward equals the CPU kernel for several shapes,
  * group sizes and token counts (the tensor-core GEMV for n <= 32, dequant + cuBLAS above);
  * a graph replay equals eager; fused loads (several linears as one) and every GEMV
- * configuration (K-splitting warps, the first kernel) agree with the CPU too.
+ * configuration (K-splitting warps, x staged in shared memory or not) agree with the CPU too.
  *
  * Tolerance: the CUDA path multiplies f16-rounded activations (2^-11 relative) with exact
  * q - z on the tensor cores in f32, so 2e-3 relative L2; 3e-3 above 32 tokens, where the
@@ -228,11 +228,11 @@ START_TEST(test_awq_fused)
 END_TEST
 
 /* Every GEMV configuration the loader may pick (K-splitting warps 1..16, forced through
- * LLMRT_AWQ_TUNE, read when an awq instance is created) and the first kernel (kernel=1)
- * compute the same as the CPU. */
+ * LLMRT_AWQ_TUNE, read when an awq instance is created), and x read from global memory
+ * instead of staged in shared memory (sx=0), compute the same as the CPU. */
 START_TEST(test_awq_configs)
 {
-    static const char *const tunes[] = {"kw=1", "kw=2", "kw=4", "kw=8", "kw=16", "kernel=1"};
+    static const char *const tunes[] = {"kw=1", "kw=2", "kw=4", "kw=8", "kw=16", "sx=0,kw=4"};
     const char *tune = tunes[_i];
     llmrt_error err = {0};
     at_linear lin = at_linear_random(2048, 512, 128, 4242);
