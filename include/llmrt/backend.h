@@ -197,7 +197,7 @@ typedef struct llmrt_backend_vtable {
      *   q_out [n, n_heads, head_dim] = rope(rmsnorm(q) * q_norm) at positions[n]
      *   k = rope(rmsnorm(k) * k_norm); v as is; both stored at slot_mapping[n] as kv_store does
      * — rmsnorm per head, rope and kv_store over the split q, k, v. q_norm / k_norm [head_dim]
-     * may be NULL (no per-head norm: rope only). */
+     * may be NULL (no per-head norm: rope only). q_out must not alias qkv. */
     llmrt_status (*qk_norm_rope_store)(llmrt_backend *b, float *q_out, const float *qkv,
                                        const llmrt_tensor *q_norm, const llmrt_tensor *k_norm,
                                        const int32_t *positions, const int32_t *slot_mapping,
