@@ -20,7 +20,9 @@ steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(fixtures tokref tests bench ab serve)
 want() { local s; for s in "${steps[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
 summary=()
-row() { summary+=("$(printf '%-34s %s' "$1" "$2")"); }
+row() { summary+=("$(printf '%-34s %s' "$1" "$2")"); save; }
+# Pack the logs after every step, so a run stopped at its time limit still returns them.
+save() { printf '%s\n' "${summary[@]}" > "$L/summary.txt"; tar -C "$L" -czf "$OUT/gpu-logs.tar.gz" . 2>/dev/null; }
 t0=$(date +%s)
 
 # ---- place the build where its ctest files expect it ----
