@@ -29,7 +29,7 @@ typedef struct {
     int64_t row; /* n_kv_heads * head_dim */
 } kvs_ctx;
 
-static void store_row(void *cache, llmrt_dtype dt, int64_t off, const float *src, int64_t n)
+void cpu_store_row(void *cache, llmrt_dtype dt, int64_t off, const float *src, int64_t n)
 {
     if (dt == LLMRT_DTYPE_F32) {
         memcpy((float *)cache + off, src, (size_t)n * sizeof(float));
@@ -51,8 +51,8 @@ static void kvs_rows(void *c, int64_t t0, int64_t t1)
         int32_t slot = s->slots[t];
         if (slot < 0)
             continue;
-        store_row(s->kc, s->dt, (int64_t)slot * s->row, s->k + t * s->row, s->row);
-        store_row(s->vc, s->dt, (int64_t)slot * s->row, s->v + t * s->row, s->row);
+        cpu_store_row(s->kc, s->dt, (int64_t)slot * s->row, s->k + t * s->row, s->row);
+        cpu_store_row(s->vc, s->dt, (int64_t)slot * s->row, s->v + t * s->row, s->row);
     }
 }
 

@@ -4,50 +4,14 @@
  *
  * Why on the CPU too: the model plugin fuses its q/k/v and gate/up projections only when the
  * backend has these ops, so the CPU (the reference, and CI's backend) runs the same model
- * code path as the GPU. Each op repeats the arithmetic of the separate ops in cpu_ops.c and
- * cpu_attention.c in the same order (16-lane sums of squares, normalise then multiply by the
- * weight, transformers' inv_freq / cos / sin in f32), so fused and separate results are
- * bit-identical here. */
+ * code path as the GPU. The fused ops use the same row primitives as the separate ops
+ * (cpu_norm_row, cpu_rotate_half, cpu_store_row in cpu_internal.h), so fused and separate
+ * results are bit-identical here. */
 #include "cpu_internal.h"
 
 #include <math.h>
 
 #define FUSED_MAX_HEAD_DIM 1024
-#define LANES 16
-
-/* The same 16-lane sum as cpu_ops.c's rmsnorm. */
-static float sum_squares(const float *restrict x, int64_t d)
-{
-    float acc[LANES] = {0};
-    int64_t i = 0;
-    for (; i + LANES <= d; i += LANES)
-        for (int l = 0; l < LANES; l++)
-            acc[l] += x[i + l] * x[i + l];
-    for (int l = 0; i < d; i++, l++)
-        acc[l] += x[i] * x[i];
-    float s = 0.0f;
-    for (int l = 0; l < LANES; l++)
-        s += acc[l];
-    return s;
-}
-
-static inline float weight_at(const llmrt_tensor *w, int64_t i)
-{
-    switch (w->dtype) {
-    case LLMRT_DTYPE_F32: return ((const float *)w->data)[i];
-    case LLMRT_DTYPE_BF16: return cpu_bf16_to_f32(((const uint16_t *)w->data)[i]);
-    default: return cpu_f16_to_f32(((const uint16_t *)w->data)[i]);
-    }
-}
-
-/* out[i] = w[i] * (x[i] * inv), inv = 1 / sqrt(mean(x^2) + eps): cpu_rmsnorm's row. */
-static void norm_row(float *out, const float *x, const llmrt_tensor *w, int64_t d, float eps)
-{
-    const float ms = sum_squares(x, d) / (float)d;
-    const float inv = 1.0f / sqrtf(ms + eps);
-    for (int64_t i = 0; i < d; i++)
-        out[i] = weight_at(w, i) * (x[i] * inv);
-}
 
 static llmrt_status check_weight(const llmrt_tensor *w, int64_t d, const char *op,
                                  const char *what, llmrt_error *err)
@@ -79,7 +43,7 @@ static void arn_rows(void *c, int64_t r0, int64_t r1)
             for (int64_t i = 0; i < a->d; i++)
                 x[i] = x[i] + res[i];
         }
-        norm_row(a->out + r * a->d, x, a->w, a->d, a->eps);
+        cpu_norm_row(a->out + r * a->d, x, a->w, a->d, a->eps);
     }
 }
 
@@ -112,32 +76,6 @@ typedef struct {
     const float *inv_freq; /* [hd / 2] */
 } qkr_ctx;
 
-static void store_row(void *cache, llmrt_dtype dt, int64_t off, const float *src, int64_t n)
-{
-    if (dt == LLMRT_DTYPE_F32) {
-        memcpy((float *)cache + off, src, (size_t)n * sizeof(float));
-    } else if (dt == LLMRT_DTYPE_BF16) {
-        uint16_t *d = (uint16_t *)cache + off;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = llmrt_f32_to_bf16(src[i]);
-    } else {
-        uint16_t *d = (uint16_t *)cache + off;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = llmrt_f32_to_f16(src[i]);
-    }
-}
-
-/* cpu_rope's rotation of one head with the token's cos / sin. */
-static void rotate(float *v, const float *cs, const float *sn, int half)
-{
-    float *restrict lo = v, *restrict hi = v + half;
-    for (int i = 0; i < half; i++) {
-        float a = lo[i], bb = hi[i];
-        lo[i] = a * cs[i] - bb * sn[i];
-        hi[i] = bb * cs[i] + a * sn[i];
-    }
-}
-
 static void qkr_rows(void *c, int64_t t0, int64_t t1)
 {
     const qkr_ctx *q = c;
@@ -156,10 +94,10 @@ static void qkr_rows(void *c, int64_t t0, int64_t t1)
         for (int h = 0; h < q->n_heads; h++) {
             float *dst = q->q_out + (t * q->n_heads + h) * (int64_t)hd;
             if (q->qn)
-                norm_row(dst, src + (int64_t)h * hd, q->qn, hd, q->eps);
+                cpu_norm_row(dst, src + (int64_t)h * hd, q->qn, hd, q->eps);
             else
                 memcpy(dst, src + (int64_t)h * hd, (size_t)hd * sizeof(float));
-            rotate(dst, cs, sn, half);
+            cpu_rotate_half(dst, cs, sn, half);
         }
         const int32_t slot = q->slots[t];
         if (slot < 0)
@@ -167,13 +105,13 @@ static void qkr_rows(void *c, int64_t t0, int64_t t1)
         for (int h = 0; h < q->n_kv; h++) {
             const float *k = src + (int64_t)(q->n_heads + h) * hd;
             if (q->kn)
-                norm_row(tmp, k, q->kn, hd, q->eps);
+                cpu_norm_row(tmp, k, q->kn, hd, q->eps);
             else
                 memcpy(tmp, k, (size_t)hd * sizeof(float));
-            rotate(tmp, cs, sn, half);
-            store_row(q->kc, q->dt, (int64_t)slot * kv_row + (int64_t)h * hd, tmp, hd);
+            cpu_rotate_half(tmp, cs, sn, half);
+            cpu_store_row(q->kc, q->dt, (int64_t)slot * kv_row + (int64_t)h * hd, tmp, hd);
         }
-        store_row(q->vc, q->dt, (int64_t)slot * kv_row,
+        cpu_store_row(q->vc, q->dt, (int64_t)slot * kv_row,
                   src + (int64_t)(q->n_heads + q->n_kv) * hd, kv_row);
     }
 }

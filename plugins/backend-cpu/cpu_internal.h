@@ -66,6 +66,16 @@ llmrt_status cpu_event_elapsed_ms(llmrt_backend *b, llmrt_event *start, llmrt_ev
 llmrt_status cpu_meminfo(uint64_t *total, uint64_t *available, llmrt_error *err);
 
 /* ---- ops (cpu_ops.c, cpu_attention.c, cpu_gemm.c); contracts in backend.h ---- */
+/* Row primitives shared by the separate ops and the fused ones (cpu_fused.c), so both do the
+ * same arithmetic in the same order and give bit-identical results. */
+/* out[i] = w[i] * (x[i] / sqrt(mean(x^2) + eps)) over one row of d (16-lane sum of squares);
+ * out may alias x. */
+void cpu_norm_row(float *out, const float *x, const llmrt_tensor *w, int64_t d, float eps);
+/* Neox rotate-half of one head in place with the token's cos / sin [half]. */
+void cpu_rotate_half(float *v, const float *cs, const float *sn, int half);
+/* Write n floats of src into a KV cache of dtype dt at element offset off. */
+void cpu_store_row(void *cache, llmrt_dtype dt, int64_t off, const float *src, int64_t n);
+
 llmrt_status cpu_embedding(llmrt_backend *b, float *out, const llmrt_tensor *table,
                            const int32_t *ids, int32_t n, llmrt_error *err);
 llmrt_status cpu_rmsnorm(llmrt_backend *b, float *out, const float *x, const llmrt_tensor *w,

@@ -92,36 +92,37 @@ static float sum_squares(const float *restrict x, int64_t d)
     return s;
 }
 
+void cpu_norm_row(float *out, const float *x, const llmrt_tensor *w, int64_t d, float eps)
+{
+    float ms = sum_squares(x, d) / (float)d;
+    float inv = 1.0f / sqrtf(ms + eps);
+    switch (w->dtype) {
+    case LLMRT_DTYPE_F32: {
+        const float *wf = w->data;
+        for (int64_t i = 0; i < d; i++)
+            out[i] = wf[i] * (x[i] * inv);
+        break;
+    }
+    case LLMRT_DTYPE_BF16: {
+        const uint16_t *wh = w->data;
+        for (int64_t i = 0; i < d; i++)
+            out[i] = cpu_bf16_to_f32(wh[i]) * (x[i] * inv);
+        break;
+    }
+    default: {
+        const uint16_t *wh = w->data;
+        for (int64_t i = 0; i < d; i++)
+            out[i] = cpu_f16_to_f32(wh[i]) * (x[i] * inv);
+        break;
+    }
+    }
+}
+
 static void rms_rows(void *c, int64_t r0, int64_t r1)
 {
     const rms_ctx *r = c;
-    const int64_t d = r->d;
-    for (int64_t row = r0; row < r1; row++) {
-        const float *x = r->x + row * d; /* may alias out */
-        float *out = r->out + row * d;
-        float ms = sum_squares(x, d) / (float)d;
-        float inv = 1.0f / sqrtf(ms + r->eps);
-        switch (r->w->dtype) {
-        case LLMRT_DTYPE_F32: {
-            const float *w = r->w->data;
-            for (int64_t i = 0; i < d; i++)
-                out[i] = w[i] * (x[i] * inv);
-            break;
-        }
-        case LLMRT_DTYPE_BF16: {
-            const uint16_t *w = r->w->data;
-            for (int64_t i = 0; i < d; i++)
-                out[i] = cpu_bf16_to_f32(w[i]) * (x[i] * inv);
-            break;
-        }
-        default: {
-            const uint16_t *w = r->w->data;
-            for (int64_t i = 0; i < d; i++)
-                out[i] = cpu_f16_to_f32(w[i]) * (x[i] * inv);
-            break;
-        }
-        }
-    }
+    for (int64_t row = r0; row < r1; row++) /* x may alias out */
+        cpu_norm_row(r->out + row * r->d, r->x + row * r->d, r->w, r->d, r->eps);
 }
 
 llmrt_status cpu_rmsnorm(llmrt_backend *b, float *out, const float *x, const llmrt_tensor *w,
@@ -150,6 +151,16 @@ typedef struct {
     const float *inv_freq; /* [head_dim / 2] */
 } rope_ctx;
 
+void cpu_rotate_half(float *v, const float *cs, const float *sn, int half)
+{
+    float *restrict lo = v, *restrict hi = v + half;
+    for (int i = 0; i < half; i++) {
+        float a = lo[i], bb = hi[i];
+        lo[i] = a * cs[i] - bb * sn[i];
+        hi[i] = bb * cs[i] + a * sn[i];
+    }
+}
+
 static void rope_rows(void *c, int64_t t0, int64_t t1)
 {
     const rope_ctx *r = c;
@@ -162,15 +173,8 @@ static void rope_rows(void *c, int64_t t0, int64_t t1)
             cs[i] = cosf(f);
             sn[i] = sinf(f);
         }
-        for (int h = 0; h < r->heads; h++) {
-            float *v = r->x + (t * r->heads + h) * (int64_t)r->head_dim;
-            float *restrict lo = v, *restrict hi = v + half;
-            for (int i = 0; i < half; i++) {
-                float a = lo[i], bb = hi[i];
-                lo[i] = a * cs[i] - bb * sn[i];
-                hi[i] = bb * cs[i] + a * sn[i];
-            }
-        }
+        for (int h = 0; h < r->heads; h++)
+            cpu_rotate_half(r->x + (t * r->heads + h) * (int64_t)r->head_dim, cs, sn, half);
     }
 }
 
