@@ -54,7 +54,10 @@ typedef struct eseq {
     int32_t refs;            /* launched, not yet collected steps that include it */
     int done;                /* final event delivered */
     int cancel;              /* cancel requested (engine lock) */
-    int cancel_queued;
+    int cancel_queued;       /* a pointer to it sits in a cancel list (engine lock) */
+    int cancel_applied;      /* its cancel has been processed (stepping thread) */
+    int cancel_held;         /* finished with a cancel still queued: apply_cancels will read it,
+                                so it is not freed before then (stepping thread) */
     int in_sched;            /* handed to the scheduler */
     llmrt_detok *detok;
     llmrt_stopper *stopper;
@@ -535,10 +538,12 @@ static void add_zombie(llmrt_engine *e, eseq *s)
     e->zombies[e->n_zombies++] = s;
 }
 
-static void reap_zombies(llmrt_engine *e)
+/* Free finished sequences nothing refers to any more: no launched step (refs) and no queued
+ * cancel (cancel_held). force: the engine is failing or going away, every list is dropped. */
+static void reap_zombies(llmrt_engine *e, int force)
 {
     for (int32_t i = 0; i < e->n_zombies;) {
-        if (e->zombies[i]->refs == 0) {
+        if (force || (e->zombies[i]->refs == 0 && !e->zombies[i]->cancel_held)) {
             seq_free(e->zombies[i]);
             e->zombies[i] = e->zombies[--e->n_zombies];
         } else {
@@ -581,7 +586,8 @@ static void emit(llmrt_engine *e, eseq *s, int32_t token, const char *text, size
             s->in_sched = 0;
         }
         pthread_mutex_lock(&e->mu);
-        HASH_DELETE(hh, e->by_id, s);
+        HASH_DELETE(hh, e->by_id, s); /* from here on no thread can queue a cancel for it */
+        s->cancel_held = s->cancel_queued && !s->cancel_applied;
         e->active_count--;
         e->pub.requests_finished++;
         if (finish == LLMRT_FINISH_CANCELLED)
@@ -593,7 +599,7 @@ static void emit(llmrt_engine *e, eseq *s, int32_t token, const char *text, size
     if (s->cb)
         s->cb(s->user, &ev);
     if (finish != LLMRT_FINISH_NONE) {
-        if (s->refs == 0)
+        if (s->refs == 0 && !s->cancel_held)
             seq_free(s);
         else
             add_zombie(e, s);
@@ -732,7 +738,7 @@ static void fail_all(llmrt_engine *e, const char *msg)
         s->placeholder = 0;
         finish_without_token(e, s, LLMRT_FINISH_ERROR, msg);
     }
-    reap_zombies(e);
+    reap_zombies(e, 1); /* the dropped cancel lists hold no one any more */
     publish(e);
 }
 
@@ -1144,7 +1150,7 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
                      e->top_ids + (size_t)i * LLMRT_MAX_TOP_LOGPROBS,
                      e->top_lps + (size_t)i * LLMRT_MAX_TOP_LOGPROBS);
     }
-    reap_zombies(e);
+    reap_zombies(e, 0);
     if (e->on_step)
         e->on_step(e->step_user, &rec);
 cleanup:
@@ -1295,13 +1301,17 @@ static void apply_cancels(llmrt_engine *e, eseq **cancels, int32_t n)
 {
     for (int32_t i = 0; i < n; i++) {
         eseq *s = cancels[i];
-        if (s->done)
+        s->cancel_applied = 1;
+        if (s->done) { /* it finished on its own after the cancel was queued */
+            s->cancel_held = 0;
             continue;
+        }
         /* in a launched step: its result is discarded; its blocks are free at once (any
          * later user of them is ordered after that step on the stream) */
         s->placeholder = 0;
         finish_without_token(e, s, LLMRT_FINISH_CANCELLED, NULL);
     }
+    reap_zombies(e, 0);
 }
 
 llmrt_status llmrt_engine_step(llmrt_engine *e, llmrt_error *err)
@@ -1673,7 +1683,7 @@ void llmrt_engine_destroy(llmrt_engine *e)
             finish_without_token(e, s, LLMRT_FINISH_CANCELLED, NULL);
         }
     }
-    reap_zombies(e);
+    reap_zombies(e, 1);
     free(e->zombies);
     for (int i = 0; i < e->n_graphs; i++)
         if (e->graphs[i].g)
