@@ -349,7 +349,7 @@ static void draw_caption(cairo_t *cr, const bench_result *r, double w)
     char b[512];
     cairo_set_source_rgb(cr, 0, 0, 0);
     cairo_set_font_size(cr, 16);
-    snprintf(b, sizeof b, "llmrt bench — %s on %s (%s)", r->configs[0].stats.model_arch,
+    snprintf(b, sizeof b, "llmrt bench: %s on %s (%s)", r->configs[0].stats.model_arch,
              r->configs[0].stats.device, r->configs[0].stats.backend);
     text(cr, w / 2, 14, b, 0.5, 0);
     cairo_set_font_size(cr, 11);
