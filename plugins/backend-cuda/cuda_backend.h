@@ -27,6 +27,7 @@ typedef enum cuda_scratch_slot {
     CUDA_SCRATCH_GEMM_X = 0,  /* gemm n > 8: activations cast to the weight dtype */
     CUDA_SCRATCH_ATTN = 1,    /* split-K decode attention partials */
     CUDA_SCRATCH_ARGMAX = 2,  /* argmax per-block partials + completion counters */
+    CUDA_SCRATCH_SAMPLE = 3,  /* sample: per-row histogram, plan, candidates, counters */
     CUDA_SCRATCH_COUNT
 } cuda_scratch_slot;
 
@@ -41,6 +42,7 @@ typedef struct cuda_tune {
     int att_cmin; /* decode attention: fewest context tokens per split */
     int att_fill; /* decode attention: target blocks per SM when splitting */
     int att_maxs; /* decode attention: most splits per sequence and head group */
+    int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
 } cuda_tune;
 
 struct llmrt_backend {

@@ -702,6 +702,8 @@ START_TEST(test_sample)
         {1.3f, 0, 1.0f, 0.2f, 0, 0},      /* min-p only */
         {0.5f, 1, 1.0f, 0.0f, 0, 0},      /* top-k 1 = greedy */
         {1.0f, 0, 1e-4f, 0.0f, 0, 0},     /* tiny top-p = greedy */
+        {0.6f, 20, 0.95f, 0.0f, 0, 0},    /* chat defaults */
+        {0.8f, 0, 0.9f, 0.05f, 0, 0},     /* top-p and min-p, no top-k */
     };
     const int nk = sizeof kinds / sizeof *kinds;
     static const int vocabs[] = {151936, 1000, 13};
@@ -825,6 +827,166 @@ START_TEST(test_sample_distribution)
 }
 END_TEST
 
+/* The fast path (cuda_sample.cu: max, histogram, candidates) must draw exactly what the
+ * one-block path over the whole row draws (the original algorithm; LLMRT_CUDA_TUNE
+ * sample_full=1 sends every row there), bit for bit, whatever the route a row takes: top-k
+ * and top-p candidates, the id-order draw, greedy, and the one-block fallback when too many
+ * candidates survive. Logits include exact ties (the draw order among equal logits), NaN and
+ * -inf, all-equal rows, and u at both ends. Each call is made twice: the completion counters
+ * and candidate counts must reset. */
+START_TEST(test_sample_paths_agree)
+{
+    llmrt_error err = {0};
+    char *saved = getenv("LLMRT_CUDA_TUNE") ? strdup(getenv("LLMRT_CUDA_TUNE")) : NULL;
+    setenv("LLMRT_CUDA_TUNE", "sample_full=1", 1);
+    llmrt_backend *full = NULL;
+    llmrt_status st = CT.cuda_vt->create(&CT.host, NULL, &full, &err);
+    if (saved) {
+        setenv("LLMRT_CUDA_TUNE", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("LLMRT_CUDA_TUNE");
+    }
+    ck_assert_msg(st == LLMRT_OK, "second CUDA backend: %s", err.msg);
+    static const llmrt_sample_params kinds[] = {
+        {0.8f, 50, 0.9f, 0.05f, 0, 0}, {0.8f, 0, 0.9f, 0.05f, 0, 0}, {0.6f, 20, 0.95f, 0.0f, 0, 0},
+        {1.0f, 0, 1.0f, 0.0f, 0, 0},   {1.0f, 0, 0.95f, 0.0f, 0, 0}, {0.7f, 20, 1.0f, 0.0f, 0, 0},
+        {1.0f, 0, 0.5f, 0.0f, 0, 0},   {1.3f, 0, 1.0f, 0.2f, 0, 0},  {0.5f, 1, 1.0f, 0.0f, 0, 0},
+        {1.0f, 0, 1e-4f, 0.0f, 0, 0},  {2.0f, 3, 0.3f, 0.0f, 0, 0},  {0.9f, 2000, 1.0f, 0.01f, 0, 0},
+        {0.05f, 40, 0.9f, 0.0f, 0, 0}, {3.0f, 0, 0.99f, 0.0f, 0, 0}, {0.0f, 0, 1.0f, 0.0f, 0, 0},
+        {1.0f, 5000, 0.95f, 0.0f, 0, 0}, /* too many candidates: the one-block fallback */
+        {1.0f, 10, 1.0f, 2.0f, 0, 0},  /* min-p above 1: nothing kept, greedy */
+    };
+    const int nk = sizeof kinds / sizeof *kinds, n_dist = 6, rows = 40;
+    static const int vocabs[] = {151936, 32000, 1000, 13};
+    ct_rng r = {19};
+    int mismatches = 0;
+    for (size_t vi = 0; vi < sizeof vocabs / sizeof *vocabs; vi++) {
+        const int vocab = vocabs[vi];
+        float *lg = malloc((size_t)rows * vocab * sizeof *lg);
+        llmrt_sample_params *sp = malloc(rows * sizeof *sp);
+        for (int i = 0; i < rows; i++) {
+            float *x = lg + (size_t)i * vocab;
+            int dist = (i + (int)vi) % n_dist;
+            if (dist == 5 && vocab > 2000) /* all equal on the one-block path is slow */
+                dist = 0;
+            for (int t = 0; t < vocab; t++) {
+                const float v = ct_uniform(&r, -4, 4);
+                switch (dist) {
+                case 0: x[t] = ct_uniform(&r, -10, 10); break;                 /* flat (the bench) */
+                case 1: x[t] = v * v * v * 0.5f; break;                        /* peaked tail */
+                case 2: x[t] = roundf(ct_uniform(&r, -10, 10) * 4) / 4; break; /* exact ties */
+                case 3: {                                                      /* holes */
+                    const uint64_t h = ct_next(&r) % 64;
+                    x[t] = h == 0 ? -INFINITY : h == 1 ? NAN : v;
+                    break;
+                }
+                case 4: x[t] = v + (ct_next(&r) % 500 == 0 ? 12.0f : 0.0f); break; /* a few stand out */
+                default: x[t] = 1.5f; break;                                   /* all equal */
+                }
+            }
+            sp[i] = kinds[(i * 7 + (int)vi) % nk];
+            sp[i].uniform = i % 10 == 0 ? 0.0f : i % 10 == 1 ? 0.99999994f : ct_uniform(&r, 0, 1);
+        }
+        float *dl = ct_dup(&CT.cuda, lg, (size_t)rows * vocab * sizeof(float));
+        llmrt_sample_params *dp = ct_dup(&CT.cuda, sp, rows * sizeof *sp);
+        int32_t *dout = ct_alloc(&CT.cuda, rows * sizeof(int32_t));
+        int32_t *fast[2], *ref = malloc(rows * sizeof *ref);
+        for (int rep = 0; rep < 2; rep++) {
+            fast[rep] = malloc(rows * sizeof(int32_t));
+            for (int i = 0; i < rows; i++)
+                fast[rep][i] = -7;
+            ct_upload(&CT.cuda, dout, fast[rep], rows * sizeof(int32_t));
+            CT_OK(CT.cuda_vt->sample(CT.cuda.b, dout, dl, dp, rows, vocab, &err));
+            ct_download(&CT.cuda, fast[rep], dout, rows * sizeof(int32_t));
+        }
+        for (int i = 0; i < rows; i++)
+            ref[i] = -7;
+        ct_upload(&CT.cuda, dout, ref, rows * sizeof(int32_t));
+        CT_OK(CT.cuda_vt->sample(full, dout, dl, dp, rows, vocab, &err));
+        CT_OK(CT.cuda_vt->synchronize(full, &err));
+        ct_download(&CT.cuda, ref, dout, rows * sizeof(int32_t));
+        for (int i = 0; i < rows; i++) {
+            ck_assert_msg(fast[0][i] >= 0 && fast[0][i] < vocab, "vocab %d row %d: token %d out of "
+                          "range (unwritten?)", vocab, i, fast[0][i]);
+            ck_assert_msg(fast[1][i] == fast[0][i], "vocab %d row %d: a second identical call drew "
+                          "%d after %d (state not reset?)", vocab, i, fast[1][i], fast[0][i]);
+            if (fast[0][i] != ref[i]) {
+                mismatches++;
+                fprintf(stderr, "vocab %d row %d (T %g, top_k %d, top_p %g, min_p %g, u %.9g): "
+                        "fast path %d, one-block path %d\n", vocab, i, (double)sp[i].temperature,
+                        sp[i].top_k, (double)sp[i].top_p, (double)sp[i].min_p,
+                        (double)sp[i].uniform, fast[0][i], ref[i]);
+            }
+        }
+        ct_free(&CT.cuda, dl), ct_free(&CT.cuda, dp), ct_free(&CT.cuda, dout);
+        free(lg), free(sp), free(fast[0]), free(fast[1]), free(ref);
+    }
+    CT.cuda_vt->destroy(full);
+    ck_assert_msg(mismatches == 0, "%d rows drew differently on the fast and one-block paths",
+                  mismatches);
+}
+END_TEST
+
+/* Sampling inside a captured graph, replayed on new logits and new uniforms, draws what the
+ * eager calls draw (fixed scratch, counters reset by the kernels themselves). */
+START_TEST(test_sample_graph_replay)
+{
+    llmrt_error err = {0};
+    const int rows = 5, vocab = 151936;
+    static const llmrt_sample_params kinds[5] = {
+        {0.8f, 50, 0.9f, 0.05f, 0, 0}, /* top-k candidates */
+        {0.8f, 0, 0.9f, 0.05f, 0, 0},  /* top-p candidates */
+        {1.0f, 0, 1.0f, 0.0f, 0, 0},   /* id-order draw */
+        {0.0f, 0, 1.0f, 0.0f, 0, 0},   /* greedy */
+        {1.0f, 9000, 0.9f, 0.0f, 0, 0} /* one-block fallback */
+    };
+    ct_rng r = {20};
+    float *dl = ct_alloc(&CT.cuda, (size_t)rows * vocab * sizeof(float));
+    llmrt_sample_params *dp = ct_alloc(&CT.cuda, sizeof kinds);
+    int32_t *dout = ct_alloc(&CT.cuda, rows * sizeof(int32_t));
+    llmrt_sample_params sp[5];
+    memcpy(sp, kinds, sizeof sp);
+    ct_upload(&CT.cuda, dp, sp, sizeof sp);
+    float *lg = ct_rand_f32(&r, (size_t)rows * vocab, -10, 10);
+    ct_upload(&CT.cuda, dl, lg, (size_t)rows * vocab * sizeof(float));
+    CT_OK(CT.cuda_vt->sample(CT.cuda.b, dout, dl, dp, rows, vocab, &err)); /* scratch */
+    ct_sync(&CT.cuda);
+    llmrt_graph *g = NULL;
+    CT_OK(CT.cuda_vt->graph_begin(CT.cuda.b, &err));
+    CT_OK(CT.cuda_vt->sample(CT.cuda.b, dout, dl, dp, rows, vocab, &err));
+    CT_OK(CT.cuda_vt->graph_end(CT.cuda.b, &g, &err));
+    for (int it = 0; it < 4; it++) {
+        free(lg);
+        lg = ct_rand_f32(&r, (size_t)rows * vocab, -10, 10);
+        for (int i = 0; i < rows; i++)
+            sp[i].uniform = ct_uniform(&r, 0, 1);
+        ct_upload(&CT.cuda, dl, lg, (size_t)rows * vocab * sizeof(float));
+        ct_upload(&CT.cuda, dp, sp, sizeof sp);
+        int32_t eager[5], replay[5] = {-7, -7, -7, -7, -7};
+        CT_OK(CT.cuda_vt->sample(CT.cuda.b, dout, dl, dp, rows, vocab, &err));
+        ct_download(&CT.cuda, eager, dout, sizeof eager);
+        ct_upload(&CT.cuda, dout, replay, sizeof replay);
+        CT_OK(CT.cuda_vt->graph_launch(CT.cuda.b, g, &err));
+        ct_download(&CT.cuda, replay, dout, sizeof replay);
+        for (int i = 0; i < rows; i++) {
+            ck_assert_msg(replay[i] == eager[i], "replay %d row %d: graph %d, eager %d", it, i,
+                          replay[i], eager[i]);
+            /* and the rules' token, a neighbour decision only at a rounding boundary */
+            static const double d[][2] = {{0, 0}, {1e-5, 0}, {-1e-5, 0}, {0, 1e-5}, {0, -1e-5}};
+            int ok = 0;
+            for (size_t k = 0; k < 5 && !ok; k++)
+                ok = eager[i] == ct_ref_sample(lg + (size_t)i * vocab, vocab, sp[i], d[k][0], d[k][1]);
+            ck_assert_msg(ok, "replay %d row %d: drew %d, the reference %d", it, i, eager[i],
+                          ct_ref_sample(lg + (size_t)i * vocab, vocab, sp[i], 0, 0));
+        }
+    }
+    CT.cuda_vt->graph_destroy(CT.cuda.b, g);
+    ct_free(&CT.cuda, dl), ct_free(&CT.cuda, dp), ct_free(&CT.cuda, dout);
+    free(lg);
+}
+END_TEST
+
 int main(void)
 {
     ct_open(1);
@@ -844,6 +1006,8 @@ int main(void)
     tcase_add_test(tc, test_argmax);
     tcase_add_test(tc, test_sample);
     tcase_add_test(tc, test_sample_distribution);
+    tcase_add_test(tc, test_sample_paths_agree);
+    tcase_add_test(tc, test_sample_graph_replay);
     suite_add_tcase(s, tc);
     int rc = ct_run(s);
     ct_close();
