@@ -13,8 +13,8 @@
  * the model uses when the backend has them (qkv and gate_up projections, add_rmsnorm,
  * qk_norm_rope_store, swiglu). --sweep adds rows for the tuning variants (AWQ GEMV
  * K-splitting warps and x staging, decode-attention split sizes, programmatic dependent launch
- * off), each on a backend / quant instance created with that LLMRT_CUDA_TUNE / LLMRT_AWQ_TUNE /
- * LLMRT_CUDA_PDL setting; --prefill adds prefill-sized rows (AWQ n = 128 and 2048 through
+ * off, sampling on the one-block path), each on a backend / quant instance created with that
+ * LLMRT_CUDA_TUNE / LLMRT_AWQ_TUNE / LLMRT_CUDA_PDL setting; --prefill adds prefill-sized rows (AWQ n = 128 and 2048 through
  * dequant + cuBLAS, prefill attention over 2048 tokens).
  *
  * usage: llmrt-cuda-bench [--reps N] [--filter SUBSTRING] [--device N] [--sweep] [--prefill]
@@ -508,12 +508,11 @@ typedef struct {
     llmrt_tensor w;
     int32_t *ids, *pos, *slots;
     void *kc, *vc;
-    llmrt_sample_params *sp;
     int rows, d;
 } small_ctx;
 
-enum { S_RMSNORM, S_QKNORM, S_ROPE, S_KVSTORE, S_SILU, S_ADD, S_EMBED, S_ARGMAX, S_SAMPLE,
-       S_ADDNORM, S_QKR, S_SWIGLU };
+enum { S_RMSNORM, S_QKNORM, S_ROPE, S_KVSTORE, S_SILU, S_ADD, S_EMBED, S_ARGMAX, S_ADDNORM,
+       S_QKR, S_SWIGLU };
 
 static void enq_small(void *c, int i)
 {
@@ -534,7 +533,6 @@ static void enq_small(void *c, int i)
     case S_ADD: OK(VT->add(B, s->z[l], s->x[l], s->y[l], HIDDEN, &err)); break;
     case S_EMBED: OK(VT->embedding(B, s->y[l], &s->w, s->ids, 1, &err)); break;
     case S_ARGMAX: OK(VT->argmax(B, s->ids, s->x[l % 4], 1, VOCAB, &err)); break;
-    case S_SAMPLE: OK(VT->sample(B, s->ids, s->x[l % 4], s->sp, 1, VOCAB, &err)); break;
     case S_ADDNORM:
         OK(VT->add_rmsnorm(B, s->z[l], s->x[l], s->y[l], &s->w, 1, HIDDEN, 1e-6f, &err));
         break;
@@ -606,20 +604,6 @@ static void bench_small(void)
         report(cases[k].name, cases[k].shape, time_us(enq_small, &s), cases[k].bytes,
                cases[k].sep, cases[k].fused);
     }
-    if (wanted("sample")) {
-        for (int l = 0; l < 4; l++) {
-            VT->dev_free(B, s.x[l]);
-            s.x[l] = dev_rand_f32(VOCAB, -10, 10);
-        }
-        llmrt_sample_params sp = {0.8f, 50, 0.9f, 0.05f, 0.37f, 0};
-        s.sp = dev_alloc(sizeof sp);
-        upload(s.sp, &sp, sizeof sp);
-        s.which = S_SAMPLE;
-        report("sample T.8 k50 p.9 minp.05", "1x151936", time_us(enq_small, &s), (double)VOCAB * 4, 0, 0);
-        sp.top_k = 0;
-        upload(s.sp, &sp, sizeof sp);
-        report("sample T.8 p.9 minp.05", "1x151936", time_us(enq_small, &s), (double)VOCAB * 4, 0, 0);
-    }
     if (wanted("embedding")) {
         VT->dev_free(B, s.w.data);
         s.w.ndim = 2;
@@ -629,6 +613,76 @@ static void bench_small(void)
         s.w.dtype = LLMRT_DTYPE_F16;
         s.which = S_EMBED;
         report("embedding f16", "1x4096", time_us(enq_small, &s), (double)HIDDEN * 6, 1, 1);
+    }
+}
+
+/* ---- sampling ----
+ * Logits uniform in [-10, 10] (flat: the min-p / top-p candidate sets are large, a harder
+ * case than real, peaked logits), rotating over copies that stay in L2 as the lm_head's
+ * output does; u differs per row. */
+
+typedef struct {
+    float *x[4];
+    int n_x;
+    llmrt_sample_params *sp;
+    int32_t *ids;
+    int rows;
+} sample_ctx;
+
+static void enq_sample(void *c, int i)
+{
+    sample_ctx *s = c;
+    llmrt_error err = {0};
+    OK(VT->sample(B, s->ids, s->x[i % s->n_x], s->sp, s->rows, VOCAB, &err));
+}
+
+/* tag NULL: every configuration at 1 and 32 rows; else (a LLMRT_CUDA_TUNE variant's backend)
+ * the two headline ones at 1 row, named with the tag. */
+static void bench_sample(const char *tag)
+{
+    if (!wanted("sample"))
+        return;
+    static const struct {
+        const char *name;
+        llmrt_sample_params sp;
+        int headline;
+    } cfgs[] = {
+        {"sample T.8 k50 p.9 minp.05", {0.8f, 50, 0.9f, 0.05f, 0, 0}, 1},
+        {"sample T.8 p.9 minp.05", {0.8f, 0, 0.9f, 0.05f, 0, 0}, 1},
+        {"sample T.6 k20 p.95 (chat)", {0.6f, 20, 0.95f, 0.0f, 0, 0}, 0},
+        {"sample T1 p.95", {1.0f, 0, 0.95f, 0.0f, 0, 0}, 0},
+        {"sample T1 (id order)", {1.0f, 0, 1.0f, 0.0f, 0, 0}, 0},
+    };
+    static const int batches[] = {1, 32};
+    for (int bi = 0; bi < (tag ? 1 : 2); bi++) {
+        sample_ctx s;
+        memset(&s, 0, sizeof s);
+        s.rows = batches[bi];
+        s.n_x = s.rows == 1 ? 4 : 2; /* 2 x 19 MB at 32 rows: within the 50 MB L2 */
+        for (int l = 0; l < s.n_x; l++)
+            s.x[l] = dev_rand_f32((size_t)s.rows * VOCAB, -10, 10);
+        s.sp = dev_alloc(s.rows * sizeof *s.sp);
+        s.ids = dev_alloc(s.rows * sizeof(int32_t));
+        llmrt_sample_params *sp = malloc(s.rows * sizeof *sp);
+        for (size_t k = 0; k < sizeof cfgs / sizeof *cfgs; k++) {
+            if (tag && !cfgs[k].headline)
+                continue;
+            for (int r = 0; r < s.rows; r++) {
+                sp[r] = cfgs[k].sp;
+                sp[r].uniform = r == 0 ? 0.37f : frand(0, 1);
+            }
+            upload(s.sp, sp, s.rows * sizeof *sp);
+            char name[64], shape[40];
+            snprintf(name, sizeof name, "%s%s%s%s", cfgs[k].name, tag ? " [" : "", tag ? tag : "",
+                     tag ? "]" : "");
+            snprintf(shape, sizeof shape, "%dx%d", s.rows, VOCAB);
+            report(name, shape, time_us(enq_sample, &s), (double)s.rows * VOCAB * 4, 0, 0);
+        }
+        free(sp);
+        for (int l = 0; l < s.n_x; l++)
+            VT->dev_free(B, s.x[l]);
+        VT->dev_free(B, s.sp);
+        VT->dev_free(B, s.ids);
     }
 }
 
@@ -757,6 +811,7 @@ int main(int argc, char **argv)
     bench_attention(2048, 1, 40960, 1, NULL);
     bench_attention(2048, 8, 2048, 1, NULL);
     bench_small();
+    bench_sample(NULL);
 
     if (sweep) {
         printf("\n-- sweep --\n");
@@ -780,6 +835,8 @@ int main(int argc, char **argv)
             bench_awq(qd, "gate_up fused", HIDDEN, 2 * INTER, 0, 0, one, 1, "pdl=off");
         }
         bench_attention(128, 1, 128, 1, "pdl=off");
+        backend_open("sample_full=1", NULL); /* sampling on the one-block path, for the A/B */
+        bench_sample("1-block");
         backend_open(NULL, NULL);
     }
     if (prefill) {
