@@ -10,7 +10,8 @@
  *   2e-3 / 8e-3  gemm n > 8 with F16 / BF16 weights: cuBLAS multiplies the activations cast
  *              to the weight dtype (2^-11 / 2^-9 relative rounding per element)
  * sample has no CPU counterpart (backend-cpu leaves it NULL): it is checked against a
- * double-precision reference of the same rules written here.
+ * double-precision reference of the same rules (cuda_test_common.c) and core's host sampler,
+ * and its fast path against its one-block path, token for token.
  * Exits 77 when no CUDA device is visible. */
 #include <math.h>
 #include <stdio.h>
