@@ -466,6 +466,27 @@ __device__ __forceinline__ void slice_range(int vocab, int slices, int s, int *l
     *hi = min(vocab, *lo + per);
 }
 
+/* f(x[i], i) for every token of [lo, hi), thread t taking lo + t, lo + t + SAMPLE_THREADS, ...
+ * in that order; four loads in flight before the first use. */
+template <typename F>
+__device__ __forceinline__ void for_slice(const float *__restrict__ x, int lo, int hi, F f)
+{
+    for (int i0 = lo + (int)threadIdx.x; i0 < hi; i0 += 4 * SAMPLE_THREADS) {
+        float v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int i = i0 + k * SAMPLE_THREADS;
+            v[k] = i < hi ? x[i] : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int i = i0 + k * SAMPLE_THREADS;
+            if (i < hi)
+                f(v[k], i);
+        }
+    }
+}
+
 /* The rules for a non-greedy row with max logit m. */
 __device__ __forceinline__ sample_row row_rules(const float *x, int vocab, float m,
                                                 const llmrt_sample_params &sp)
@@ -537,12 +558,10 @@ sample_max_kernel(const float *__restrict__ logits, int vocab, int slices,
     slice_range(vocab, slices, s, &lo, &hi);
     float bv = -INFINITY;
     int bi = INT_MAX;
-#pragma unroll 4
-    for (int i = lo + threadIdx.x; i < hi; i += SAMPLE_THREADS) {
-        const float v = x[i];
+    for_slice(x, lo, hi, [&](float v, int i) {
         if (better(v, i, bv, bi))
             bv = v, bi = i;
-    }
+    });
     block_argmax(bv, bi, rv, ri);
     if (threadIdx.x == 0) {
         st->pmax[s] = bv;
@@ -618,18 +637,17 @@ sample_hist_kernel(int32_t *__restrict__ out, const float *__restrict__ logits,
     int lo, hi;
     slice_range(vocab, slices, s, &lo, &hi);
     u64 mine = 0;
-    for (int i = lo + threadIdx.x; i < hi; i += SAMPLE_THREADS) {
-        const float x = r.x[i];
+    for_slice(r.x, lo, hi, [&](float x, int) {
         float e;
         if (!kept(r, x, &e))
-            continue;
+            return;
         const int b = bin_of(r, x);
         const u64 w = mass_of(e);
         atomicAdd(&s_cnt[b], 1u);
         if (w)
             atomicAdd(&s_mass[b], w);
         mine += w;
-    }
+    });
     __syncthreads();
     for (int b = threadIdx.x; b < SAMPLE_BINS; b += SAMPLE_THREADS) {
         if (s_cnt[b]) {
@@ -845,23 +863,22 @@ sample_pick_kernel(int32_t *__restrict__ out, const float *__restrict__ logits,
     int lo, hi;
     slice_range(vocab, slices, s, &lo, &hi);
     unsigned int n_mine = 0;
-    for (int i = lo + threadIdx.x; i < hi; i += SAMPLE_THREADS)
-        n_mine += is_candidate(r, r.x[i], lo_bin, hi_bin, split_bin);
+    for_slice(r.x, lo, hi,
+              [&](float x, int) { n_mine += is_candidate(r, x, lo_bin, hi_bin, split_bin); });
     unsigned int before, n_block;
     scan32_t(tmp.s32).ExclusiveSum(n_mine, before, n_block);
     if (threadIdx.x == 0)
         s_base = n_block ? atomicAdd(&st->n_cand, n_block) : 0u;
     __syncthreads();
-    if (n_mine) {
+    if (n_mine) { /* the same tokens in the same order as the count */
         unsigned int slot = s_base + before;
-        for (int i = lo + threadIdx.x; i < hi; i += SAMPLE_THREADS) {
-            const float x = r.x[i];
+        for_slice(r.x, lo, hi, [&](float x, int i) {
             if (!is_candidate(r, x, lo_bin, hi_bin, split_bin))
-                continue;
+                return;
             if (slot < SAMPLE_SORT_CAP) /* always, by the plan's count */
                 st->cand[slot] = make_uint2(float_key(x), (unsigned int)i);
             slot++;
-        }
+        });
     }
     __threadfence(); /* publish the candidates before counting this block */
     __syncthreads();
