@@ -226,7 +226,7 @@ __device__ __forceinline__ bool kept(const sample_row &r, float x, float *e)
     return *e > 0.0f && *e >= r.min_p;
 }
 
-/* The request's draw position in [0, total): u · total, in the host sampler's rounding. */
+/* The request's draw position in [0, total): u · total, rounded the same way on every path. */
 __device__ __forceinline__ u64 draw_target(float u, u64 total)
 {
     if (!(u >= 0.0f))
@@ -452,6 +452,7 @@ struct sample_state {
     int amax;
     float m;
     int lo_bin, hi_bin, split_bin;
+    float scale;   /* the histogram's bins (bin_of), as the histogram pass computed them */
     u64 off_lo;    /* TOPP: mass of the bins before lo_bin */
     u64 off_split; /* TOPP: mass of the bins before split_bin */
     u64 want;      /* TOPP: the mass the top-p threshold must reach */
@@ -503,16 +504,17 @@ __device__ __forceinline__ sample_row row_rules(const float *x, int vocab, float
      * top-p and the draw see, so without top-k counting tokens 28 is enough; min-p ends the
      * span at -ln(min_p). The span only sets the resolution, never the result. */
     float span = (sp.top_k > 0 && sp.top_k < vocab) ? 104.0f : 28.0f;
-    if (r.min_p > 0.0f)
-        span = fminf(span, -logf(r.min_p) * 1.001f + 1e-3f);
-    r.scale = (float)SAMPLE_BINS / fmaxf(span, 1e-3f);
+    if (r.min_p > 0.0f) /* _rn: never contracted into an fma, so every kernel gets the same */
+        span = fminf(span, __fadd_rn(__fmul_rn(-logf(r.min_p), 1.001f), 1e-3f));
+    r.scale = __fdiv_rn((float)SAMPLE_BINS, fmaxf(span, 1e-3f));
     return r;
 }
 
-/* Histogram bin of a token with logit x <= m (not NaN): a larger x never gets a larger bin. */
+/* Histogram bin of a token with logit x <= m (not NaN): a larger x never gets a larger bin.
+ * The histogram and the pick kernels must agree on it to the bit: explicit roundings. */
 __device__ __forceinline__ int bin_of(const sample_row &r, float x)
 {
-    const float f = (r.m - x) * r.inv_t * r.scale;
+    const float f = __fmul_rn(__fmul_rn(__fsub_rn(r.m, x), r.inv_t), r.scale);
     return f < (float)(SAMPLE_BINS - 1) ? (int)f : SAMPLE_BINS - 1;
 }
 
@@ -699,6 +701,7 @@ sample_hist_kernel(int32_t *__restrict__ out, const float *__restrict__ logits,
         s_draw_slice = -1;
         st->m = m;
         st->amax = amax;
+        st->scale = r.scale;
         if (force_full) {
             route = SAMPLE_ROUTE_FULL;
         } else if (top_k && n_kept > (unsigned int)sp.top_k) {
@@ -852,6 +855,7 @@ sample_pick_kernel(int32_t *__restrict__ out, const float *__restrict__ logits,
     const llmrt_sample_params sp = params[row];
     const int amax = st->amax;
     sample_row r = row_rules(logits + (int64_t)row * vocab, vocab, st->m, sp);
+    r.scale = st->scale;
     if (route == SAMPLE_ROUTE_FULL) {
         if (s == 0)
             full_row_pick(out, row, r, sp, amax, sm.full);
