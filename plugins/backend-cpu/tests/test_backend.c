@@ -18,6 +18,8 @@
 
 #include "cpu_test_common.h"
 
+#include "test_util.h"
+
 static llmrt_status create_with(const char *const *kv, llmrt_backend **out, llmrt_error *err)
 {
     const char *keys[8], *vals[8], *where[8];
@@ -351,9 +353,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(suite());
 }

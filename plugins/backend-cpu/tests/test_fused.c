@@ -12,6 +12,8 @@
 
 #include "cpu_test_common.h"
 
+#include "test_util.h"
+
 static const llmrt_dtype types[3] = {LLMRT_DTYPE_F32, LLMRT_DTYPE_F16, LLMRT_DTYPE_BF16};
 
 static float *rand_f32(ct_rng *r, size_t n, float lo, float hi)
@@ -179,9 +181,5 @@ int main(void)
     tcase_add_test(tc, test_qk_norm_rope_store);
     tcase_add_test(tc, test_swiglu);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

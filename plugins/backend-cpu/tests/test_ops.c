@@ -9,6 +9,8 @@
 
 #include "cpu_test_common.h"
 
+#include "test_util.h"
+
 static const llmrt_backend_vtable *vt;
 static llmrt_backend *b1, *b2, *bb; /* 1 and 2 threads; 2 threads on the baseline kernels */
 
@@ -640,9 +642,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(suite());
 }

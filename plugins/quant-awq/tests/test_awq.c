@@ -12,6 +12,8 @@
 
 #include "awq_test_common.h"
 
+#include "test_util.h"
+
 static void *xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
@@ -378,9 +380,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(suite());
 }
