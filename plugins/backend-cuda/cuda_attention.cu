@@ -72,9 +72,10 @@ static inline int att_head_dim_ok(int hd)
 /* ---- decode ---- */
 
 /* Block (split, kv-head sub-group, sequence). GB query heads (of one KV head's group) share
- * every K/V row this block reads. With S == 1 the block writes the final output; otherwise it
- * writes an unnormalised partial (acc, max m, sum l), and the last of the sequence's active
- * splits to finish (counters[s, blockIdx.y]) merges them all into the output:
+ * every K/V row this block reads. When the sequence uses one split (a short context, or
+ * S == 1) the block writes the final output; otherwise it writes an unnormalised partial
+ * (acc, max m, sum l), and the last of the sequence's active splits to finish
+ * (counters[s, blockIdx.y]) merges them all into the output:
  *   part    [n_seqs, n_heads, S, HD]
  *   part_ml [n_seqs, n_heads, S, 2] */
 template <typename T, int HD, int GB>
@@ -254,7 +255,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
                 A += sm_acc[r][g][d] * w;
             }
         }
-        if (S == 1) {
+        if (active == 1) { /* the whole context in this block: no partials to merge */
             out[((int64_t)row * n_heads + hq0 + g) * HD + d] = Ls > 0.0f ? A / Ls : 0.0f;
         } else {
             const int64_t pi = ((int64_t)s * n_heads + hq0 + g) * S + split;
@@ -265,7 +266,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
             }
         }
     }
-    if (S == 1)
+    if (active == 1)
         return;
 
     /* publish this split; the last active split of (sequence, head group) merges */

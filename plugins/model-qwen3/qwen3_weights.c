@@ -34,7 +34,7 @@ static llmrt_status find_dense(const llmrt_checkpoint *ck, const char *name, int
                                const int64_t *shape, const char *dims, llmrt_tensor_view *out,
                                llmrt_error *err)
 {
-    llmrt_tensor_view v;
+    llmrt_tensor_view v = {0};
     llmrt_status st = ck->find(ck->ctx, name, &v, err);
     if (st)
         return st;
@@ -69,7 +69,7 @@ static llmrt_status load_dense(llmrt_model *m, const llmrt_checkpoint *ck, const
                                int32_t ndim, const int64_t *shape, const char *dims,
                                llmrt_tensor *out, llmrt_error *err)
 {
-    llmrt_tensor_view v;
+    llmrt_tensor_view v = {0};
     llmrt_status st = find_dense(ck, name, ndim, shape, dims, &v, err);
     if (st)
         return st;

@@ -10,8 +10,9 @@
 # call carries .device), e.g.:  plugins/backend-cuda/bench/gpu-sweep.sh tests bench gen ncu
 # Steps: tests bench gen ttft load ncu nsys (default: all); quick variants for a short call:
 #   qtests (the CUDA op/AWQ/generate tests only), qbench (AWQ rows and their sweep only).
-# GEN_VARIANTS: the switched-off variants the gen step also runs (default: fuse-off pdl-off
-# kernel1; also sx0 = AWQ without x in shared memory).
+# GEN_VARIANTS: the switched-off variants the gen step also runs (default: fuse-off pdl-off;
+# also sx0 = AWQ without x in shared memory, awq:K=V,... = LLMRT_AWQ_TUNE, cuda:K=V,... =
+# LLMRT_CUDA_TUNE).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -100,12 +101,13 @@ if want gen && [[ -f $model8b/config.json ]]; then
     done
   done
   vs=()
-  for v in ${GEN_VARIANTS:-fuse-off pdl-off kernel1}; do
+  for v in ${GEN_VARIANTS:-fuse-off pdl-off}; do
     case $v in
       fuse-off) EXTRA="--set model.qwen3.fuse=off" gen pinned-128-$v 128 LLMRT_MEMORY=pinned ;;
       pdl-off) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_CUDA_PDL=off ;;
-      kernel1) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_AWQ_TUNE=kernel=1 ;;
       sx0) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_AWQ_TUNE=sx=0 ;;
+      awq:*) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_AWQ_TUNE="${v#awq:}" ;;
+      cuda:*) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_CUDA_TUNE="${v#cuda:}" ;;
       *) continue ;;
     esac
     vs+=("pinned-128-$v")
