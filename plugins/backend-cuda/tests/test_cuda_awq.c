@@ -27,7 +27,8 @@ typedef struct awq_case {
 static const awq_case cases[] = {
     {4096, 4096, 128}, /* q/o_proj of Qwen3-8B */
     {4096, 1024, 128}, /* k/v_proj: few rows, split K */
-    {12288, 512, 128}, /* down_proj-like: long K, few rows */
+    {12288, 512, 128}, /* down_proj-like: long K, few rows (16 warps: 3 iterations each) */
+    {8192, 512, 128},  /* 16 warps with 2 iterations each (the double-buffered loop's end) */
     {1024, 3072, 64},
     {96, 24, 32},      /* padding in both dimensions */
     {512, 200, 32},
