@@ -38,12 +38,7 @@ static const char usage[] =
 
 enum {
     OPT_SYSTEM = CLI_OPT_FIRST_OWN,
-    OPT_NO_THINKING,
-    OPT_MAX_TOKENS,
-    OPT_TEMPERATURE,
-    OPT_TOP_P,
-    OPT_TOP_K,
-    OPT_SEED
+    OPT_NO_THINKING
 };
 
 typedef struct reply {
@@ -119,16 +114,17 @@ int cmd_chat(int argc, char **argv)
         CLI_COMMON_OPTIONS,
         {"system", required_argument, 0, OPT_SYSTEM},
         {"no-thinking", no_argument, 0, OPT_NO_THINKING},
-        {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
-        {"temperature", required_argument, 0, OPT_TEMPERATURE},
-        {"top-p", required_argument, 0, OPT_TOP_P},
-        {"top-k", required_argument, 0, OPT_TOP_K},
-        {"seed", required_argument, 0, OPT_SEED},
+        {"max-tokens", required_argument, 0, CLI_OPT_MAX_TOKENS},
+        {"temperature", required_argument, 0, CLI_OPT_TEMPERATURE},
+        {"top-p", required_argument, 0, CLI_OPT_TOP_P},
+        {"top-k", required_argument, 0, CLI_OPT_TOP_K},
+        {"seed", required_argument, 0, CLI_OPT_SEED},
         {0, 0, 0, 0}};
     cli_common c = {0};
     const char *system = NULL;
-    int thinking = 1, have_seed = 0;
-    double max_tokens = 0, temperature = -1, top_p = -1, top_k = -1, seed = 0;
+    int thinking = 1;
+    /* -1: Qwen3's recommendation for the thinking mode, filled in after parsing */
+    cli_sampling smp = {.max_tokens = 0, .temperature = -1, .top_p = -1, .top_k = -1};
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
@@ -137,41 +133,24 @@ int cmd_chat(int argc, char **argv)
             return 2;
         if (r > 0)
             continue;
+        if ((r = cli_sampling_opt(&smp, opt, optarg, "chat", usage)) < 0)
+            return 2;
+        if (r > 0)
+            continue;
         switch (opt) {
         case OPT_SYSTEM: system = optarg; break;
         case OPT_NO_THINKING: thinking = 0; break;
-        case OPT_MAX_TOKENS:
-            if (cli_parse_number("chat", usage, "--max-tokens", optarg, 1, 1e9, 1, &max_tokens))
-                return 2;
-            break;
-        case OPT_TEMPERATURE:
-            if (cli_parse_number("chat", usage, "--temperature", optarg, 0, 100, 0, &temperature))
-                return 2;
-            break;
-        case OPT_TOP_P:
-            if (cli_parse_number("chat", usage, "--top-p", optarg, 1e-9, 1, 0, &top_p))
-                return 2;
-            break;
-        case OPT_TOP_K:
-            if (cli_parse_number("chat", usage, "--top-k", optarg, 0, 1e9, 1, &top_k))
-                return 2;
-            break;
-        case OPT_SEED:
-            if (cli_parse_number("chat", usage, "--seed", optarg, 0, 1.8e19, 1, &seed))
-                return 2;
-            have_seed = 1;
-            break;
         default: return cli_bad_option("chat", usage);
         }
     }
     if (optind < argc)
         return cli_usage_error("chat", usage, "unexpected argument '%s'", argv[optind]);
-    if (temperature < 0)
-        temperature = thinking ? 0.6 : 0.7;
-    if (top_p < 0)
-        top_p = thinking ? 0.95 : 0.8;
-    if (top_k < 0)
-        top_k = 20;
+    if (smp.temperature < 0)
+        smp.temperature = thinking ? 0.6 : 0.7;
+    if (smp.top_p < 0)
+        smp.top_p = thinking ? 0.95 : 0.8;
+    if (smp.top_k < 0)
+        smp.top_k = 20;
 
     llmrt_runtime *rt = NULL;
     if (cli_open_runtime(&c, &rt))
@@ -249,13 +228,14 @@ int cmd_chat(int argc, char **argv)
         llmrt_request q;
         llmrt_request_init(&q);
         q.prompt_text = prompt;
-        q.sampling.max_tokens = max_tokens > 0 ? (int32_t)max_tokens : llmrt_engine_max_model_len(e);
-        q.sampling.temperature = (float)temperature;
-        q.sampling.top_p = (float)top_p;
-        q.sampling.top_k = (int32_t)top_k;
-        if (have_seed) {
+        q.sampling.max_tokens =
+            smp.max_tokens > 0 ? (int32_t)smp.max_tokens : llmrt_engine_max_model_len(e);
+        q.sampling.temperature = (float)smp.temperature;
+        q.sampling.top_p = (float)smp.top_p;
+        q.sampling.top_k = (int32_t)smp.top_k;
+        if (smp.have_seed) {
             q.sampling.has_seed = 1;
-            q.sampling.seed = (uint64_t)seed + turn;
+            q.sampling.seed = (uint64_t)smp.seed + turn;
         }
         q.on_token = on_token;
         q.user = &r;

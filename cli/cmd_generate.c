@@ -47,12 +47,6 @@ enum {
     OPT_PROMPT_IDS,
     OPT_PROMPTS_FILE,
     OPT_IDS,
-    OPT_MAX_TOKENS,
-    OPT_TEMPERATURE,
-    OPT_TOP_P,
-    OPT_TOP_K,
-    OPT_MIN_P,
-    OPT_SEED,
     OPT_IGNORE_EOS,
     OPT_PRINT_IDS,
     OPT_NO_STREAM
@@ -224,20 +218,20 @@ int cmd_generate(int argc, char **argv)
         {"prompt-ids", required_argument, 0, OPT_PROMPT_IDS},
         {"prompts-file", required_argument, 0, OPT_PROMPTS_FILE},
         {"ids", no_argument, 0, OPT_IDS},
-        {"max-tokens", required_argument, 0, OPT_MAX_TOKENS},
-        {"temperature", required_argument, 0, OPT_TEMPERATURE},
-        {"top-p", required_argument, 0, OPT_TOP_P},
-        {"top-k", required_argument, 0, OPT_TOP_K},
-        {"min-p", required_argument, 0, OPT_MIN_P},
-        {"seed", required_argument, 0, OPT_SEED},
+        {"max-tokens", required_argument, 0, CLI_OPT_MAX_TOKENS},
+        {"temperature", required_argument, 0, CLI_OPT_TEMPERATURE},
+        {"top-p", required_argument, 0, CLI_OPT_TOP_P},
+        {"top-k", required_argument, 0, CLI_OPT_TOP_K},
+        {"min-p", required_argument, 0, CLI_OPT_MIN_P},
+        {"seed", required_argument, 0, CLI_OPT_SEED},
         {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
         {"print-ids", no_argument, 0, OPT_PRINT_IDS},
         {"no-stream", no_argument, 0, OPT_NO_STREAM},
         {0, 0, 0, 0}};
     cli_common c = {0};
     const char *prompt = NULL, *prompt_ids = NULL, *prompts_file = NULL;
-    int file_ids = 0, ignore_eos = 0, want_ids = 0, no_stream = 0, have_seed = 0;
-    double max_tokens = -1, temperature = 0, top_p = 1, top_k = 0, min_p = 0, seed = 0;
+    int file_ids = 0, ignore_eos = 0, want_ids = 0, no_stream = 0;
+    cli_sampling smp = {.max_tokens = -1, .temperature = 0, .top_p = 1}; /* greedy */
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
@@ -246,36 +240,15 @@ int cmd_generate(int argc, char **argv)
             return 2;
         if (r > 0)
             continue;
+        if ((r = cli_sampling_opt(&smp, opt, optarg, "generate", usage)) < 0)
+            return 2;
+        if (r > 0)
+            continue;
         switch (opt) {
         case OPT_PROMPT: prompt = optarg; break;
         case OPT_PROMPT_IDS: prompt_ids = optarg; break;
         case OPT_PROMPTS_FILE: prompts_file = optarg; break;
         case OPT_IDS: file_ids = 1; break;
-        case OPT_MAX_TOKENS:
-            if (cli_parse_number("generate", usage, "--max-tokens", optarg, 1, 1e9, 1, &max_tokens))
-                return 2;
-            break;
-        case OPT_TEMPERATURE:
-            if (cli_parse_number("generate", usage, "--temperature", optarg, 0, 100, 0, &temperature))
-                return 2;
-            break;
-        case OPT_TOP_P:
-            if (cli_parse_number("generate", usage, "--top-p", optarg, 1e-9, 1, 0, &top_p))
-                return 2;
-            break;
-        case OPT_TOP_K:
-            if (cli_parse_number("generate", usage, "--top-k", optarg, 0, 1e9, 1, &top_k))
-                return 2;
-            break;
-        case OPT_MIN_P:
-            if (cli_parse_number("generate", usage, "--min-p", optarg, 0, 1, 0, &min_p))
-                return 2;
-            break;
-        case OPT_SEED:
-            if (cli_parse_number("generate", usage, "--seed", optarg, 0, 1.8e19, 1, &seed))
-                return 2;
-            have_seed = 1;
-            break;
         case OPT_IGNORE_EOS: ignore_eos = 1; break;
         case OPT_PRINT_IDS: want_ids = 1; break;
         case OPT_NO_STREAM: no_stream = 1; break;
@@ -289,7 +262,7 @@ int cmd_generate(int argc, char **argv)
                                "give exactly one of --prompt, --prompt-ids, --prompts-file");
     if (file_ids && !prompts_file)
         return cli_usage_error("generate", usage, "--ids goes with --prompts-file");
-    if (max_tokens < 1)
+    if (smp.max_tokens < 1)
         return cli_usage_error("generate", usage, "--max-tokens N is required");
 
     llmrt_runtime *rt = NULL;
@@ -385,15 +358,15 @@ int cmd_generate(int argc, char **argv)
         llmrt_request_init(&r);
         r.prompt_ids = pids[i];
         r.n_prompt = pn[i];
-        r.sampling.max_tokens = (int32_t)max_tokens;
-        r.sampling.temperature = (float)temperature;
-        r.sampling.top_p = (float)top_p;
-        r.sampling.top_k = (int32_t)top_k;
-        r.sampling.min_p = (float)min_p;
+        r.sampling.max_tokens = (int32_t)smp.max_tokens;
+        r.sampling.temperature = (float)smp.temperature;
+        r.sampling.top_p = (float)smp.top_p;
+        r.sampling.top_k = (int32_t)smp.top_k;
+        r.sampling.min_p = (float)smp.min_p;
         r.sampling.ignore_eos = ignore_eos;
-        if (have_seed) {
+        if (smp.have_seed) {
             r.sampling.has_seed = 1;
-            r.sampling.seed = (uint64_t)seed + (uint64_t)i; /* distinct per line */
+            r.sampling.seed = (uint64_t)smp.seed + (uint64_t)i; /* distinct per line */
         }
         r.on_token = on_token;
         r.user = &g.outs[i];

@@ -49,6 +49,35 @@ int cli_common_opt(cli_common *c, int opt, const char *arg, const char *cmd, con
     return 0;
 }
 
+int cli_sampling_opt(cli_sampling *s, int opt, const char *arg, const char *cmd,
+                     const char *usage)
+{
+    int bad;
+    switch (opt) {
+    case CLI_OPT_MAX_TOKENS:
+        bad = cli_parse_number(cmd, usage, "--max-tokens", arg, 1, 1e9, 1, &s->max_tokens);
+        break;
+    case CLI_OPT_TEMPERATURE:
+        bad = cli_parse_number(cmd, usage, "--temperature", arg, 0, 100, 0, &s->temperature);
+        break;
+    case CLI_OPT_TOP_P:
+        bad = cli_parse_number(cmd, usage, "--top-p", arg, 1e-9, 1, 0, &s->top_p);
+        break;
+    case CLI_OPT_TOP_K:
+        bad = cli_parse_number(cmd, usage, "--top-k", arg, 0, 1e9, 1, &s->top_k);
+        break;
+    case CLI_OPT_MIN_P:
+        bad = cli_parse_number(cmd, usage, "--min-p", arg, 0, 1, 0, &s->min_p);
+        break;
+    case CLI_OPT_SEED:
+        bad = cli_parse_number(cmd, usage, "--seed", arg, 0, 1.8e19, 1, &s->seed);
+        s->have_seed = 1;
+        break;
+    default: return 0;
+    }
+    return bad ? -1 : 1;
+}
+
 int cli_fail(const char *cmd, const llmrt_error *err)
 {
     fprintf(stderr, "llmrt %s: error: %s\n", cmd, err->msg[0] ? err->msg : llmrt_status_str(err->code));

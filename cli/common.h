@@ -28,6 +28,26 @@ enum { CLI_OPT_SET = 1000, CLI_OPT_MODEL, CLI_OPT_HELP, CLI_OPT_FIRST_OWN };
     "  --model DIR            model folder (short for --set model.path=DIR)\n"                \
     "  --help                 this text\n"
 
+/* Sampling options of generate and chat: list the ones a command takes in its table with
+ * these codes, and hand every option to cli_sampling_opt (absent ones keep the command's
+ * defaults, set in its cli_sampling before parsing). */
+enum {
+    CLI_OPT_MAX_TOKENS = 1100,
+    CLI_OPT_TEMPERATURE,
+    CLI_OPT_TOP_P,
+    CLI_OPT_TOP_K,
+    CLI_OPT_MIN_P,
+    CLI_OPT_SEED
+};
+typedef struct cli_sampling {
+    double max_tokens, temperature, top_p, top_k, min_p, seed;
+    int have_seed; /* --seed was given */
+} cli_sampling;
+/* Returns 1 when `opt` was a sampling option (value checked and stored), 0 when not, -1 on a
+ * bad value (usage error printed). */
+int cli_sampling_opt(cli_sampling *s, int opt, const char *arg, const char *cmd,
+                     const char *usage);
+
 /* Handle a common option from getopt_long. Returns 1 when consumed, 0 when not a common
  * option, -1 on error (message printed). --help prints `usage` and exits 0. */
 int cli_common_opt(cli_common *c, int opt, const char *arg, const char *cmd, const char *usage);
