@@ -8,7 +8,7 @@
 #
 # Run from the repository root on the GPU machine after scripts/gpu-pack.sh here (the device
 # call carries .device), e.g.:  plugins/backend-cuda/bench/gpu-sweep.sh tests bench gen ncu
-# Steps: tests bench gen ttft load ncu nsys (default: all); quick variants for a short call:
+# Steps: tests bench gen ttft load ncu nsys timeline (default: all but timeline); quick variants:
 #   qtests (the CUDA op/AWQ/generate tests only), qbench (AWQ rows and their sweep only).
 # GEN_VARIANTS: the switched-off variants the gen step also runs (default: fuse-off pdl-off;
 # also sx0 = AWQ without x in shared memory, awq:K=V,... = LLMRT_AWQ_TUNE, cuda:K=V,... =
@@ -65,7 +65,7 @@ if want tests || want qtests; then
 fi
 
 model8b=${LLMRT_8B_DIR:-/tmp/qwen3-8b-awq}
-if want bench || want qbench || want gen || want ttft || want load || want ncu || want nsys; then
+if want bench || want qbench || want gen || want ttft || want load || want ncu || want nsys || want timeline; then
   if [[ ! -f $model8b/config.json ]]; then
     timeout 60 "$llmrt" mkmodel --preset qwen3-8b --quant awq --group-size 128 --seed 1 -o "$model8b" \
       > "$L/mkmodel.log" 2>&1
@@ -159,4 +159,20 @@ if want nsys && command -v nsys > /dev/null && [[ -f $model8b/config.json ]]; th
     --prompt-ids "$(seq -s, 1 128)" --max-tokens 4 --ignore-eos > "$L/nsys-cold.txt" 2>&1
   row "nsys cold generate" "exit $? (nsys-cold.txt)"
   rm -f "$L"/cold.nsys-rep "$L"/cold.sqlite
+fi
+
+if want timeline && command -v nsys > /dev/null && [[ -f $model8b/config.json ]]; then
+  # the decode step in situ: every graph node traced, per kernel kind what it costs the step
+  # (TIMELINE_ENV: extra VAR=value for the run, e.g. LLMRT_AWQ_TUNE=...)
+  env LLMRT_MEMORY=pinned ${TIMELINE_ENV:-} timeout 90 nsys profile --force-overwrite true \
+    --cuda-graph-trace=node -o "$L/step" "$llmrt" generate --model "$model8b" \
+    --set cache.kv_tokens=16384 --prompt-ids "$(seq -s, 1 128)" --max-tokens 48 --ignore-eos \
+    > "$L/nsys-step.txt" 2>&1
+  timeout 90 nsys stats -r cuda_gpu_trace -f csv -o "$L/step" "$L/step.nsys-rep" \
+    >> "$L/nsys-step.txt" 2>&1
+  python3 plugins/backend-cuda/bench/step-timeline.py "$L"/step_cuda_gpu_trace.csv 16 \
+    > "$L/step-timeline.txt" 2>&1
+  row "step timeline (exit $?)" "step-timeline.txt"
+  sed 's/^/    /' "$L/step-timeline.txt"
+  rm -f "$L"/step.nsys-rep "$L"/step.sqlite
 fi

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""step-timeline.py — where one batch-1 decode step's time goes, from an Nsight Systems trace.
+
+Why: llmrt-cuda-bench times each kernel back to back; inside the step's chain a kernel's start
+overlaps its predecessor's tail (programmatic dependent launch) and waits on it, so the
+in-situ numbers differ. This reads `nsys stats -r cuda_gpu_trace -f csv` of a run made with
+`nsys profile --cuda-graph-trace=node` and, over the last STEPS decode steps (a step ends with
+its argmax/sample kernel), prints per kernel kind: launches per step, mean duration, and the
+step time it accounts for (end of the kernel minus end of the kernel before it, so the rows add
+up to the step time: a kernel that finishes inside its predecessor's shadow costs nothing).
+
+usage: step-timeline.py trace.csv [STEPS]
+"""
+import csv
+import sys
+from collections import OrderedDict
+
+AWQ_ROLES = ["awq qkv", "awq o_proj", "awq gate_up", "awq down"]
+
+
+def kind(name):
+    n = name.lower()
+    for key, label in (("awq_gemv", "awq"), ("attention", "attention"),
+                       ("add_rmsnorm", "add_rmsnorm"), ("qk_norm", "qk_norm_rope_store"),
+                       ("swiglu", "swiglu"), ("gemv", "lm_head gemv"), ("argmax", "argmax"),
+                       ("sample", "sample"), ("embedding", "embedding"), ("rmsnorm", "rmsnorm")):
+        if key in n:
+            return label
+    return name[:40]
+
+
+def main():
+    path = sys.argv[1]
+    steps_wanted = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+    with open(path, newline="") as f:
+        lines = f.read().splitlines()
+    head = next(i for i, l in enumerate(lines) if "Start" in l and "Duration" in l and "Name" in l)
+    rows = list(csv.DictReader(lines[head:]))
+    col_start = next(c for c in rows[0] if c.startswith("Start"))
+    col_dur = next(c for c in rows[0] if c.startswith("Duration"))
+    ks = []
+    for r in rows:
+        name = r.get("Name", "")
+        if not name or "memcpy" in name.lower() or "memset" in name.lower():
+            continue
+        s = int(float(r[col_start]))
+        ks.append((s, s + int(float(r[col_dur])), name))
+    ks.sort()
+    ends = [i for i, k in enumerate(ks) if kind(k[2]) in ("argmax", "sample")]
+    if len(ends) < 3:
+        sys.exit("step-timeline: fewer than 3 decode steps in %s" % path)
+    ends = ends[-(steps_wanted + 1):]
+    per = OrderedDict()
+    walls = []
+    for a, b in zip(ends, ends[1:]):
+        walls.append((ks[b][1] - ks[a][1]) / 1e3)
+        prev_end = ks[a][1]
+        awq_i = 0
+        for s, e, name in ks[a + 1:b + 1]:
+            k = kind(name)
+            if k == "awq":
+                k = AWQ_ROLES[awq_i % 4]
+                awq_i += 1
+            d = per.setdefault(k, [0, 0.0, 0.0])
+            d[0] += 1
+            d[1] += (e - s) / 1e3
+            d[2] += max(0, e - prev_end) / 1e3
+            prev_end = max(prev_end, e)
+    n = len(walls)
+    walls.sort()
+    print("decode steps: %d, step time p50 %.1f us (min %.1f, max %.1f)"
+          % (n, walls[n // 2], walls[0], walls[-1]))
+    print("%-22s %9s %12s %14s %14s" % ("kernel", "per step", "mean us", "busy us/step",
+                                        "step us share"))
+    tot_busy = tot_share = 0.0
+    for k, (cnt, dur, share) in sorted(per.items(), key=lambda kv: -kv[1][2]):
+        print("%-22s %9.0f %12.2f %14.1f %14.1f" % (k, cnt / n, dur / cnt, dur / n, share / n))
+        tot_busy += dur / n
+        tot_share += share / n
+    print("%-22s %9s %12s %14.1f %14.1f" % ("total", "", "", tot_busy, tot_share))
+
+
+if __name__ == "__main__":
+    main()
