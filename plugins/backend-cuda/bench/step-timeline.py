@@ -20,7 +20,7 @@ AWQ_ROLES = ["awq qkv", "awq o_proj", "awq gate_up", "awq down"]
 
 def kind(name):
     n = name.lower()
-    for key, label in (("awq_gemv", "awq"), ("attention", "attention"),
+    for key, label in (("awq_gemv", "awq"), ("attn_", "attention"),
                        ("add_rmsnorm", "add_rmsnorm"), ("qk_norm", "qk_norm_rope_store"),
                        ("swiglu", "swiglu"), ("gemv", "lm_head gemv"), ("argmax", "argmax"),
                        ("sample", "sample"), ("embedding", "embedding"), ("rmsnorm", "rmsnorm")):
