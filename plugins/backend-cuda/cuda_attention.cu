@@ -71,6 +71,37 @@ static inline int att_head_dim_ok(int hd)
 
 /* ---- decode ---- */
 
+/* K/V rows of tokens t = first .. first + TT - 1 for one row group: valid[u] says whether the
+ * token is in the split (t < t1); the row is loaded when t is in [lo, hi), left alone when
+ * valid but outside (another call loads it), zero when not valid. */
+template <typename T, int TT, int NV, int VEC>
+__device__ __forceinline__ void att_load_rows(uint4 (&kraw)[TT][NV], uint4 (&vraw)[TT][NV],
+                                              bool (&valid)[TT], int first, int t1, int lo, int hi,
+                                              const int32_t *__restrict__ bt, int bs,
+                                              const T *__restrict__ kc, const T *__restrict__ vc,
+                                              int64_t slot_stride, int64_t head_off)
+{
+#pragma unroll
+    for (int u = 0; u < TT; u++) {
+        const int t = first + u;
+        valid[u] = t < t1;
+        if (!valid[u]) {
+#pragma unroll
+            for (int v = 0; v < NV; v++)
+                kraw[u][v] = vraw[u][v] = make_uint4(0, 0, 0, 0);
+        } else if (t >= lo && t < hi) {
+            const int64_t slot = (int64_t)bt[t / bs] * bs + t % bs;
+            const T *kp = kc + slot * slot_stride + head_off;
+            const T *vp = vc + slot * slot_stride + head_off;
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                kraw[u][v] = ldg16(kp + v * VEC);
+                vraw[u][v] = ldg16(vp + v * VEC);
+            }
+        }
+    }
+}
+
 /* Block (split, kv-head sub-group, sequence). GB query heads (of one KV head's group) share
  * every K/V row this block reads. When the sequence uses one split (a short context, or
  * S == 1) the block writes the final output; otherwise it writes an unnormalised partial
@@ -95,31 +126,45 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     __shared__ float sm_l[GB];
     __shared__ unsigned int s_done;
 
-    pdl_wait();
-    pdl_trigger();
     const int s = blockIdx.z;
     const int group = n_heads / n_kv_heads;
     const int subs = group / GB;
     const int kvh = blockIdx.y / subs;
     const int hq0 = kvh * group + (blockIdx.y % subs) * GB;
     const int split = blockIdx.x;
-
-    const int qs0 = query_start[s];
-    const int qlen = query_start[s + 1] - qs0;
-    if (qlen <= 0)
-        return;
-    const int row = qs0 + qlen - 1; /* decode: the one query token, at position L - 1 */
-    const int L = seq_lens[s];
-    const int active = att_active_splits(L, S, cmin);
-    if (split >= active)
-        return;
-    const int chunk = (L + active - 1) / active;
-    const int t0 = split * chunk;
-    const int t1 = min(L, t0 + chunk);
-
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int rg = warp * RPW + lane / LPR;
     const int lr = lane % LPR;
+
+    /* Before the wait on the kernel before this one (programmatic dependent launch; see
+     * pdl_wait in cuda_common.cuh): the step inputs and the cache rows of earlier steps'
+     * tokens (positions < L - qlen) were written by work that completed before that kernel
+     * started, so the first iteration's K/V loads go out now, overlapping its run. Rows of
+     * this step's tokens (the kernel before stored them) are loaded after the wait. */
+    const int qs0 = query_start[s];
+    const int qlen = query_start[s + 1] - qs0;
+    const int L = seq_lens[s];
+    const int active = att_active_splits(L, S, cmin);
+    const bool run = qlen > 0 && split < active;
+    const int chunk = (L + active - 1) / active;
+    const int t0 = split * chunk;
+    const int t1 = min(L, t0 + chunk);
+    const int t_new = L - qlen; /* first position this step stored */
+    const int32_t *bt = block_tables + (int64_t)s * mbps;
+    const int64_t slot_stride = (int64_t)n_kv_heads * HD;
+    const int64_t head_off = (int64_t)kvh * HD + lr * EPL;
+
+    uint4 kraw[TT][NV], vraw[TT][NV];
+    bool valid[TT];
+    att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, run ? t0 + rg * TT : t1, t1, 0, t_new, bt,
+                                  bs, kc, vc, slot_stride, head_off);
+    pdl_wait();
+    pdl_trigger();
+    if (!run)
+        return;
+    att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, t0 + rg * TT, t1, t_new, t1, bt, bs, kc, vc,
+                                  slot_stride, head_off);
+    const int row = qs0 + qlen - 1; /* decode: the one query token, at position L - 1 */
 
     float qv[GB][EPL];
 #pragma unroll
@@ -138,34 +183,10 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
             acc[g][e] = 0.0f;
     }
 
-    const int32_t *bt = block_tables + (int64_t)s * mbps;
-    const int64_t slot_stride = (int64_t)n_kv_heads * HD;
-    const int64_t head_off = (int64_t)kvh * HD + lr * EPL;
-
     for (int base = t0; base < t1; base += NRG * TT) {
-        uint4 kraw[TT][NV], vraw[TT][NV];
-        bool valid[TT];
-#pragma unroll
-        for (int u = 0; u < TT; u++) {
-            const int t = base + rg * TT + u;
-            valid[u] = t < t1;
-            if (valid[u]) {
-                const int64_t slot = (int64_t)bt[t / bs] * bs + t % bs;
-                const T *kp = kc + slot * slot_stride + head_off;
-                const T *vp = vc + slot * slot_stride + head_off;
-#pragma unroll
-                for (int v = 0; v < NV; v++) {
-                    kraw[u][v] = ldg16(kp + v * VEC);
-                    vraw[u][v] = ldg16(vp + v * VEC);
-                }
-            } else {
-#pragma unroll
-                for (int v = 0; v < NV; v++) {
-                    kraw[u][v] = make_uint4(0, 0, 0, 0);
-                    vraw[u][v] = make_uint4(0, 0, 0, 0);
-                }
-            }
-        }
+        if (base != t0) /* the first iteration's rows are already loaded */
+            att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, base + rg * TT, t1, 0, t1, bt, bs,
+                                          kc, vc, slot_stride, head_off);
         float sc[TT][GB];
 #pragma unroll
         for (int u = 0; u < TT; u++) {

@@ -132,7 +132,12 @@ __device__ __forceinline__ float block_max(float v, float *red)
  * the first weight loads of a GEMV) overlap the previous kernel's tail. In exchange every
  * kernel of this backend calls pdl_wait() before it reads anything an earlier kernel wrote
  * (or writes anything an earlier kernel may still read), and pdl_trigger() to let the next
- * kernel launch. Both are no-ops when the kernel was launched normally or built for sm < 90. */
+ * kernel launch. Both are no-ops when the kernel was launched normally or built for sm < 90.
+ * Every kernel triggers only after its own wait, so when a kernel starts, all work queued
+ * before the kernel just before it has completed: data that work wrote (step inputs copied
+ * in at the start of the step, KV-cache rows of earlier steps, weights) may be read before
+ * pdl_wait — attention and the attention prologue do, to overlap their first round trips
+ * with the previous kernel. */
 __device__ __forceinline__ void pdl_wait()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -166,24 +166,40 @@ qk_norm_rope_store_kernel(float *__restrict__ q_out, const float *__restrict__ q
                           CT *__restrict__ kc, CT *__restrict__ vc, int32_t n, int32_t n_heads,
                           int32_t n_kv_heads, int32_t head_dim, float eps, float theta)
 {
-    pdl_wait();
-    pdl_trigger();
     const int heads = n_heads + 2 * n_kv_heads;
     const int64_t wid = (int64_t)blockIdx.x * QKR_WARPS + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
-    if (wid >= (int64_t)n * heads)
-        return;
-    const int64_t t = wid / heads;
+    const bool live = wid < (int64_t)n * heads;
+    const int64_t t = live ? wid / heads : 0;
     const int h = (int)(wid - t * heads);
     const int half = head_dim / 2;
-    const float *src = qkv + (t * heads + h) * head_dim;
     const int kind = h < n_heads ? 0 : h < n_heads + n_kv_heads ? 1 : 2; /* q, k, v */
-    int32_t slot = 0;
-    if (kind > 0) {
-        slot = slots[t];
-        if (slot < 0)
-            return;
+    const WT *nw = kind == 0 ? qn : kn;
+
+    /* Before the wait on the kernel before this one (see pdl_wait in cuda_common.cuh): the
+     * step inputs (positions, slots) and the weights are complete, so the cache slot, the
+     * norm weights and the RoPE angles (accurate powf / sincosf, as rope_kernel) are ready
+     * when the projection's output arrives. */
+    const int32_t slot = live && kind > 0 ? slots[t] : 0;
+    float cs[QKR_MAX_PAIRS], sn[QKR_MAX_PAIRS], wlo[QKR_MAX_PAIRS], whi[QKR_MAX_PAIRS];
+#pragma unroll
+    for (int p = 0; p < QKR_MAX_PAIRS; p++) {
+        const int i = lane + 32 * p;
+        cs[p] = 1.0f, sn[p] = 0.0f, wlo[p] = whi[p] = 1.0f;
+        if (live && kind < 2 && i < half) {
+            const float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
+            sincosf((float)positions[t] * inv_freq, &sn[p], &cs[p]);
+            if (nw) {
+                wlo[p] = to_f32(nw[i]);
+                whi[p] = to_f32(nw[i + half]);
+            }
+        }
     }
+    pdl_wait();
+    pdl_trigger();
+    if (!live || slot < 0)
+        return;
+    const float *src = qkv + (t * heads + h) * head_dim;
     float lo[QKR_MAX_PAIRS], hi[QKR_MAX_PAIRS];
     float ss = 0.0f;
 #pragma unroll
@@ -209,32 +225,23 @@ qk_norm_rope_store_kernel(float *__restrict__ q_out, const float *__restrict__ q
         }
         return;
     }
-    const WT *nw = kind == 0 ? qn : kn;
     if (nw) {
         ss = warp_sum(ss);
         const float inv = 1.0f / sqrtf(ss / (float)head_dim + eps);
 #pragma unroll
         for (int p = 0; p < QKR_MAX_PAIRS; p++) {
-            const int i = lane + 32 * p;
-            if (i < half) {
-                lo[p] = (lo[p] * inv) * to_f32(nw[i]);
-                hi[p] = (hi[p] * inv) * to_f32(nw[i + half]);
-            }
+            lo[p] = (lo[p] * inv) * wlo[p];
+            hi[p] = (hi[p] * inv) * whi[p];
         }
     }
-    const float pos = (float)positions[t];
     float *qdst = q_out + (t * n_heads + h) * head_dim;
     CT *kdst = kc + (int64_t)slot * row + (int64_t)(h - n_heads) * head_dim;
 #pragma unroll
     for (int p = 0; p < QKR_MAX_PAIRS; p++) {
         const int i = lane + 32 * p;
         if (i < half) {
-            /* as rope_kernel: inv_freq = 1 / theta^(2i / head_dim), accurate powf / sincosf */
-            const float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
-            float sn, cs;
-            sincosf(pos * inv_freq, &sn, &cs);
-            const float a = lo[p] * cs - hi[p] * sn;
-            const float c = hi[p] * cs + lo[p] * sn;
+            const float a = lo[p] * cs[p] - hi[p] * sn[p];
+            const float c = hi[p] * cs[p] + lo[p] * sn[p];
             if (kind == 0) {
                 qdst[i] = a;
                 qdst[i + half] = c;

@@ -8,7 +8,7 @@
 #
 # Run from the repository root on the GPU machine after scripts/gpu-pack.sh here (the device
 # call carries .device), e.g.:  plugins/backend-cuda/bench/gpu-sweep.sh tests bench gen ncu
-# Steps: tests bench gen ttft load ncu nsys timeline (default: all but timeline); quick variants:
+# Steps: tests bench gen ttft load ncu nsys timeline (default: all); quick variants:
 #   qtests (the CUDA op/AWQ/generate tests only), qbench (AWQ rows and their sweep only).
 # GEN_VARIANTS: the switched-off variants the gen step also runs (default: fuse-off pdl-off;
 # also sx0 = AWQ without x in shared memory, awq:K=V,... = LLMRT_AWQ_TUNE, cuda:K=V,... =
@@ -19,7 +19,7 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 L=$(mktemp -d)
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(tests bench gen ttft load ncu nsys)
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests bench gen ttft load ncu nsys timeline)
 want() { local s; for s in "${steps[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
 summary=()
 row() { summary+=("$(printf '%-36s %s' "$1" "$2")"); echo "${summary[-1]}"; save; }
@@ -161,18 +161,16 @@ if want nsys && command -v nsys > /dev/null && [[ -f $model8b/config.json ]]; th
   rm -f "$L"/cold.nsys-rep "$L"/cold.sqlite
 fi
 
-if want timeline && command -v nsys > /dev/null && [[ -f $model8b/config.json ]]; then
-  # the decode step in situ: every graph node traced, per kernel kind what it costs the step
+if want timeline && [[ -f $model8b/config.json && -f build-gpu/lib/libllmrt-cupti-trace.so ]]; then
+  # the decode step in situ: every graph node traced with CUPTI (bench/cupti_trace.c; the GPU
+  # machine has no Nsight Systems), then per kernel kind what it costs the step
   # (TIMELINE_ENV: extra VAR=value for the run, e.g. LLMRT_AWQ_TUNE=...)
-  env LLMRT_MEMORY=pinned ${TIMELINE_ENV:-} timeout 90 nsys profile --force-overwrite true \
-    --cuda-graph-trace=node -o "$L/step" "$llmrt" generate --model "$model8b" \
-    --set cache.kv_tokens=16384 --prompt-ids "$(seq -s, 1 128)" --max-tokens 48 --ignore-eos \
-    > "$L/nsys-step.txt" 2>&1
-  timeout 90 nsys stats -r cuda_gpu_trace -f csv -o "$L/step" "$L/step.nsys-rep" \
-    >> "$L/nsys-step.txt" 2>&1
-  python3 plugins/backend-cuda/bench/step-timeline.py "$L"/step_cuda_gpu_trace.csv 16 \
-    > "$L/step-timeline.txt" 2>&1
-  row "step timeline (exit $?)" "step-timeline.txt"
+  env LLMRT_MEMORY=pinned ${TIMELINE_ENV:-} LLMRT_CUPTI_TRACE="$L/step.csv" \
+    LD_PRELOAD="$PWD/build-gpu/lib/libllmrt-cupti-trace.so" timeout 60 "$llmrt" generate \
+    --model "$model8b" --set cache.kv_tokens=16384 --prompt-ids "$(seq -s, 1 128)" \
+    --max-tokens 64 --ignore-eos > "$L/step-gen.txt" 2>&1
+  python3 plugins/backend-cuda/bench/step-timeline.py "$L/step.csv" 16 > "$L/step-timeline.txt" 2>&1
+  row "step timeline (exit $?)" "$(grep -oE 'ITL p50 [0-9.]+ ms' "$L/step-gen.txt" | tail -1) traced"
   sed 's/^/    /' "$L/step-timeline.txt"
-  rm -f "$L"/step.nsys-rep "$L"/step.sqlite
+  gzip -f "$L/step.csv"
 fi

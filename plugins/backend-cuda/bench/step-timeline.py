@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""step-timeline.py — where one batch-1 decode step's time goes, from an Nsight Systems trace.
+"""step-timeline.py — where one batch-1 decode step's time goes, from a kernel trace.
 
 Why: llmrt-cuda-bench times each kernel back to back; inside the step's chain a kernel's start
 overlaps its predecessor's tail (programmatic dependent launch) and waits on it, so the
-in-situ numbers differ. This reads `nsys stats -r cuda_gpu_trace -f csv` of a run made with
-`nsys profile --cuda-graph-trace=node` and, over the last STEPS decode steps (a step ends with
+in-situ numbers differ. This reads a kernel trace CSV ("Start (ns)", "Duration (ns)", "Name":
+what bench/cupti_trace.c writes, or `nsys stats -r cuda_gpu_trace -f csv` of a run made with
+`nsys profile --cuda-graph-trace=node`) and, over the last STEPS decode steps (a step ends with
 its argmax/sample kernel), prints per kernel kind: launches per step, mean duration, and the
 step time it accounts for (end of the kernel minus end of the kernel before it, so the rows add
 up to the step time: a kernel that finishes inside its predecessor's shadow costs nothing).
