@@ -115,15 +115,13 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
                    unsigned int *__restrict__ counters, const float *__restrict__ q, const T *__restrict__ kc, const T *__restrict__ vc,
                    const int32_t *__restrict__ query_start, const int32_t *__restrict__ seq_lens,
                    const int32_t *__restrict__ block_tables, int mbps, int bs, int n_heads,
-                   int n_kv_heads, float scale, int S, int cmin)
+                   int n_kv_heads, float scale, int S, int cmin, int late)
 {
     using G_ = att_geom<T, HD>;
     constexpr int VEC = G_::VEC, LPR = G_::LPR, EPL = G_::EPL, NV = G_::NV, RPW = G_::RPW,
                   NRG = G_::NRG, TT = G_::TT;
     __shared__ float sm_ml[NRG][GB][2];
     __shared__ float sm_acc[NRG][GB][HD];
-    __shared__ float sm_w[GB][ATT_MAX_SPLITS]; /* merge weights exp(m_j - M) */
-    __shared__ float sm_l[GB];
     __shared__ unsigned int s_done;
 
     const int s = blockIdx.z;
@@ -159,7 +157,8 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, run ? t0 + rg * TT : t1, t1, 0, t_new, bt,
                                   bs, kc, vc, slot_stride, head_off);
     pdl_wait();
-    pdl_trigger();
+    if (!late)
+        pdl_trigger();
     if (!run)
         return;
     att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, t0 + rg * TT, t1, t_new, t1, bt, bs, kc, vc,
@@ -249,6 +248,8 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         }
     }
 
+    if (late)
+        pdl_trigger();
     /* merge the row groups of this block */
 #pragma unroll
     for (int g = 0; g < GB; g++) {
@@ -300,40 +301,40 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     if (s_done != (unsigned int)active - 1)
         return;
     __threadfence();
-    for (int g = warp; g < GB; g += ATT_WARPS) {
+    /* One pass over the partials with a running max (online log-sum-exp), each thread four
+     * consecutive elements of one head, eight partials' (m, l) and values in flight at a time:
+     * one round trip to L2 per eight splits. */
+    for (int idx = threadIdx.x; idx < GB * HD / 4; idx += blockDim.x) {
+        const int g = idx / (HD / 4), d = 4 * (idx % (HD / 4));
         const int64_t pb = ((int64_t)s * n_heads + hq0 + g) * S;
-        float M = -INFINITY;
-        for (int j = lane; j < active; j += 32)
-            M = fmaxf(M, __ldcg(&part_ml[(pb + j) * 2]));
-        M = warp_max(M);
-        float ls = 0.0f;
-        for (int j = lane; j < active; j += 32) {
-            const float w = M == -INFINITY ? 0.0f : expf(__ldcg(&part_ml[(pb + j) * 2]) - M);
-            sm_w[g][j] = w;
-            ls += w * __ldcg(&part_ml[(pb + j) * 2 + 1]);
-        }
-        ls = warp_sum(ls);
-        if (lane == 0)
-            sm_l[g] = ls;
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < GB * HD; idx += blockDim.x) {
-        const int g = idx / HD, d = idx % HD;
-        const int64_t pb = ((int64_t)s * n_heads + hq0 + g) * S;
-        float a = 0.0f;
-        int j = 0;
-        for (; j + 8 <= active; j += 8) { /* eight partials in flight, then add in order */
-            float pv[8];
+        float M = -INFINITY, ls = 0.0f;
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int j0 = 0; j0 < active; j0 += 8) {
+            float2 ml[8];
+            float4 pv[8];
 #pragma unroll
             for (int u = 0; u < 8; u++)
-                pv[u] = __ldcg(&part[(pb + j + u) * HD + d]);
+                if (j0 + u < active) {
+                    ml[u] = __ldcg(reinterpret_cast<const float2 *>(part_ml + (pb + j0 + u) * 2));
+                    pv[u] = __ldcg(reinterpret_cast<const float4 *>(part + (pb + j0 + u) * HD + d));
+                }
 #pragma unroll
-            for (int u = 0; u < 8; u++)
-                a = fmaf(sm_w[g][j + u], pv[u], a);
+            for (int u = 0; u < 8; u++) {
+                if (j0 + u >= active)
+                    break;
+                const float mn = fmaxf(M, ml[u].x);
+                if (mn == -INFINITY)
+                    continue; /* nothing in this split or before */
+                const float c = expf(M - mn), w = expf(ml[u].x - mn);
+                ls = ls * c + w * ml[u].y;
+                a = make_float4(fmaf(w, pv[u].x, a.x * c), fmaf(w, pv[u].y, a.y * c),
+                                fmaf(w, pv[u].z, a.z * c), fmaf(w, pv[u].w, a.w * c));
+                M = mn;
+            }
         }
-        for (; j < active; j++)
-            a = fmaf(sm_w[g][j], __ldcg(&part[(pb + j) * HD + d]), a);
-        out[((int64_t)row * n_heads + hq0 + g) * HD + d] = sm_l[g] > 0.0f ? a / sm_l[g] : 0.0f;
+        const float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
+        float *o = out + ((int64_t)row * n_heads + hq0 + g) * HD + d;
+        o[0] = a.x * inv, o[1] = a.y * inv, o[2] = a.z * inv, o[3] = a.w * inv;
     }
     if (threadIdx.x == 0)
         *cnt = 0; /* ready for the next launch (graph replay) */
@@ -614,7 +615,7 @@ static void launch_decode(const att_launch &a)
     cuda_launch(a.b, attn_decode_kernel<T, HD, GB>, a.grid, ATT_WARPS * 32, 0, a.out, a.part,
                 a.part_ml, a.counters, a.q, (const T *)a.kc, (const T *)a.vc, p->query_start,
                 p->seq_lens, p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads,
-                p->n_kv_heads, p->scale, a.S, a.cmin);
+                p->n_kv_heads, p->scale, a.S, a.cmin, a.b->tune.att_late);
 }
 
 template <typename T, int HD>

@@ -42,6 +42,7 @@ typedef struct cuda_tune {
     int att_cmin; /* decode attention: fewest context tokens per split */
     int att_fill; /* decode attention: target blocks per SM when splitting */
     int att_maxs; /* decode attention: most splits per sequence and head group */
+    int att_late; /* decode attention: let the next kernel launch only after the scores */
     int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
 } cuda_tune;
 

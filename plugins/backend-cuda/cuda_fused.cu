@@ -41,21 +41,27 @@ __global__ void add_rmsnorm_vec_kernel(float *__restrict__ out, float *__restric
                                        int32_t d, float eps)
 {
     __shared__ float red[32];
-    pdl_wait();
-    pdl_trigger();
     const int64_t row = blockIdx.x;
     float4 *xr = reinterpret_cast<float4 *>(x + row * d);
     const float4 *rr = res ? reinterpret_cast<const float4 *>(res + row * d) : nullptr;
     float4 *orow = reinterpret_cast<float4 *>(out + row * d);
     const int n4 = d / 4;
     float4 v[V], wv[V];
+    /* the norm weight before the wait on the kernel before (weights never change) */
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        const int c = i * blockDim.x + threadIdx.x;
+        if (c < n4)
+            wv[i] = load_w4<T>(w, 4 * c);
+    }
+    pdl_wait();
+    pdl_trigger();
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < V; i++) {
         const int c = i * blockDim.x + threadIdx.x;
         if (c < n4) {
             v[i] = xr[c];
-            wv[i] = load_w4<T>(w, 4 * c);
             if (rr) {
                 const float4 r = rr[c];
                 v[i] = make_float4(v[i].x + r.x, v[i].y + r.y, v[i].z + r.z, v[i].w + r.w);
