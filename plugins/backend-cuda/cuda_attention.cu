@@ -19,6 +19,7 @@
 #define ATT_MAX_SPLITS 256   /* decode: most splits of one sequence */
 #define ATT_DEFAULT_SPLITS 32 /* decode: most splits unless LLMRT_CUDA_TUNE att_maxs says */
 #define ATT_COUNTERS (1 << 20) /* decode: completion counters at the start of the scratch */
+#define ATT_WINDOW_BYTES 65536 /* decode: K/V a block copies to shared memory before its wait */
 #define PF_THREADS 256       /* prefill: threads per block (16 x 16) */
 
 /* Splits a context of L tokens uses, out of at most S, none shorter than cmin tokens. */
@@ -71,15 +72,17 @@ static inline int att_head_dim_ok(int hd)
 
 /* ---- decode ---- */
 
-/* K/V rows of tokens t = first .. first + TT - 1 for one row group: valid[u] says whether the
- * token is in the split (t < t1); the row is loaded when t is in [lo, hi), left alone when
- * valid but outside (another call loads it), zero when not valid. */
+/* K/V rows of tokens t = first .. first + TT - 1 for one row group (zero past t1): tokens
+ * before w_end from the block's staged window in shared memory (ks/vs: row t - t0, RV
+ * 16-byte pieces per row, this lane's from piece lr * NV), the rest from the cache. */
 template <typename T, int TT, int NV, int VEC>
 __device__ __forceinline__ void att_load_rows(uint4 (&kraw)[TT][NV], uint4 (&vraw)[TT][NV],
-                                              bool (&valid)[TT], int first, int t1, int lo, int hi,
-                                              const int32_t *__restrict__ bt, int bs,
-                                              const T *__restrict__ kc, const T *__restrict__ vc,
-                                              int64_t slot_stride, int64_t head_off)
+                                              bool (&valid)[TT], int first, int t1, int t0,
+                                              int w_end, const uint4 *ks, const uint4 *vs,
+                                              int rv, int lr, const int32_t *__restrict__ bt,
+                                              int bs, const T *__restrict__ kc,
+                                              const T *__restrict__ vc, int64_t slot_stride,
+                                              int64_t head_off)
 {
 #pragma unroll
     for (int u = 0; u < TT; u++) {
@@ -89,7 +92,14 @@ __device__ __forceinline__ void att_load_rows(uint4 (&kraw)[TT][NV], uint4 (&vra
 #pragma unroll
             for (int v = 0; v < NV; v++)
                 kraw[u][v] = vraw[u][v] = make_uint4(0, 0, 0, 0);
-        } else if (t >= lo && t < hi) {
+        } else if (t < w_end) {
+            const int at = (t - t0) * rv + lr * NV;
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                kraw[u][v] = ks[at + v];
+                vraw[u][v] = vs[at + v];
+            }
+        } else {
             const int64_t slot = (int64_t)bt[t / bs] * bs + t % bs;
             const T *kp = kc + slot * slot_stride + head_off;
             const T *vp = vc + slot * slot_stride + head_off;
@@ -115,7 +125,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
                    unsigned int *__restrict__ counters, const float *__restrict__ q, const T *__restrict__ kc, const T *__restrict__ vc,
                    const int32_t *__restrict__ query_start, const int32_t *__restrict__ seq_lens,
                    const int32_t *__restrict__ block_tables, int mbps, int bs, int n_heads,
-                   int n_kv_heads, float scale, int S, int cmin, int late)
+                   int n_kv_heads, float scale, int S, int cmin, int stage_t)
 {
     using G_ = att_geom<T, HD>;
     constexpr int VEC = G_::VEC, LPR = G_::LPR, EPL = G_::EPL, NV = G_::NV, RPW = G_::RPW,
@@ -137,8 +147,9 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     /* Before the wait on the kernel before this one (programmatic dependent launch; see
      * pdl_wait in cuda_common.cuh): the step inputs and the cache rows of earlier steps'
      * tokens (positions < L - qlen) were written by work that completed before that kernel
-     * started, so the first iteration's K/V loads go out now, overlapping its run. Rows of
-     * this step's tokens (the kernel before stored them) are loaded after the wait. */
+     * started, so the block copies its split's first stage_t of those rows into shared memory
+     * now, overlapping that kernel's run. This step's rows (the kernel before stored them) and
+     * rows past the window are read from the cache after the wait. */
     const int qs0 = query_start[s];
     const int qlen = query_start[s + 1] - qs0;
     const int L = seq_lens[s];
@@ -147,22 +158,24 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     const int chunk = (L + active - 1) / active;
     const int t0 = split * chunk;
     const int t1 = min(L, t0 + chunk);
-    const int t_new = L - qlen; /* first position this step stored */
     const int32_t *bt = block_tables + (int64_t)s * mbps;
     const int64_t slot_stride = (int64_t)n_kv_heads * HD;
     const int64_t head_off = (int64_t)kvh * HD + lr * EPL;
-
-    uint4 kraw[TT][NV], vraw[TT][NV];
-    bool valid[TT];
-    att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, run ? t0 + rg * TT : t1, t1, 0, t_new, bt,
-                                  bs, kc, vc, slot_stride, head_off);
+    constexpr int RV = HD * (int)sizeof(T) / 16; /* 16-byte pieces per K or V row */
+    extern __shared__ uint4 att_window[];        /* K rows [stage_t][RV], then V rows */
+    const uint4 *ks = att_window, *vs = att_window + (size_t)stage_t * RV;
+    const int w_end = run ? max(t0, min(min(t1, L - qlen), t0 + stage_t)) : t0;
+    for (int i = threadIdx.x; i < (w_end - t0) * RV; i += blockDim.x) {
+        const int t = t0 + i / RV, c = i % RV;
+        const int64_t at = ((int64_t)bt[t / bs] * bs + t % bs) * slot_stride + (int64_t)kvh * HD;
+        cp_async16(att_window + i, reinterpret_cast<const uint4 *>(kc + at) + c);
+        cp_async16(att_window + (size_t)stage_t * RV + i, reinterpret_cast<const uint4 *>(vc + at) + c);
+    }
+    cp_async_commit();
     pdl_wait();
-    if (!late)
-        pdl_trigger();
+    pdl_trigger();
     if (!run)
         return;
-    att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, t0 + rg * TT, t1, t_new, t1, bt, bs, kc, vc,
-                                  slot_stride, head_off);
     const int row = qs0 + qlen - 1; /* decode: the one query token, at position L - 1 */
 
     float qv[GB][EPL];
@@ -171,6 +184,8 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
 #pragma unroll
         for (int e = 0; e < EPL; e++)
             qv[g][e] = q[((int64_t)row * n_heads + hq0 + g) * HD + lr * EPL + e] * scale;
+    cp_async_wait_all();
+    __syncthreads();
 
     float m[GB], l[GB], acc[GB][EPL];
 #pragma unroll
@@ -183,9 +198,10 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     }
 
     for (int base = t0; base < t1; base += NRG * TT) {
-        if (base != t0) /* the first iteration's rows are already loaded */
-            att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, base + rg * TT, t1, 0, t1, bt, bs,
-                                          kc, vc, slot_stride, head_off);
+        uint4 kraw[TT][NV], vraw[TT][NV];
+        bool valid[TT];
+        att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, base + rg * TT, t1, t0, w_end, ks, vs,
+                                      RV, lr, bt, bs, kc, vc, slot_stride, head_off);
         float sc[TT][GB];
 #pragma unroll
         for (int u = 0; u < TT; u++) {
@@ -248,8 +264,6 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         }
     }
 
-    if (late)
-        pdl_trigger();
     /* merge the row groups of this block */
 #pragma unroll
     for (int g = 0; g < GB; g++) {
@@ -554,6 +568,35 @@ static cudaError_t set_prefill_smem(void)
                                 (int)pf_shape<HD>::SMEM);
 }
 
+/* Allow `bytes` of dynamic shared memory to one decode kernel; *fits = 0 when that and its
+ * static shared memory exceed what a block may have (`optin`). */
+static cudaError_t set_dyn_smem(const void *fn, int bytes, size_t optin, int *fits)
+{
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, fn);
+    if (e != cudaSuccess)
+        return e;
+    if (fa.sharedSizeBytes + (size_t)bytes > optin) {
+        *fits = 0;
+        return cudaSuccess;
+    }
+    return cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+/* The same for every head-group size built for (T, HD). */
+template <typename T, int HD> static cudaError_t set_decode_smem(int bytes, size_t optin, int *fits)
+{
+    constexpr int M = att_geom<T, HD>::GB_MAX;
+    const void *fns[4] = {(const void *)attn_decode_kernel<T, HD, 1>,
+                          (const void *)attn_decode_kernel<T, HD, (M >= 2 ? 2 : 1)>,
+                          (const void *)attn_decode_kernel<T, HD, (M >= 4 ? 4 : 1)>,
+                          (const void *)attn_decode_kernel<T, HD, (M >= 8 ? 8 : 1)>};
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < 4 && e == cudaSuccess; i++)
+        e = set_dyn_smem(fns[i], bytes, optin, fits);
+    return e;
+}
+
 llmrt_status cuda_attention_init(llmrt_backend *b, llmrt_error *err)
 {
     cudaError_t e = cudaSuccess;
@@ -569,6 +612,28 @@ llmrt_status cuda_attention_init(llmrt_backend *b, llmrt_error *err)
 #undef PF_SET
     if (e != cudaSuccess)
         return cuda_fail(err, LLMRT_ERR_DEVICE, e, "cudaFuncSetAttribute(attention prefill)");
+    /* decode: the staged K/V window (LLMRT_CUDA_TUNE att_win = KB, -1 = none), on devices
+     * where it fits next to every decode kernel's static shared memory */
+    const size_t win = b->tune.att_win < 0   ? 0
+                       : b->tune.att_win > 0 ? (size_t)b->tune.att_win * 1024
+                                             : (size_t)ATT_WINDOW_BYTES;
+    b->att_window = 0;
+    int fits = 1;
+    if (win > 0) {
+#define DEC_SET(HD)                                                                            \
+    if (e == cudaSuccess)                                                                      \
+        e = set_decode_smem<float, HD>((int)win, b->smem_optin, &fits);                        \
+    if (e == cudaSuccess)                                                                      \
+        e = set_decode_smem<__half, HD>((int)win, b->smem_optin, &fits);                       \
+    if (e == cudaSuccess)                                                                      \
+        e = set_decode_smem<__nv_bfloat16, HD>((int)win, b->smem_optin, &fits);
+        ATT_FOR_EACH_HD(DEC_SET)
+#undef DEC_SET
+        if (e != cudaSuccess)
+            return cuda_fail(err, LLMRT_ERR_DEVICE, e, "cudaFuncSetAttribute(attention decode)");
+    }
+    if (win > 0 && fits)
+        b->att_window = win;
     return LLMRT_OK;
 }
 
@@ -589,6 +654,7 @@ typedef struct att_launch {
     const void *kc, *vc;
     const llmrt_attn_params *p;
     int S, cmin;
+    int stage_t; /* decode: tokens of the staged K/V window */
     dim3 grid;
 } att_launch;
 
@@ -612,10 +678,11 @@ template <typename T, int HD, int GB>
 static void launch_decode(const att_launch &a)
 {
     const llmrt_attn_params *p = a.p;
-    cuda_launch(a.b, attn_decode_kernel<T, HD, GB>, a.grid, ATT_WARPS * 32, 0, a.out, a.part,
+    const size_t smem = (size_t)a.stage_t * 2 * HD * sizeof(T);
+    cuda_launch(a.b, attn_decode_kernel<T, HD, GB>, a.grid, ATT_WARPS * 32, smem, a.out, a.part,
                 a.part_ml, a.counters, a.q, (const T *)a.kc, (const T *)a.vc, p->query_start,
                 p->seq_lens, p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads,
-                p->n_kv_heads, p->scale, a.S, a.cmin, a.b->tune.att_late);
+                p->n_kv_heads, p->scale, a.S, a.cmin, a.stage_t);
 }
 
 template <typename T, int HD>
@@ -719,6 +786,7 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
     a.part = a.part_ml = NULL;
     a.counters = NULL;
     a.cmin = 1;
+    a.stage_t = 0;
 
     if (p->max_query_len <= 1) {
         int tpi = 32, gb_max = 1;
@@ -731,9 +799,12 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
         if (gb > gb_max)
             gb = gb_max;
         const int gy = p->n_kv_heads * (group / gb);
-        /* Splits: enough to give the GPU ~4 blocks per SM, none shorter than one step of a
-         * block (tpi tokens) unless [tune] says otherwise. */
-        a.cmin = b->tune.att_cmin > 0 ? b->tune.att_cmin : tpi;
+        /* Splits: enough to give the GPU ~4 blocks per SM, none shorter than the staged
+         * window (or one step of a block, tpi tokens) unless [tune] says otherwise: a context
+         * that fits one window is one split, read before the wait, with nothing to merge. */
+        const size_t row_bytes = (size_t)2 * p->head_dim * llmrt_dtype_size(p->kv_dtype);
+        a.stage_t = (int)(b->att_window / row_bytes);
+        a.cmin = b->tune.att_cmin > 0 ? b->tune.att_cmin : a.stage_t > tpi ? a.stage_t : tpi;
         const int fill = b->tune.att_fill > 0 ? b->tune.att_fill : 4;
         /* the last block of a (sequence, head group) merges every split: cap their number */
         const int max_splits = b->tune.att_maxs > 0 ? b->tune.att_maxs : ATT_DEFAULT_SPLITS;

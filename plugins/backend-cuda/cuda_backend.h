@@ -42,7 +42,7 @@ typedef struct cuda_tune {
     int att_cmin; /* decode attention: fewest context tokens per split */
     int att_fill; /* decode attention: target blocks per SM when splitting */
     int att_maxs; /* decode attention: most splits per sequence and head group */
-    int att_late; /* decode attention: let the next kernel launch only after the scores */
+    int att_win;  /* decode attention: KB of K/V each block stages before its wait (-1: none) */
     int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
 } cuda_tune;
 
@@ -60,6 +60,7 @@ struct llmrt_backend {
     int sm_count;
     size_t l2_bytes;
     size_t smem_optin;          /* max dynamic shared memory per block after opt-in */
+    size_t att_window;          /* decode attention: bytes of K/V a block stages (0: none) */
     int can_map_host;
 
     int capturing;              /* between graph_begin and graph_end */

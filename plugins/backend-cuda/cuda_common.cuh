@@ -126,6 +126,19 @@ __device__ __forceinline__ float block_max(float v, float *red)
     return warp_max(v);
 }
 
+/* ---- asynchronous global -> shared copies (sm_80+) ---- */
+
+/* Copy 16 bytes (both addresses 16-byte aligned) without passing through registers; visible
+ * to the issuing thread after cp_async_wait_all(), to the block after a __syncthreads(). */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 /* ---- programmatic dependent launch (Hopper and newer) ----
  * With b->pdl, cuda_launch() lets a kernel start while the kernel before it on the stream is
  * still finishing (inside a CUDA graph too), so launch latency and a kernel's prologue (e.g.

@@ -223,6 +223,25 @@ START_TEST(test_kv_store)
 }
 END_TEST
 
+/* A second CUDA backend made with LLMRT_CUDA_TUNE=tune (read at creation), the caller's
+ * environment restored. */
+static llmrt_backend *create_tuned(const char *tune)
+{
+    llmrt_error err = {0};
+    char *saved = getenv("LLMRT_CUDA_TUNE") ? strdup(getenv("LLMRT_CUDA_TUNE")) : NULL;
+    setenv("LLMRT_CUDA_TUNE", tune, 1);
+    llmrt_backend *b = NULL;
+    llmrt_status st = CT.cuda_vt->create(&CT.host, NULL, &b, &err);
+    if (saved) {
+        setenv("LLMRT_CUDA_TUNE", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("LLMRT_CUDA_TUNE");
+    }
+    ck_assert_msg(st == LLMRT_OK, "CUDA backend with LLMRT_CUDA_TUNE=%s: %s", tune, err.msg);
+    return b;
+}
+
 /* ---- attention ---- */
 
 typedef struct att_case {
@@ -258,7 +277,8 @@ static const att_case att_cases[] = {
     {"prefill hd 96 f16", 1, {70}, {150}, 8, 2, 96, 16, LLMRT_DTYPE_F16, 0},
 };
 
-static void run_att_case(const att_case *c, uint64_t seed)
+static void run_att_case(const att_case *c, uint64_t seed, const llmrt_backend_ref *cuda,
+                         const char *variant)
 {
     llmrt_error err = {0};
     ct_rng r = {seed};
@@ -303,7 +323,7 @@ static void run_att_case(const att_case *c, uint64_t seed)
     const size_t cache_bytes = cache_elems * llmrt_dtype_size(c->dt);
 
     float *res[2];
-    const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+    const llmrt_backend_ref *bes[2] = {cuda, &CT.cpu};
     for (int b = 0; b < 2; b++) {
         llmrt_attn_params p;
         memset(&p, 0, sizeof p);
@@ -336,8 +356,8 @@ static void run_att_case(const att_case *c, uint64_t seed)
         ct_free(bes[b], (void *)p.v_cache), ct_free(bes[b], dq), ct_free(bes[b], out);
     }
     char what[160];
-    snprintf(what, sizeof what, "attention '%s' (%s, H %d / KV %d, hd %d, bs %d)", c->name,
-             llmrt_dtype_name(c->dt), c->n_heads, c->n_kv_heads, hd, bs);
+    snprintf(what, sizeof what, "attention '%s' (%s, H %d / KV %d, hd %d, bs %d%s)", c->name,
+             llmrt_dtype_name(c->dt), c->n_heads, c->n_kv_heads, hd, bs, variant);
     ct_assert_close(res[0], res[1], qn, TOL_FP32 * 10, what);
     free(res[0]), free(res[1]), free(kf), free(vf), free(kh), free(vh), free(q), free(perm);
     free(tables);
@@ -345,7 +365,25 @@ static void run_att_case(const att_case *c, uint64_t seed)
 
 START_TEST(test_attention)
 {
-    run_att_case(&att_cases[_i], 100 + (uint64_t)_i);
+    run_att_case(&att_cases[_i], 100 + (uint64_t)_i, &CT.cuda, "");
+}
+END_TEST
+
+/* Decode attention stages the first K/V rows of each split in shared memory before waiting
+ * on the previous kernel (LLMRT_CUDA_TUNE att_win = its KB): every case again with a 2 KB
+ * window (splits read partly from the window, partly from the cache) and with none. */
+START_TEST(test_attention_windows)
+{
+    static const char *tunes[] = {"att_win=2", "att_win=-1"};
+    for (int v = 0; v < 2; v++) {
+        llmrt_backend_ref ref = CT.cuda;
+        ref.b = create_tuned(tunes[v]);
+        char variant[32];
+        snprintf(variant, sizeof variant, ", %s", tunes[v]);
+        for (size_t i = 0; i < sizeof att_cases / sizeof *att_cases; i++)
+            run_att_case(&att_cases[i], 100 + (uint64_t)i, &ref, variant);
+        CT.cuda_vt->destroy(ref.b);
+    }
 }
 END_TEST
 
@@ -838,17 +876,7 @@ END_TEST
 START_TEST(test_sample_paths_agree)
 {
     llmrt_error err = {0};
-    char *saved = getenv("LLMRT_CUDA_TUNE") ? strdup(getenv("LLMRT_CUDA_TUNE")) : NULL;
-    setenv("LLMRT_CUDA_TUNE", "sample_full=1", 1);
-    llmrt_backend *full = NULL;
-    llmrt_status st = CT.cuda_vt->create(&CT.host, NULL, &full, &err);
-    if (saved) {
-        setenv("LLMRT_CUDA_TUNE", saved, 1);
-        free(saved);
-    } else {
-        unsetenv("LLMRT_CUDA_TUNE");
-    }
-    ck_assert_msg(st == LLMRT_OK, "second CUDA backend: %s", err.msg);
+    llmrt_backend *full = create_tuned("sample_full=1");
     static const llmrt_sample_params kinds[] = {
         {0.8f, 50, 0.9f, 0.05f, 0, 0}, {0.8f, 0, 0.9f, 0.05f, 0, 0}, {0.6f, 20, 0.95f, 0.0f, 0, 0},
         {1.0f, 0, 1.0f, 0.0f, 0, 0},   {1.0f, 0, 0.95f, 0.0f, 0, 0}, {0.7f, 20, 1.0f, 0.0f, 0, 0},
@@ -999,6 +1027,7 @@ int main(void)
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_kv_store);
     tcase_add_loop_test(tc, test_attention, 0, (int)(sizeof att_cases / sizeof *att_cases));
+    tcase_add_test(tc, test_attention_windows);
     tcase_add_test(tc, test_silu_mul_add);
     tcase_add_test(tc, test_add_rmsnorm);
     tcase_add_test(tc, test_qk_norm_rope_store);
