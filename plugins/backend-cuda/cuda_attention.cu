@@ -19,7 +19,7 @@
 #define ATT_MAX_SPLITS 256   /* decode: most splits of one sequence */
 #define ATT_DEFAULT_SPLITS 32 /* decode: most splits unless LLMRT_CUDA_TUNE att_maxs says */
 #define ATT_COUNTERS (1 << 20) /* decode: completion counters at the start of the scratch */
-#define ATT_WINDOW_BYTES 65536 /* decode: K/V a block copies to shared memory before its wait */
+#define ATT_WINDOW_BYTES 32768 /* decode: K/V a block copies to shared memory before its wait */
 #define PF_THREADS 256       /* prefill: threads per block (16 x 16) */
 
 /* Splits a context of L tokens uses, out of at most S, none shorter than cmin tokens. */
@@ -678,11 +678,22 @@ template <typename T, int HD, int GB>
 static void launch_decode(const att_launch &a)
 {
     const llmrt_attn_params *p = a.p;
-    const size_t smem = (size_t)a.stage_t * 2 * HD * sizeof(T);
+    /* the window only where the grid still fits in one wave with it (batch decode has many
+     * more blocks, which the window's shared memory would spread over several waves) */
+    int stage_t = a.stage_t, per_sm = 0;
+    size_t smem = (size_t)stage_t * 2 * HD * sizeof(T);
+    const int64_t blocks = (int64_t)a.grid.x * a.grid.y * a.grid.z;
+    if (stage_t > 0 &&
+        (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_decode_kernel<T, HD, GB>,
+                                                       ATT_WARPS * 32, smem) != cudaSuccess ||
+         (int64_t)per_sm * a.b->sm_count < blocks)) {
+        cudaGetLastError();
+        stage_t = 0, smem = 0;
+    }
     cuda_launch(a.b, attn_decode_kernel<T, HD, GB>, a.grid, ATT_WARPS * 32, smem, a.out, a.part,
                 a.part_ml, a.counters, a.q, (const T *)a.kc, (const T *)a.vc, p->query_start,
                 p->seq_lens, p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads,
-                p->n_kv_heads, p->scale, a.S, a.cmin, a.stage_t);
+                p->n_kv_heads, p->scale, a.S, a.cmin, stage_t);
 }
 
 template <typename T, int HD>
