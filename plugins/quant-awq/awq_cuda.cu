@@ -557,16 +557,10 @@ __device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
 /* The shared-memory weight stage (SS below): one iteration's 16-byte weight loads and meta
  * of one warp, copied with cp.async (no registers held while in flight) and read back by the
  * same lane, so no barrier is needed: [AWQ_MT * LD_IT][32 lanes] uint4, then
- * [AWQ_MT * GPI][32 lanes] uint2; then the meta of the iteration held in registers (its
- * weights are; its meta waits here, 8 registers fewer). */
-template <int GROUP> __host__ __device__ constexpr int awq_meta_words()
-{
-    return AWQ_MT * (AWQ_ITK / GROUP) * 32 * 2;
-}
-
+ * [AWQ_MT * GPI][32 lanes] uint2. */
 template <int GROUP> __host__ __device__ constexpr int awq_stage_bytes()
 {
-    return AWQ_MT * (AWQ_ITK / 64) * 512 + 2 * awq_meta_words<GROUP>() * 4;
+    return AWQ_MT * (AWQ_ITK / 64) * 512 + AWQ_MT * (AWQ_ITK / GROUP) * 256;
 }
 
 __device__ __forceinline__ void cp_async(void *smem, const void *gmem, int bytes16)
@@ -578,50 +572,25 @@ __device__ __forceinline__ void cp_async(void *smem, const void *gmem, int bytes
         asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(a), "l"(gmem) : "memory");
 }
 
-/* An iteration's meta into ms [AWQ_MT * GPI][32 lanes] (cp.async). */
-template <int GROUP>
-__device__ __forceinline__ void awq_stage_meta(uint2 *ms, int lane,
-                                               const uint2 *const (&mbase)[AWQ_MT], int it)
-{
-    constexpr int GPI = AWQ_ITK / GROUP;
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-        for (int gi = 0; gi < GPI; gi++)
-            cp_async(ms + (mt * GPI + gi) * 32 + lane, mbase[mt] + (int64_t)(it * GPI + gi) * 8, 0);
-}
-
-/* An iteration's weights and meta into the stage (cp.async; the caller commits). */
 template <int GROUP>
 __device__ __forceinline__ void awq_stage_iter(uint4 *stage, int lane,
                                                const uint4 *const (&wbase)[AWQ_MT],
                                                const uint2 *const (&mbase)[AWQ_MT], int it)
 {
-    constexpr int LD_IT = AWQ_ITK / 64;
+    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
 #pragma unroll
     for (int mt = 0; mt < AWQ_MT; mt++)
 #pragma unroll
         for (int c = 0; c < LD_IT; c++)
             cp_async(stage + (mt * LD_IT + c) * 32 + lane, wbase[mt] + (int64_t)(it * LD_IT + c) * 32, 1);
-    awq_stage_meta<GROUP>(reinterpret_cast<uint2 *>(stage + AWQ_MT * LD_IT * 32), lane, mbase, it);
-}
-
-/* An iteration's weights into registers (the SS loop keeps its meta in shared memory). */
-template <int GROUP>
-__device__ __forceinline__ void awq_load_weights(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
-                                                 const uint4 *const (&wbase)[AWQ_MT], int it)
-{
-    constexpr int LD_IT = AWQ_ITK / 64;
+    uint2 *ms = reinterpret_cast<uint2 *>(stage + AWQ_MT * LD_IT * 32);
 #pragma unroll
     for (int mt = 0; mt < AWQ_MT; mt++)
 #pragma unroll
-        for (int c = 0; c < LD_IT; c++)
-            w[mt][c] = ld_stream16(wbase[mt] + (int64_t)(it * LD_IT + c) * 32);
+        for (int gi = 0; gi < GPI; gi++)
+            cp_async(ms + (mt * GPI + gi) * 32 + lane, mbase[mt] + (int64_t)(it * GPI + gi) * 8, 0);
+    asm volatile("cp.async.commit_group;" ::: "memory");
 }
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-/* all but the most recently committed group have landed */
-__device__ __forceinline__ void cp_async_wait_prev() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 
 /* Where awq_compute_iter reads an iteration's fragment words and meta: registers (loaded by
  * awq_load_iter) or the warp's shared-memory stage (awq_stage_iter; cp.async.wait_all first).
@@ -631,15 +600,6 @@ template <int GROUP> struct awq_reg_src {
     const uint2 (&m)[AWQ_MT][AWQ_ITK / GROUP];
     __device__ __forceinline__ uint32_t word(int mt, int j) const { return word_of(w[mt][j / 4], j % 4); }
     __device__ __forceinline__ uint2 meta(int mt, int gi) const { return m[mt][gi]; }
-};
-
-/* Weights in registers, meta in shared memory (ms as awq_stage_meta wrote it). */
-template <int GROUP> struct awq_regw_src {
-    const uint4 (&w)[AWQ_MT][AWQ_ITK / 64];
-    const uint2 *ms;
-    int lane;
-    __device__ __forceinline__ uint32_t word(int mt, int j) const { return word_of(w[mt][j / 4], j % 4); }
-    __device__ __forceinline__ uint2 meta(int mt, int gi) const { return ms[(mt * (AWQ_ITK / GROUP) + gi) * 32 + lane]; }
 };
 
 template <int GROUP> struct awq_stage_src {
@@ -776,9 +736,8 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     /* SS: a second iteration per warp in flight through a shared-memory stage (cp.async),
      * which costs no registers: iterations w, w + 2 KW, ... come through registers, w + KW,
      * w + 3 KW, ... through the stage, each refilled right after it is consumed. Built for
-     * the register-capped decode kernels (2..8 warps per block), where the loader checks
-     * that the 6 KB per warp leaves the blocks per SM unchanged. The stages follow x in
-     * shared memory. */
+     * the register-capped decode kernels (2..8 warps per block), whose occupancy the
+     * 5 KB per warp leaves unchanged. The stage follows x in shared memory. */
     extern __shared__ uint32_t awq_xs[];
     uint4 *stage = nullptr;
     if constexpr (SS)
@@ -788,25 +747,12 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     uint4 wv[AWQ_MT][LD_IT], wv2[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI], mv2[AWQ_MT][GPI];
     int it = w;
-    uint2 *regmeta = nullptr; /* SS: the meta of the iteration in registers */
-    if constexpr (SS) {
-        /* cp.async groups, committed in this order, one per refill (empty when there is
-         * nothing left): register meta, stage, register meta, ...; each compute waits for
-         * all but the newest, i.e. exactly its own */
-        regmeta = reinterpret_cast<uint2 *>(stage + AWQ_MT * LD_IT * 32) + awq_meta_words<GROUP>() / 2;
-        if (it < n_iters) {
-            awq_load_weights<GROUP>(wv, wbase, it);
-            awq_stage_meta<GROUP>(regmeta, lane, mbase, it);
-        }
-        cp_async_commit();
-        if (it + KW < n_iters)
-            awq_stage_iter<GROUP>(stage, lane, wbase, mbase, it + KW);
-        cp_async_commit();
-    } else if (it < n_iters) {
+    if (it < n_iters)
         awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
-    }
     if (DB && it + KW < n_iters)
         awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW);
+    if (SS && it + KW < n_iters)
+        awq_stage_iter<GROUP>(stage, lane, wbase, mbase, it + KW);
     pdl_wait();
     pdl_trigger();
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
@@ -835,29 +781,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 #pragma unroll
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
-    while (SS && it < n_iters) { /* registers, then stage; each refilled once consumed */
-        cp_async_wait_prev();
-        awq_compute_iter<GROUP, NT, SX>(acc, awq_regw_src<GROUP>{wv, regmeta, lane}, x, it, n,
-                                        in, g, t, awq_xs, xstride);
-        /* every shared word read above was consumed by an mma issued before the refill
-         * below (in-order issue), so the refill cannot overwrite one still being read */
-        if (it + 2 * KW < n_iters) {
-            awq_load_weights<GROUP>(wv, wbase, it + 2 * KW);
-            awq_stage_meta<GROUP>(regmeta, lane, mbase, it + 2 * KW);
-        }
-        cp_async_commit();
-        it += KW;
-        if (it >= n_iters)
-            break;
-        cp_async_wait_prev();
-        awq_compute_iter<GROUP, NT, SX>(acc, awq_stage_src<GROUP>{stage, lane}, x, it, n, in, g,
-                                        t, awq_xs, xstride);
-        if (it + 2 * KW < n_iters)
-            awq_stage_iter<GROUP>(stage, lane, wbase, mbase, it + 2 * KW);
-        cp_async_commit();
-        it += KW;
-    }
-    while (!SS && it < n_iters) {
+    while (it < n_iters) {
         awq_compute_iter<GROUP, NT, SX>(acc, awq_reg_src<GROUP>{wv, mv}, x, it, n, in, g, t,
                                         awq_xs, xstride);
         if constexpr (DB) { /* refill the set just used, then compute the other */
@@ -870,6 +794,20 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
                                             t, awq_xs, xstride);
             if (it + 2 * KW < n_iters)
                 awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
+            it += KW;
+        } else if constexpr (SS) { /* refill the registers, then compute the stage */
+            if (it + 2 * KW < n_iters)
+                awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
+            it += KW;
+            if (it >= n_iters)
+                break;
+            asm volatile("cp.async.wait_all;" ::: "memory");
+            awq_compute_iter<GROUP, NT, SX>(acc, awq_stage_src<GROUP>{stage, lane}, x, it, n, in,
+                                            g, t, awq_xs, xstride);
+            /* the stage's words were all consumed by the mma above (in-order issue), so the
+             * refill cannot overwrite one still being read */
+            if (it + 2 * KW < n_iters)
+                awq_stage_iter<GROUP>(stage, lane, wbase, mbase, it + 2 * KW);
             it += KW;
         } else {
             it += KW;
