@@ -45,7 +45,6 @@
 typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
-    int ss;     /* -1: no shared-memory weight stage (ss=0); default: on where built */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -66,7 +65,6 @@ struct awq_cuda_linear {
     int64_t kpad, outp;       /* padded inputs and rows */
     int64_t n_mtiles;
     int kw;                   /* K-splitting warps per block */
-    int ss;                   /* decode uses the shared-memory weight stage (SS) */
     uint32_t *wq;             /* [n_mtiles][kpad/64][32][4] */
     uint32_t *meta;           /* [n_mtiles][kpad/group][8][2] */
     size_t wq_bytes, meta_bytes;
@@ -317,8 +315,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.kw = v;
             else if (strcmp(tok, "sx") == 0)
                 ctx->tune.sx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "ss") == 0)
-                ctx->tune.ss = v > 0 ? 1 : -1;
         }
     }
     *out = ctx;
@@ -340,7 +336,6 @@ extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
 }
 
 static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, int64_t n_iters);
-static int choose_ss(const awq_cuda_ctx *ctx, int64_t group, int kw, int64_t kpad);
 
 extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_part *parts,
                                             int32_t n_parts, int64_t in, int64_t group,
@@ -383,7 +378,6 @@ extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_pa
     l->wq_bytes = (size_t)l->n_mtiles * (size_t)(l->kpad / 16) * 32 * sizeof(uint32_t);
     l->meta_bytes = (size_t)l->n_mtiles * (size_t)(l->kpad / group) * 8 * 2 * sizeof(uint32_t);
     l->kw = choose_kw(ctx, l->group, l->n_mtiles / AWQ_MT, l->kpad / AWQ_ITK);
-    l->ss = choose_ss(ctx, l->group, l->kw, l->kpad);
 
     cudaError_t e;
     void *wq = NULL, *meta = NULL;
@@ -554,74 +548,13 @@ __device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
             m[mt][gi] = __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
 }
 
-/* The shared-memory weight stage (SS below): one iteration's 16-byte weight loads and meta
- * of one warp, copied with cp.async (no registers held while in flight) and read back by the
- * same lane, so no barrier is needed: [AWQ_MT * LD_IT][32 lanes] uint4, then
- * [AWQ_MT * GPI][32 lanes] uint2. */
-template <int GROUP> __host__ __device__ constexpr int awq_stage_bytes()
-{
-    return AWQ_MT * (AWQ_ITK / 64) * 512 + AWQ_MT * (AWQ_ITK / GROUP) * 256;
-}
-
-__device__ __forceinline__ void cp_async(void *smem, const void *gmem, int bytes16)
-{
-    const unsigned a = (unsigned)__cvta_generic_to_shared(smem);
-    if (bytes16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(gmem) : "memory");
-    else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(a), "l"(gmem) : "memory");
-}
-
-template <int GROUP>
-__device__ __forceinline__ void awq_stage_iter(uint4 *stage, int lane,
-                                               const uint4 *const (&wbase)[AWQ_MT],
-                                               const uint2 *const (&mbase)[AWQ_MT], int it)
-{
-    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-        for (int c = 0; c < LD_IT; c++)
-            cp_async(stage + (mt * LD_IT + c) * 32 + lane, wbase[mt] + (int64_t)(it * LD_IT + c) * 32, 1);
-    uint2 *ms = reinterpret_cast<uint2 *>(stage + AWQ_MT * LD_IT * 32);
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-        for (int gi = 0; gi < GPI; gi++)
-            cp_async(ms + (mt * GPI + gi) * 32 + lane, mbase[mt] + (int64_t)(it * GPI + gi) * 8, 0);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-/* Where awq_compute_iter reads an iteration's fragment words and meta: registers (loaded by
- * awq_load_iter) or the warp's shared-memory stage (awq_stage_iter; cp.async.wait_all first).
- * From the stage each word is read where it is used, so no second register set is live. */
-template <int GROUP> struct awq_reg_src {
-    const uint4 (&w)[AWQ_MT][AWQ_ITK / 64];
-    const uint2 (&m)[AWQ_MT][AWQ_ITK / GROUP];
-    __device__ __forceinline__ uint32_t word(int mt, int j) const { return word_of(w[mt][j / 4], j % 4); }
-    __device__ __forceinline__ uint2 meta(int mt, int gi) const { return m[mt][gi]; }
-};
-
-template <int GROUP> struct awq_stage_src {
-    const uint4 *stage;
-    int lane;
-    __device__ __forceinline__ uint32_t word(int mt, int j) const
-    {
-        /* the lane's whole 16-byte piece (one conflict-free LDS.128 per warp, shared by the
-         * four k-tiles it holds), not one word at a 16-byte stride (4-way bank conflicts) */
-        return word_of(stage[(mt * (AWQ_ITK / 64) + j / 4) * 32 + lane], j % 4);
-    }
-    __device__ __forceinline__ uint2 meta(int mt, int gi) const
-    {
-        return reinterpret_cast<const uint2 *>(stage + AWQ_MT * (AWQ_ITK / 64) * 32)[(mt * (AWQ_ITK / GROUP) + gi) * 32 + lane];
-    }
-};
-
 /* acc += the iteration's weights (w, m) times x [n, in] at inputs it * AWQ_ITK ... Each lane
  * holds, per m-tile and n-tile, the C fragment: rows r0 = 16 mt + g and r0 + 8, tokens
  * 8 nt + 2 t and + 1. */
-template <int GROUP, int NT, bool SX, typename Src>
-__device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4], const Src &src,
+template <int GROUP, int NT, bool SX = false>
+__device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
+                                                 const uint4 (&wv)[AWQ_MT][AWQ_ITK / 64],
+                                                 const uint2 (&mv)[AWQ_MT][AWQ_ITK / GROUP],
                                                  const float *__restrict__ x, int it, int n,
                                                  int in, int g, int t,
                                                  const uint32_t *xs = nullptr, int xstride = 0)
@@ -637,7 +570,7 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4], co
         __half2 zlo[AWQ_MT], nzhi[AWQ_MT];
 #pragma unroll
         for (int mt = 0; mt < AWQ_MT; mt++) {
-            const __half2 zz = bits_h2(src.meta(mt, gi).y); /* (1024 + z[r0], 1024 + z[r1]) */
+            const __half2 zz = bits_h2(mv[mt][gi].y); /* (1024 + z[r0], 1024 + z[r1]) */
             zlo[mt] = __low2half2(zz);
             nzhi[mt] = __hsub2(h960, __high2half2(zz)); /* -(64 + z[r1]) */
 #pragma unroll
@@ -671,7 +604,7 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4], co
             }
 #pragma unroll
             for (int mt = 0; mt < AWQ_MT; mt++) {
-                const uint32_t w = src.word(mt, j);
+                const uint32_t w = word_of(wv[mt][j / 4], j % 4);
                 uint32_t a[4];
                 a[0] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 0)), zlo[mt]));
                 a[1] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 1)), sixteenth, nzhi[mt]));
@@ -685,7 +618,7 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4], co
         /* the group's scales, in f32 */
 #pragma unroll
         for (int mt = 0; mt < AWQ_MT; mt++) {
-            const float2 s = __half22float2(bits_h2(src.meta(mt, gi).x)); /* (s[r0], s[r1]) */
+            const float2 s = __half22float2(bits_h2(mv[mt][gi].x)); /* (s[r0], s[r1]) */
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 acc[mt][nt][0] = fmaf(s.x, pacc[mt][nt][0], acc[mt][nt][0]);
@@ -700,7 +633,7 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4], co
 /* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
  * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
  * warp order. y [n, out]. */
-template <int GROUP, int NT, int KW, bool SX, bool SS = false>
+template <int GROUP, int NT, int KW, bool SX>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
@@ -733,16 +666,6 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
      * scale registers) it would spill, and with x read from global memory (n = 4..8) it was
      * ~4% slower. */
     constexpr bool DB = KW == 16 && NT == 1 && GROUP == 128 && SX;
-    /* SS: a second iteration per warp in flight through a shared-memory stage (cp.async),
-     * which costs no registers: iterations w, w + 2 KW, ... come through registers, w + KW,
-     * w + 3 KW, ... through the stage, each refilled right after it is consumed. Built for
-     * the register-capped decode kernels (2..8 warps per block), whose occupancy the
-     * 5 KB per warp leaves unchanged. The stage follows x in shared memory. */
-    extern __shared__ uint32_t awq_xs[];
-    uint4 *stage = nullptr;
-    if constexpr (SS)
-        stage = reinterpret_cast<uint4 *>(awq_xs + (n * xstride + 3) / 4 * 4) +
-                w * (awq_stage_bytes<GROUP>() / 16);
     /* the first weights are in flight before the wait for the kernel that writes x */
     uint4 wv[AWQ_MT][LD_IT], wv2[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI], mv2[AWQ_MT][GPI];
@@ -751,13 +674,12 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
         awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
     if (DB && it + KW < n_iters)
         awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW);
-    if (SS && it + KW < n_iters)
-        awq_stage_iter<GROUP>(stage, lane, wbase, mbase, it + KW);
     pdl_wait();
     pdl_trigger();
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
      * words, padded so token rows start in different banks; zeros up to kpad), so each k-tile
      * reads its B fragment with two shared loads instead of two global loads and conversions */
+    extern __shared__ uint32_t awq_xs[];
     if constexpr (SX) {
         const int kq = kpad / 4;
         for (int i = threadIdx.x; i < n * kq; i += KW * 32) {
@@ -782,32 +704,16 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
     while (it < n_iters) {
-        awq_compute_iter<GROUP, NT, SX>(acc, awq_reg_src<GROUP>{wv, mv}, x, it, n, in, g, t,
-                                        awq_xs, xstride);
+        awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
         if constexpr (DB) { /* refill the set just used, then compute the other */
             if (it + 2 * KW < n_iters)
                 awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
             it += KW;
             if (it >= n_iters)
                 break;
-            awq_compute_iter<GROUP, NT, SX>(acc, awq_reg_src<GROUP>{wv2, mv2}, x, it, n, in, g,
-                                            t, awq_xs, xstride);
+            awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
             if (it + 2 * KW < n_iters)
                 awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
-            it += KW;
-        } else if constexpr (SS) { /* refill the registers, then compute the stage */
-            if (it + 2 * KW < n_iters)
-                awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
-            it += KW;
-            if (it >= n_iters)
-                break;
-            asm volatile("cp.async.wait_all;" ::: "memory");
-            awq_compute_iter<GROUP, NT, SX>(acc, awq_stage_src<GROUP>{stage, lane}, x, it, n, in,
-                                            g, t, awq_xs, xstride);
-            /* the stage's words were all consumed by the mma above (in-order issue), so the
-             * refill cannot overwrite one still being read */
-            if (it + 2 * KW < n_iters)
-                awq_stage_iter<GROUP>(stage, lane, wbase, mbase, it + 2 * KW);
             it += KW;
         } else {
             it += KW;
@@ -815,8 +721,6 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
                 awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
         }
     }
-    if constexpr (SS)
-        asm volatile("cp.async.wait_all;" ::: "memory"); /* none left in flight at exit */
 
     if constexpr (KW == 1) {
 #pragma unroll
@@ -866,33 +770,26 @@ awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32
     awq_gemv_body<GROUP, NT, KW, SX>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
-template <int KW, bool SX, bool SS>
+template <int KW, bool SX>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
                        int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, SS>(y, x, wq, meta, n, out, in, kpad, xstride);
+    awq_gemv_body<128, 1, KW, SX>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
                             int, int, int);
 
-/* The kernel function for (GROUP, NT, KW, SX, SS). SX (x staged in shared memory) exists for
- * the decode shapes, NT = 1; SS (the shared-memory weight stage) for the capped ones among
- * them. */
-template <int GROUP, int NT, int KW, bool SX = false, bool SS = false> static awq_gemv_fn gemv_fn()
+/* The kernel function for (GROUP, NT, KW, SX). SX (x staged in shared memory) exists for the
+ * decode shapes, NT = 1. */
+template <int GROUP, int NT, int KW, bool SX = false> static awq_gemv_fn gemv_fn()
 {
     if constexpr (GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8)
-        return awq_gemv_capped_kernel<KW, SX, SX && SS>;
+        return awq_gemv_capped_kernel<KW, SX>;
     else
         return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1>;
-}
-
-/* Whether (GROUP, NT, KW) has an SS kernel. */
-template <int GROUP, int NT, int KW> static constexpr bool has_ss()
-{
-    return GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8;
 }
 
 
@@ -944,44 +841,6 @@ static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, i
     }
 }
 
-/* Bytes of dynamic shared memory of the SX kernel: x [n, xstride words], then with SS the
- * warps' weight stages (16-byte aligned). */
-static size_t sx_smem(int n, int xstride, int kw, int ss)
-{
-    const size_t xs = (size_t)n * (size_t)xstride * 4;
-    return ss ? (xs + 15) / 16 * 16 + (size_t)kw * awq_stage_bytes<128>() : xs;
-}
-
-/* SS for a decode linear (g128, 2..8 warps per block) when the tune allows it and the stage
- * leaves the kernel's blocks per SM unchanged (checked for one token staged). */
-template <int KW> static int choose_ss_kw(int64_t kpad)
-{
-    const int xstride = (int)(kpad / 2 + 4);
-    const size_t plain = sx_smem(1, xstride, KW, 0), staged = sx_smem(1, xstride, KW, 1);
-    const awq_gemv_fn f0 = gemv_fn<128, 1, KW, true>(), f1 = gemv_fn<128, 1, KW, true, true>();
-    int b0 = 0, b1 = 0;
-    if (cudaFuncSetAttribute((const void *)f1, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)sx_smem(8, xstride, KW, 1)) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b0, f0, KW * 32, plain) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b1, f1, KW * 32, staged) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return b1 >= b0 && b1 > 0;
-}
-
-static int choose_ss(const awq_cuda_ctx *ctx, int64_t group, int kw, int64_t kpad)
-{
-    if (ctx->tune.ss < 0 || group != 128 || (size_t)(kpad / 2 + 4) * 4 > AWQ_SX_MAX_BYTES)
-        return 0;
-    switch (kw) {
-    case 2: return choose_ss_kw<2>(kpad);
-    case 4: return choose_ss_kw<4>(kpad);
-    case 8: return choose_ss_kw<8>(kpad);
-    default: return 0;
-    }
-}
-
 template <int GROUP, int NT, int KW>
 static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
@@ -989,10 +848,9 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
     const int xstride = (int)(l->kpad / 2 + 4); /* words per staged token row */
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
-        const int ss = l->ss && has_ss<GROUP, NT, KW>();
-        awq_launch(ctx, ss ? gemv_fn<GROUP, NT, KW, true, true>() : gemv_fn<GROUP, NT, KW, true>(),
-                   (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, sx_smem(n, xstride, KW, ss), y, x,
-                   l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, xstride);
+        awq_launch(ctx, gemv_fn<GROUP, NT, KW, true>(), (unsigned)(l->n_mtiles / AWQ_MT), KW * 32,
+                   xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad,
+                   xstride);
         return;
     }
     awq_launch(ctx, gemv_fn<GROUP, NT, KW>(), (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, 0, y, x,
