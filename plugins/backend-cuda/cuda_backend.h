@@ -43,7 +43,6 @@ typedef struct cuda_tune {
     int att_fill; /* decode attention: target blocks per SM when splitting */
     int att_maxs; /* decode attention: most splits per sequence and head group */
     int att_win;  /* decode attention: KB of K/V each block stages before its wait (-1: none) */
-    int small_late; /* add_rmsnorm, swiglu: let the next kernel launch only after their loads */
     int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
 } cuda_tune;
 

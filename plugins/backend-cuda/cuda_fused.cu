@@ -38,7 +38,7 @@ template <> __device__ __forceinline__ float4 load_w4<__nv_bfloat16>(const __nv_
 template <typename T, int V>
 __global__ void add_rmsnorm_vec_kernel(float *__restrict__ out, float *__restrict__ x,
                                        const float *__restrict__ res, const T *__restrict__ w,
-                                       int32_t d, float eps, int late)
+                                       int32_t d, float eps)
 {
     __shared__ float red[32];
     const int64_t row = blockIdx.x;
@@ -55,8 +55,7 @@ __global__ void add_rmsnorm_vec_kernel(float *__restrict__ out, float *__restric
             wv[i] = load_w4<T>(w, 4 * c);
     }
     pdl_wait();
-    if (!late)
-        pdl_trigger();
+    pdl_trigger();
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < V; i++) {
@@ -72,8 +71,6 @@ __global__ void add_rmsnorm_vec_kernel(float *__restrict__ out, float *__restric
         }
     }
     ss = block_sum(ss, red);
-    if (late)
-        pdl_trigger();
     const float inv = 1.0f / sqrtf(ss / (float)d + eps);
 #pragma unroll
     for (int i = 0; i < V; i++) {
@@ -123,13 +120,13 @@ static void launch_add_rmsnorm(const llmrt_backend *b, float *out, float *x, con
     const int chunks = (d / 4 + ARN_THREADS - 1) / ARN_THREADS; /* float4 per thread */
     if (vec && chunks <= 8) {
         if (chunks <= 1)
-            cuda_launch(b, add_rmsnorm_vec_kernel<T, 1>, rows, ARN_THREADS, 0, out, x, res, w, d, eps, b->tune.small_late);
+            cuda_launch(b, add_rmsnorm_vec_kernel<T, 1>, rows, ARN_THREADS, 0, out, x, res, w, d, eps);
         else if (chunks <= 2)
-            cuda_launch(b, add_rmsnorm_vec_kernel<T, 2>, rows, ARN_THREADS, 0, out, x, res, w, d, eps, b->tune.small_late);
+            cuda_launch(b, add_rmsnorm_vec_kernel<T, 2>, rows, ARN_THREADS, 0, out, x, res, w, d, eps);
         else if (chunks <= 4)
-            cuda_launch(b, add_rmsnorm_vec_kernel<T, 4>, rows, ARN_THREADS, 0, out, x, res, w, d, eps, b->tune.small_late);
+            cuda_launch(b, add_rmsnorm_vec_kernel<T, 4>, rows, ARN_THREADS, 0, out, x, res, w, d, eps);
         else
-            cuda_launch(b, add_rmsnorm_vec_kernel<T, 8>, rows, ARN_THREADS, 0, out, x, res, w, d, eps, b->tune.small_late);
+            cuda_launch(b, add_rmsnorm_vec_kernel<T, 8>, rows, ARN_THREADS, 0, out, x, res, w, d, eps);
         return;
     }
     cuda_launch(b, add_rmsnorm_any_kernel<T>, rows, ARN_THREADS, 0, out, x, res, w, d, eps);
@@ -352,11 +349,10 @@ __device__ __forceinline__ float silu_f(float g) { return g / (1.0f + expf(-g));
 
 /* out [n, d] = silu(gu[:, :d]) * gu[:, d:]; vec4: d % 4 == 0 and 16-byte aligned pointers. */
 __global__ void swiglu_kernel(float *__restrict__ out, const float *__restrict__ gu, int32_t n,
-                              int32_t d, int vec4, int late)
+                              int32_t d, int vec4)
 {
     pdl_wait();
-    if (!late)
-        pdl_trigger();
+    pdl_trigger();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (vec4) {
@@ -392,7 +388,6 @@ llmrt_status cuda_swiglu(llmrt_backend *b, float *out, const float *gu, int32_t 
     int64_t blocks = ceil_div64((int64_t)n * d, 256 * 4);
     if (blocks > (int64_t)b->sm_count * 8)
         blocks = (int64_t)b->sm_count * 8;
-    cuda_launch(b, swiglu_kernel, (unsigned)(blocks > 0 ? blocks : 1), 256, 0, out, gu, n, d, vec4,
-                b->tune.small_late);
+    cuda_launch(b, swiglu_kernel, (unsigned)(blocks > 0 ? blocks : 1), 256, 0, out, gu, n, d, vec4);
     return cuda_check_launch(err, "swiglu");
 }
