@@ -45,7 +45,6 @@
 typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
-    int pw;     /* -1: no weight loads before the wait on the previous kernel (pw=0) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -316,8 +315,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.kw = v;
             else if (strcmp(tok, "sx") == 0)
                 ctx->tune.sx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "pw") == 0)
-                ctx->tune.pw = v > 0 ? 1 : -1;
         }
     }
     *out = ctx;
@@ -640,7 +637,7 @@ template <int GROUP, int NT, int KW, bool SX>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
-                                              int in, int kpad, int xstride, int prewait)
+                                              int in, int kpad, int xstride)
 {
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
@@ -673,16 +670,12 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     uint4 wv[AWQ_MT][LD_IT], wv2[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI], mv2[AWQ_MT][GPI];
     int it = w;
-    if (prewait && it < n_iters)
+    if (it < n_iters)
         awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
-    if (prewait && DB && it + KW < n_iters)
+    if (DB && it + KW < n_iters)
         awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW);
     pdl_wait();
     pdl_trigger();
-    if (!prewait && it < n_iters)
-        awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
-    if (!prewait && DB && it + KW < n_iters)
-        awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW);
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
      * words, padded so token rows start in different banks; zeros up to kpad), so each k-tile
      * reads its B fragment with two shared loads instead of two global loads and conversions */
@@ -772,23 +765,22 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 template <int GROUP, int NT, int KW, bool SX>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
-                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride,
-                int prewait)
+                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX>(y, x, wq, meta, n, out, in, kpad, xstride, prewait);
+    awq_gemv_body<GROUP, NT, KW, SX>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 template <int KW, bool SX>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                       int out, int in, int kpad, int xstride, int prewait)
+                       int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX>(y, x, wq, meta, n, out, in, kpad, xstride, prewait);
+    awq_gemv_body<128, 1, KW, SX>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
-                            int, int, int, int);
+                            int, int, int);
 
 /* The kernel function for (GROUP, NT, KW, SX). SX (x staged in shared memory) exists for the
  * decode shapes, NT = 1. */
@@ -858,11 +850,11 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
         awq_launch(ctx, gemv_fn<GROUP, NT, KW, true>(), (unsigned)(l->n_mtiles / AWQ_MT), KW * 32,
                    xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad,
-                   xstride, ctx->tune.pw >= 0);
+                   xstride);
         return;
     }
     awq_launch(ctx, gemv_fn<GROUP, NT, KW>(), (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, 0, y, x,
-               l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0, ctx->tune.pw >= 0);
+               l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0);
 }
 
 template <int GROUP, int NT>
