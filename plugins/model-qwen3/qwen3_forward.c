@@ -19,7 +19,13 @@
  * xn = rmsnorm(x)); q/k/v come from one fused projection whose per-head norms, RoPE and
  * cache store are one op (qk_norm_rope_store); gate/up come from one projection and
  * swiglu. A decode step of pure one-token sequences needs no logits-row gather (row s is
- * sequence s). */
+ * sequence s).
+ *
+ * Folded (T <= m->fold_rows, the decode path; quant linear_forward_fused): o_proj and
+ * down_proj add their output straight into x and write x's chunk sums of squares; q/k/v and
+ * gate/up read x itself and apply the norm while they stage it (its scale from those sums);
+ * gate/up write silu(gate) * up. A layer is then 6 launches (q/k/v, qk_norm_rope_store,
+ * attention, o, gate/up, down): no add_rmsnorm or swiglu between the linears. */
 #include <math.h>
 
 #include "qwen3.h"
@@ -97,6 +103,53 @@ static llmrt_status mlp_up(llmrt_model *m, const qwen3_layer *L, int32_t T, llmr
     return be->silu_mul(m->be.b, s->act, s->gate, s->up, (int64_t)T * I, err);
 }
 
+static llmrt_status linear_fold(llmrt_model *m, const qwen3_linear *l, float *y, const float *x,
+                                int32_t n, uint32_t flags, const llmrt_tensor *norm_w,
+                                llmrt_error *err)
+{
+    const llmrt_linear_fuse f = {
+        .flags = flags,
+        .norm_w = norm_w,
+        .in_sumsq = m->s.sumsq,
+        .eps = (float)m->cfg.eps,
+        .out_sumsq = m->s.sumsq,
+    };
+    return m->quant.vt->linear_forward_fused(m->quant.q, l->q, y, x, n, &f, err);
+}
+
+/* One layer with the folds (see the top of the file); x's sums are in s->sumsq except before
+ * layer 0's norm. */
+static llmrt_status layer_folded(llmrt_model *m, const qwen3_layer *L, const llmrt_batch *batch,
+                                 const llmrt_kv_cache *kv, int32_t l, llmrt_attn_params *ap,
+                                 llmrt_error *err)
+{
+    const qwen3_config *c = &m->cfg;
+    const llmrt_backend_vtable *be = m->be.vt;
+    llmrt_backend *b = m->be.b;
+    const qwen3_scratch *s = &m->s;
+    const int32_t T = batch->n_tokens;
+    const uint32_t out_res = LLMRT_FUSE_OUT_ADD | LLMRT_FUSE_OUT_SUMSQ;
+    llmrt_status st;
+    if (l == 0) { /* the embedding wrote no sums: the norm op */
+        if ((st = add_norm(m, s->xn, s->x, NULL, &L->input_norm, T, err)) ||
+            (st = linear(m, &L->qkv_proj, s->qkv, s->xn, T, err)))
+            return st;
+    } else if ((st = linear_fold(m, &L->qkv_proj, s->qkv, s->x, T, LLMRT_FUSE_IN_RMSNORM,
+                                 &L->input_norm, err))) {
+        return st;
+    }
+    if ((st = be->qk_norm_rope_store(b, s->q, s->qkv, &L->q_norm, &L->k_norm, batch->positions,
+                                     batch->slot_mapping, T, c->n_heads, c->n_kv_heads,
+                                     c->head_dim, (float)c->eps, (float)c->rope_theta, kv->k[l],
+                                     kv->v[l], kv->dtype, err)) ||
+        (st = be->attention(b, s->attn, s->q, ap, err)) ||
+        (st = linear_fold(m, &L->o_proj, s->x, s->attn, T, out_res, NULL, err)) ||
+        (st = linear_fold(m, &L->gate_up_proj, s->act, s->x, T,
+                          LLMRT_FUSE_IN_RMSNORM | LLMRT_FUSE_OUT_SWIGLU, &L->post_norm, err)))
+        return st;
+    return linear_fold(m, &L->down_proj, s->x, s->act, T, out_res, NULL, err);
+}
+
 llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
                            float *logits, llmrt_error *err)
 {
@@ -152,10 +205,16 @@ llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt
     if ((st = be->embedding(b, s->x, &m->embed, batch->token_ids, T, err)))
         return st;
     const float *pending = NULL; /* the MLP output not yet added to x */
+    const int folded = T <= m->fold_rows;
     for (int32_t l = 0; l < c->n_layers; l++) {
         const qwen3_layer *L = &m->layers[l];
         ap.k_cache = kv->k[l];
         ap.v_cache = kv->v[l];
+        if (folded) {
+            if ((st = layer_folded(m, L, batch, kv, l, &ap, err)))
+                return st;
+            continue;
+        }
         if ((st = add_norm(m, s->xn, s->x, pending, &L->input_norm, T, err)) ||
             (st = attn_prologue(m, L, batch, kv, l, err)) ||
             (st = be->attention(b, s->attn, s->q, &ap, err)) ||

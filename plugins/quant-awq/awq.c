@@ -457,6 +457,33 @@ static llmrt_status awq_linear_forward(llmrt_quant *q, const llmrt_qlinear *l, f
     return llmrt_fail(err, LLMRT_ERR_INTERNAL, "quant-awq: linear has no kernel");
 }
 
+/* The folds run on CUDA only; on the CPU the caller runs the separate ops. */
+static int32_t awq_linear_fused_max_rows(llmrt_quant *q, const llmrt_qlinear *l, uint32_t flags)
+{
+#ifdef AWQ_HAVE_CUDA
+    if (l->cuda)
+        return awq_cuda_fused_max_rows(q->cuda, l->cuda, flags);
+#endif
+    (void)q, (void)l, (void)flags;
+    return 0;
+}
+
+static llmrt_status awq_linear_forward_fused(llmrt_quant *q, const llmrt_qlinear *l, float *y,
+                                             const float *x, int32_t n,
+                                             const llmrt_linear_fuse *f, llmrt_error *err)
+{
+    if (!f)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "quant-awq: linear_forward_fused without folds");
+#ifdef AWQ_HAVE_CUDA
+    if (l->cuda)
+        return awq_cuda_forward_fused(q->cuda, l->cuda, y, x, n, f, err);
+#endif
+    (void)q, (void)y, (void)x;
+    return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                      "quant-awq: folds 0x%x are not available on this backend (%d rows)",
+                      f->flags, n);
+}
+
 static uint64_t awq_linear_bytes(llmrt_quant *q, const llmrt_qlinear *l)
 {
     if (l->cpu)
@@ -493,6 +520,8 @@ static const llmrt_quant_vtable awq_vtable = {
     .linear_bytes = awq_linear_bytes,
     .linear_dequant = awq_linear_dequant,
     .linear_load_fused = awq_linear_load_fused,
+    .linear_forward_fused = awq_linear_forward_fused,
+    .linear_fused_max_rows = awq_linear_fused_max_rows,
 };
 
 static const llmrt_plugin_desc awq_desc = {

@@ -22,6 +22,7 @@
 
 #include <llmrt/backend.h>
 #include <llmrt/plugin.h>
+#include <llmrt/quant.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,6 +63,15 @@ llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_part *parts, 
  * x, y: device pointers, f32, row-major. */
 llmrt_status awq_cuda_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                               const float *x, int32_t n, llmrt_error *err);
+
+/* awq_cuda_forward with folds (quant.h llmrt_linear_fuse), for 1 <= n <=
+ * awq_cuda_fused_max_rows(ctx, l, f->flags) (0: these folds are not available for this
+ * linear; LLMRT_ERR_UNSUPPORTED past it, with nothing enqueued). */
+llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
+                                    const float *x, int32_t n, const llmrt_linear_fuse *f,
+                                    llmrt_error *err);
+int32_t awq_cuda_fused_max_rows(const awq_cuda_ctx *ctx, const awq_cuda_linear *l,
+                                uint32_t flags);
 
 /* Device bytes the linear occupies (for load reports). */
 uint64_t awq_cuda_bytes(const awq_cuda_linear *l);
