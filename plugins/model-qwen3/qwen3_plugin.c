@@ -101,7 +101,7 @@ static llmrt_status alloc_scratch(llmrt_model *m, llmrt_error *err)
     const size_t n[] = {T * H, T * H, T * QD, sep_qkv ? T * KVD : 0, sep_qkv ? T * KVD : 0,
                         T * QD, T * H, sep_gu ? T * I : 0, sep_gu ? T * I : 0, T * I, S * H,
                         fused_qkv ? T * (QD + 2 * KVD) : 0, fused_gu ? T * 2 * I : 0,
-                        (size_t)m->fold_rows * H / LLMRT_SUMSQ_CHUNK};
+                        (size_t)m->fold.add * H / LLMRT_SUMSQ_CHUNK};
     float **dst[] = {&m->s.x, &m->s.xn, &m->s.q, &m->s.k, &m->s.v, &m->s.attn, &m->s.proj,
                      &m->s.gate, &m->s.up, &m->s.act, &m->s.rows, &m->s.qkv, &m->s.gu,
                      &m->s.sumsq};
@@ -166,38 +166,41 @@ static llmrt_status warm_up(llmrt_model *m, llmrt_error *err)
     return st;
 }
 
-/* The most tokens a folded forward may take (qwen3_forward): every layer needs fused, quantized
- * q/k/v and gate/up projections and a quant plugin that folds into each of its four linears
- * what the chain asks (an input norm into q/k/v and gate/up, the residual add and the chunk
- * sums of squares into o_proj and down_proj, SwiGLU into gate/up). */
-static int32_t fold_rows(const llmrt_model *m)
+static int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
+
+/* m->fold: how many tokens each fold of qwen3_forward takes. Folds need every layer's q/k/v
+ * and gate/up fused and all its linears quantized, with a quant plugin that folds: the
+ * limits are the least its linear_fused_max_rows gives over the layers. */
+static void fold_limits(llmrt_model *m)
 {
     const llmrt_quant_vtable *qv = m->quant.vt;
+    memset(&m->fold, 0, sizeof m->fold);
     if (!m->fuse || !m->use_qkv || !m->use_gate_up || !qv ||
         !HAS_MEMBER(qv, llmrt_quant_vtable, linear_forward_fused) ||
         !HAS_MEMBER(qv, llmrt_quant_vtable, linear_fused_max_rows))
-        return 0;
-    int32_t rows = m->params.max_tokens;
-    for (int32_t l = 0; l < m->cfg.n_layers && rows > 0; l++) {
+        return;
+    const uint32_t res = LLMRT_FUSE_OUT_ADD | LLMRT_FUSE_OUT_SUMSQ;
+    const uint32_t in = LLMRT_FUSE_IN_RMSNORM, glu = LLMRT_FUSE_OUT_SWIGLU;
+    int32_t add = m->params.max_tokens, norm = add, g = add, norm_glu = add;
+    for (int32_t l = 0; l < m->cfg.n_layers; l++) {
         const qwen3_layer *L = &m->layers[l];
         if (!L->fused_qkv || !L->fused_gate_up || !L->qkv_proj.q || !L->o_proj.q ||
             !L->gate_up_proj.q || !L->down_proj.q)
-            return 0;
-        const struct {
-            const llmrt_qlinear *q;
-            uint32_t flags;
-        } need[] = {
-            {L->qkv_proj.q, LLMRT_FUSE_IN_RMSNORM},
-            {L->o_proj.q, LLMRT_FUSE_OUT_ADD | LLMRT_FUSE_OUT_SUMSQ},
-            {L->gate_up_proj.q, LLMRT_FUSE_IN_RMSNORM | LLMRT_FUSE_OUT_SWIGLU},
-            {L->down_proj.q, LLMRT_FUSE_OUT_ADD | LLMRT_FUSE_OUT_SUMSQ},
-        };
-        for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
-            const int32_t r = qv->linear_fused_max_rows(m->quant.q, need[i].q, need[i].flags);
-            rows = r < rows ? r : rows;
-        }
+            return;
+#define MAXR(lin, flags) qv->linear_fused_max_rows(m->quant.q, (lin).q, (flags))
+        add = min32(add, min32(MAXR(L->o_proj, res), MAXR(L->down_proj, res)));
+        norm = min32(norm, min32(MAXR(L->qkv_proj, in), MAXR(L->gate_up_proj, in)));
+        g = min32(g, MAXR(L->gate_up_proj, glu));
+        norm_glu = min32(norm_glu, MAXR(L->gate_up_proj, in | glu));
+#undef MAXR
     }
-    return rows > 0 ? rows : 0;
+    m->fold.add = add > 0 ? add : 0;
+    m->fold.glu = g > 0 ? g : 0;
+    /* the norm needs the sums the adds write, and gate/up taking both folds at once */
+    norm = min32(norm, m->fold.add);
+    if (m->fold.glu)
+        norm = min32(norm, norm_glu);
+    m->fold.norm = norm > 0 ? norm : 0;
 }
 
 static void q3_destroy(llmrt_model *m)
@@ -255,7 +258,7 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
     }
     if ((st = qwen3_weights_load(m, ckpt, err)))
         goto fail;
-    m->fold_rows = fold_rows(m);
+    fold_limits(m);
     if ((st = alloc_scratch(m, err)) || (st = warm_up(m, err)))
         goto fail;
     *out = m;

@@ -45,7 +45,8 @@
 typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
-    int fx;     /* -1: no folds (fx=0: linear_fused_max_rows says 0) */
+    int fx;     /* fx=MASK: only these LLMRT_FUSE_* folds (fx=0: none); 0 = all */
+    int fnw;    /* 1: the folded norm copies its weights after the wait, not before */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -317,7 +318,9 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
             else if (strcmp(tok, "sx") == 0)
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
-                ctx->tune.fx = v > 0 ? 1 : -1;
+                ctx->tune.fx = v > 0 ? v : -1;
+            else if (strcmp(tok, "fnw") == 0)
+                ctx->tune.fnw = v;
         }
     }
     *out = ctx;
@@ -546,6 +549,7 @@ struct awq_fold {
     int add;               /* y += result */
     int swiglu;            /* y [n, out / 2] = silu(rows 0 .. out/2) * rows out/2 .. out */
     float *out_sumsq;      /* [n, out / 32] chunk sums of squares of the written rows */
+    int late_nw;           /* tune fnw=1: copy the norm weights after the wait (experiment) */
 };
 
 __device__ __forceinline__ float awq_warp_sum(float v)
@@ -563,9 +567,12 @@ __device__ __forceinline__ void awq_cp_async16(void *smem, const void *gmem)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem) : "memory");
 }
 
-__device__ __forceinline__ void awq_cp_async_wait_all()
+__device__ __forceinline__ void awq_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+/* wait until at most `pending` of this thread's committed groups are still in flight */
+template <int pending> __device__ __forceinline__ void awq_cp_async_wait()
 {
-    asm volatile("cp.async.commit_group;\n\tcp.async.wait_all;" ::: "memory");
+    asm volatile("cp.async.wait_group %0;" ::"n"(pending) : "memory");
 }
 
 /* Four input-norm weights at input k (k % 4 == 0) as f32, from their copy in shared memory. */
@@ -803,7 +810,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     float *res = awq_res_smem<SX>(awq_xs, fold, n, in, xstride);
     __shared__ float rstd[8];
     if constexpr (FOLD != AWQ_FOLD_NONE && SX) {
-        if (fold.norm_w) {
+        if (fold.norm_w && !fold.late_nw) {
             const int chunks = in * (fold.norm_dtype == 0 ? 4 : 2) / 16;
             for (int i = threadIdx.x; i < chunks; i += KW * 32)
                 awq_cp_async16(nws + 4 * i, reinterpret_cast<const uint4 *>(fold.norm_w) + i);
@@ -811,11 +818,20 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     }
     pdl_wait();
     pdl_trigger();
+    if constexpr (FOLD != AWQ_FOLD_NONE && SX) {
+        if (fold.norm_w && fold.late_nw) {
+            const int chunks = in * (fold.norm_dtype == 0 ? 4 : 2) / 16;
+            for (int i = threadIdx.x; i < chunks; i += KW * 32)
+                awq_cp_async16(nws + 4 * i, reinterpret_cast<const uint4 *>(fold.norm_w) + i);
+        }
+    }
     if constexpr (FOLD != AWQ_FOLD_NONE) {
-        if (FOLD == AWQ_FOLD_RES && fold.add)
+        awq_cp_async_commit(); /* group 1: the norm weights */
+        if (FOLD == AWQ_FOLD_RES && fold.add) /* group 2: the residual rows, for the end */
             for (int i = threadIdx.x; i < n * 8; i += KW * 32)
                 awq_cp_async16(res + 4 * i,
                                y + (int64_t)(i >> 3) * out + mb * 32 + 4 * (i & 7));
+        awq_cp_async_commit();
         /* each token's input-norm scale from its chunk sums of squares, one warp per token */
         if (SX && fold.norm_w) {
             const int parts = in / 32;
@@ -827,9 +843,9 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
                 if (lane == 0)
                     rstd[tok] = 1.0f / sqrtf(ss / (float)in + fold.eps);
             }
+            awq_cp_async_wait<1>(); /* the norm weights; the residual may still be on its way */
+            __syncthreads();
         }
-        awq_cp_async_wait_all();
-        __syncthreads();
     }
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
      * words, padded so token rows start in different banks; zeros up to kpad), so each k-tile
@@ -903,6 +919,8 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 #pragma unroll
                 for (int c = 0; c < 4; c++)
                     red[w][(mt * NT + nt) * 4 + c][lane] = acc[mt][nt][c];
+        if constexpr (FOLD != AWQ_FOLD_NONE)
+            awq_cp_async_wait<0>(); /* the residual rows */
         __syncthreads();
         if constexpr (FOLD != AWQ_FOLD_NONE) {
             /* (recomputed rather than held through the main loop: registers) */
@@ -1035,6 +1053,10 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
     const int xstride = (int)(l->kpad / 2 + 4); /* words per staged token row */
     const size_t xs_bytes = NT == 1 ? sx_bytes(ctx, l, x, n) : 0;
     const size_t fold_bytes = FOLD != AWQ_FOLD_NONE ? fold_smem_bytes(l, n, fold) : 0;
+    if (FOLD != AWQ_FOLD_NONE && xs_bytes + fold_bytes > 16384) /* past 48 KB with red[] */
+        cudaFuncSetAttribute(gemv_fn<GROUP, NT, KW, true, FOLD>(),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)(xs_bytes + fold_bytes));
     if (xs_bytes) {
         awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, FOLD>(), (unsigned)(l->n_mtiles / AWQ_MT),
                    KW * 32, xs_bytes + fold_bytes, y, x, l->wq, l->meta, n, (int)l->out,
@@ -1123,7 +1145,8 @@ extern "C" int32_t awq_cuda_fused_max_rows(const awq_cuda_ctx *ctx, const awq_cu
                            LLMRT_FUSE_OUT_SWIGLU;
     /* the folded kernels are the decode kernel at groups of 128 (the AWQ checkpoints' size);
      * the output folds work on whole 32-row blocks */
-    if (ctx->tune.fx < 0 || l->group != 128 || (flags & ~known) ||
+    if ((ctx->tune.fx < 0 && flags) || (ctx->tune.fx > 0 && (flags & ~(uint32_t)ctx->tune.fx)) ||
+        l->group != 128 || (flags & ~known) ||
         ((flags & LLMRT_FUSE_OUT_SWIGLU) && (flags & (LLMRT_FUSE_OUT_ADD | LLMRT_FUSE_OUT_SUMSQ))) ||
         (flags && l->out % 32 != 0))
         return 0;
@@ -1173,6 +1196,7 @@ extern "C" llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda
     fold.add = (f->flags & LLMRT_FUSE_OUT_ADD) != 0;
     fold.swiglu = (f->flags & LLMRT_FUSE_OUT_SWIGLU) != 0;
     fold.out_sumsq = (f->flags & LLMRT_FUSE_OUT_SUMSQ) ? f->out_sumsq : NULL;
+    fold.late_nw = ctx->tune.fnw;
     llmrt_status st = use_device(ctx, err);
     if (st)
         return st;
