@@ -47,6 +47,7 @@ typedef struct awq_tune {
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* fx=MASK: only these LLMRT_FUSE_* folds (fx=0: none); 0 = all */
     int fnw;    /* 1: the folded norm copies its weights after the wait, not before */
+    int carve;  /* the GEMVs' preferred shared-memory carveout, % (0: the driver's) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -118,6 +119,9 @@ template <typename... KArgs, typename... Args>
 static void awq_launch(const awq_cuda_ctx *ctx, void (*k)(KArgs...), dim3 grid, dim3 block,
                        size_t smem, Args... args)
 {
+    if (ctx->tune.carve > 0) /* experiment: one shared-memory carveout for every kernel */
+        cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
+                             cudaFuncAttributePreferredSharedMemoryCarveout, ctx->tune.carve);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -321,6 +325,8 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.fx = v > 0 ? v : -1;
             else if (strcmp(tok, "fnw") == 0)
                 ctx->tune.fnw = v;
+            else if (strcmp(tok, "carve") == 0)
+                ctx->tune.carve = v;
         }
     }
     *out = ctx;

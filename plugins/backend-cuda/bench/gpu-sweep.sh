@@ -108,6 +108,7 @@ if want gen && [[ -f $model8b/config.json ]]; then
       sx0) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_AWQ_TUNE=sx=0 ;;
       awq:*) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_AWQ_TUNE="${v#awq:}" ;;
       cuda:*) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_CUDA_TUNE="${v#cuda:}" ;;
+      env:*) IFS=+ read -r -a kv <<< "${v#env:}"; gen pinned-128-$v 128 LLMRT_MEMORY=pinned "${kv[@]}" ;;
       *) continue ;;
     esac
     vs+=("pinned-128-$v")
