@@ -17,30 +17,12 @@ extern "C" {
 typedef struct llmrt_quant llmrt_quant;     /* a quant-plugin instance, opaque */
 typedef struct llmrt_qlinear llmrt_qlinear; /* one loaded quantized linear, opaque */
 
-/* Folds for linear_forward_fused, on y [n, out] = x' [n, in] · Wᵀ. Sums of squares travel in
- * chunks of LLMRT_SUMSQ_CHUNK features: sumsq [n, dim / 32], element [t][c] = Σ over features
- * 32c .. 32c + 31 of row t squared. A producer writes them while it writes the row, so the
- * next linear can apply the row's RMSNorm without a separate pass over it. */
-#define LLMRT_SUMSQ_CHUNK 32
+/* Folds for linear_forward_fused: elementwise work after y = x · Wᵀ that the same launch does. */
 enum {
-    /* x' = rmsnorm(x) · norm_w: x [n, in] is the un-normed row, in_sumsq [n, in / 32] its
-     * chunk sums of squares; rstd = 1 / sqrt(Σ in_sumsq[t] / in + eps) */
-    LLMRT_FUSE_IN_RMSNORM = 1u << 0,
-    /* y += x' · Wᵀ (a residual add; y is read, then written) */
-    LLMRT_FUSE_OUT_ADD = 1u << 1,
-    /* write out_sumsq [n, out / 32]: the chunk sums of squares of the rows written to y */
-    LLMRT_FUSE_OUT_SUMSQ = 1u << 2,
-    /* the linear is [gate; up] (out / 2 rows each): y [n, out / 2] = silu(gate) * up */
-    LLMRT_FUSE_OUT_SWIGLU = 1u << 3,
+    /* the linear is [gate; up] (out / 2 rows each): y [n, out / 2] = silu(gate) * up, as the
+     * backend's swiglu (saves the gate|up buffer's round trip and a launch per MLP) */
+    LLMRT_FUSE_OUT_SWIGLU = 1u << 0,
 };
-
-typedef struct llmrt_linear_fuse {
-    uint32_t flags;            /* LLMRT_FUSE_* */
-    const llmrt_tensor *norm_w; /* IN_RMSNORM: [in], F32 / F16 / BF16, on the backend */
-    const float *in_sumsq;     /* IN_RMSNORM: [n, in / 32] */
-    float eps;                 /* IN_RMSNORM */
-    float *out_sumsq;          /* OUT_SUMSQ: [n, out / 32] */
-} llmrt_linear_fuse;
 
 typedef struct llmrt_quant_vtable {
     uint32_t struct_size;
@@ -80,12 +62,11 @@ typedef struct llmrt_quant_vtable {
                                       int64_t in_features, const int64_t *out_features,
                                       llmrt_qlinear **out, llmrt_error *err);
 
-    /* Optional: linear_forward with the elementwise ops around it folded into the same
-     * launch (the decode path: each fold removes a kernel boundary). f->flags says which;
-     * linear_fused_max_rows(q, l, flags) is the largest n this linear accepts them for
-     * (0: never; the caller then runs the separate ops). See llmrt_linear_fuse. */
+    /* Optional: linear_forward with the folds in `flags` (LLMRT_FUSE_*), for
+     * 1 <= n <= linear_fused_max_rows(q, l, flags); 0 there means never (the caller then runs
+     * linear_forward and the separate ops). */
     llmrt_status (*linear_forward_fused)(llmrt_quant *q, const llmrt_qlinear *l, float *y,
-                                         const float *x, int32_t n, const llmrt_linear_fuse *f,
+                                         const float *x, int32_t n, uint32_t flags,
                                          llmrt_error *err);
     int32_t (*linear_fused_max_rows)(llmrt_quant *q, const llmrt_qlinear *l, uint32_t flags);
 } llmrt_quant_vtable;

@@ -170,9 +170,6 @@ template <typename... KArgs, typename... Args>
 static inline void cuda_launch(const llmrt_backend *b, void (*k)(KArgs...), dim3 grid,
                                dim3 block, size_t smem, Args... args)
 {
-    if (b->tune.carve > 0) /* experiment: one shared-memory carveout for every kernel */
-        cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
-                             cudaFuncAttributePreferredSharedMemoryCarveout, b->tune.carve);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;

@@ -78,7 +78,6 @@ typedef struct qwen3_scratch {
     float *rows;   /* [S, hidden] hidden states of the logits rows */
     float *qkv;    /* [T, (n_heads + 2 n_kv_heads) * head_dim] fused q|k|v projection */
     float *gu;     /* [T, 2 * intermediate] fused gate|up projection */
-    float *sumsq;  /* [fold.add, hidden / 32] chunk sums of squares of x (folded decode) */
 } qwen3_scratch;
 
 struct llmrt_model {
@@ -100,13 +99,9 @@ struct llmrt_model {
      * off: the separate ops only (for A/B and as a reference). */
     int fuse;
     int use_add_rmsnorm, use_qkv, use_gate_up; /* decided at create from fuse + backend ops */
-    /* Folded decode (quant linear_forward_fused, qwen3_forward.c): each fold is used by a
-     * forward of at most this many tokens (0: never). add: o_proj/down_proj add into x and
-     * write its chunk sums of squares; norm: q/k/v and gate/up normalise x as they read it;
-     * glu: gate/up write silu(gate) * up. norm <= add (it needs the sums). */
-    struct {
-        int32_t add, norm, glu;
-    } fold;
+    /* A forward of at most glu_rows tokens has the gate/up projection write silu(gate) * up
+     * itself (quant linear_forward_fused, LLMRT_FUSE_OUT_SWIGLU; 0: never). */
+    int32_t glu_rows;
 };
 
 /* Load every weight (through the quant plugin for decoder linears when one is given) into

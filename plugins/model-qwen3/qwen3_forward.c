@@ -18,14 +18,9 @@
  * launches: each residual add is deferred into the next norm (add_rmsnorm: x += r, then
  * xn = rmsnorm(x)); q/k/v come from one fused projection whose per-head norms, RoPE and
  * cache store are one op (qk_norm_rope_store); gate/up come from one projection and
- * swiglu. A decode step of pure one-token sequences needs no logits-row gather (row s is
- * sequence s).
- *
- * Folds (the decode path, quant linear_forward_fused, each where the quant plugin takes it for
- * T tokens — m->fold): o_proj and down_proj add their output straight into x and write x's
- * chunk sums of squares (add); q/k/v and gate/up read x itself and apply the norm while they
- * stage it, its scale from those sums (norm); gate/up write silu(gate) * up (glu). With all
- * three a layer is 6 launches (q/k/v, qk_norm_rope_store, attention, o, gate/up, down). */
+ * swiglu — or, at decode sizes where the quant plugin folds it (m->glu_rows), the gate/up
+ * projection writes silu(gate) * up itself. A decode step of pure one-token sequences needs
+ * no logits-row gather (row s is sequence s). */
 #include <math.h>
 
 #include "qwen3.h"
@@ -54,16 +49,10 @@ static llmrt_status add_norm(llmrt_model *m, float *out, float *x, const float *
     return be->rmsnorm(m->be.b, out, x, w, rows, H, eps, err);
 }
 
-static llmrt_status linear_fold(llmrt_model *m, const qwen3_linear *l, float *y, const float *x,
-                               int32_t n, uint32_t flags, const llmrt_tensor *norm_w,
-                               llmrt_error *err);
-
-/* The attention block of layer L: q [T, n_heads, D] ready for attention, k and v in the
- * layer's cache. Its input is xn, or with fold_norm x itself (normed as the projection
- * stages it). */
+/* The attention block of layer L on xn: q [T, n_heads, D] ready for attention, k and v in
+ * the layer's cache. */
 static llmrt_status attn_prologue(llmrt_model *m, const qwen3_layer *L, const llmrt_batch *batch,
-                                  const llmrt_kv_cache *kv, int32_t l, int fold_norm,
-                                  llmrt_error *err)
+                                  const llmrt_kv_cache *kv, int32_t l, llmrt_error *err)
 {
     const qwen3_config *c = &m->cfg;
     const llmrt_backend_vtable *be = m->be.vt;
@@ -73,9 +62,7 @@ static llmrt_status attn_prologue(llmrt_model *m, const qwen3_layer *L, const ll
     const float eps = (float)c->eps, theta = (float)c->rope_theta;
     llmrt_status st;
     if (L->fused_qkv) {
-        if ((st = fold_norm ? linear_fold(m, &L->qkv_proj, s->qkv, s->x, T, LLMRT_FUSE_IN_RMSNORM,
-                                          &L->input_norm, err)
-                            : linear(m, &L->qkv_proj, s->qkv, s->xn, T, err)))
+        if ((st = linear(m, &L->qkv_proj, s->qkv, s->xn, T, err)))
             return st;
         return be->qk_norm_rope_store(b, s->q, s->qkv, &L->q_norm, &L->k_norm, batch->positions,
                                       batch->slot_mapping, T, c->n_heads, c->n_kv_heads, D, eps,
@@ -93,61 +80,25 @@ static llmrt_status attn_prologue(llmrt_model *m, const qwen3_layer *L, const ll
                         c->n_kv_heads, D, err);
 }
 
-/* act [T, I] = silu(xn · Wgᵀ) * (xn · Wuᵀ); with fold_norm from x itself, with fold_glu the
- * projection writes act. */
-static llmrt_status mlp_up(llmrt_model *m, const qwen3_layer *L, int32_t T, int fold_norm,
-                           int fold_glu, llmrt_error *err)
+/* act [T, I] = silu(xn · Wgᵀ) * (xn · Wuᵀ) */
+static llmrt_status mlp_up(llmrt_model *m, const qwen3_layer *L, int32_t T, llmrt_error *err)
 {
     const llmrt_backend_vtable *be = m->be.vt;
     const qwen3_scratch *s = &m->s;
     const int32_t I = m->cfg.intermediate;
     llmrt_status st;
     if (L->fused_gate_up) {
-        if (fold_norm || fold_glu) {
-            const uint32_t flags = (fold_norm ? LLMRT_FUSE_IN_RMSNORM : 0) |
-                                   (fold_glu ? LLMRT_FUSE_OUT_SWIGLU : 0);
-            if ((st = linear_fold(m, &L->gate_up_proj, fold_glu ? s->act : s->gu,
-                                  fold_norm ? s->x : s->xn, T, flags, &L->post_norm, err)))
-                return st;
-            if (fold_glu)
-                return LLMRT_OK;
-        } else if ((st = linear(m, &L->gate_up_proj, s->gu, s->xn, T, err))) {
+        if (T <= m->glu_rows) /* glu_rows > 0: every gate/up is quantized */
+            return m->quant.vt->linear_forward_fused(m->quant.q, L->gate_up_proj.q, s->act, s->xn,
+                                                     T, LLMRT_FUSE_OUT_SWIGLU, err);
+        if ((st = linear(m, &L->gate_up_proj, s->gu, s->xn, T, err)))
             return st;
-        }
         return be->swiglu(m->be.b, s->act, s->gu, T, I, err);
     }
     if ((st = linear(m, &L->gate_proj, s->gate, s->xn, T, err)) ||
         (st = linear(m, &L->up_proj, s->up, s->xn, T, err)))
         return st;
     return be->silu_mul(m->be.b, s->act, s->gate, s->up, (int64_t)T * I, err);
-}
-
-static llmrt_status linear_fold(llmrt_model *m, const qwen3_linear *l, float *y, const float *x,
-                               int32_t n, uint32_t flags, const llmrt_tensor *norm_w,
-                               llmrt_error *err)
-{
-    const llmrt_linear_fuse f = {
-        .flags = flags,
-        .norm_w = norm_w,
-        .in_sumsq = m->s.sumsq,
-        .eps = (float)m->cfg.eps,
-        .out_sumsq = m->s.sumsq,
-    };
-    return m->quant.vt->linear_forward_fused(m->quant.q, l->q, y, x, n, &f, err);
-}
-
-/* o_proj / down_proj: with fold_add the projection adds into x (and writes x's chunk sums for
- * the next norm); else its output waits in proj for the next add_norm. */
-static llmrt_status residual_out(llmrt_model *m, const qwen3_linear *l, const float *in, int32_t T,
-                                 int fold_add, const float **pending, llmrt_error *err)
-{
-    if (fold_add) {
-        *pending = NULL;
-        return linear_fold(m, l, m->s.x, in, T, LLMRT_FUSE_OUT_ADD | LLMRT_FUSE_OUT_SUMSQ, NULL,
-                           err);
-    }
-    *pending = m->s.proj;
-    return linear(m, l, m->s.proj, in, T, err);
 }
 
 llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
@@ -204,23 +155,20 @@ llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt
 
     if ((st = be->embedding(b, s->x, &m->embed, batch->token_ids, T, err)))
         return st;
-    const float *pending = NULL; /* the last projection's output not yet added to x */
-    /* the folds this forward uses (qwen3_plugin.c fold_limits; the sums exist from layer 0's
-     * o_proj on) */
-    const int f_add = T <= m->fold.add, f_norm = T <= m->fold.norm, f_glu = T <= m->fold.glu;
+    const float *pending = NULL; /* the MLP output not yet added to x */
     for (int32_t l = 0; l < c->n_layers; l++) {
         const qwen3_layer *L = &m->layers[l];
-        const int norm_in = f_norm && l > 0;
         ap.k_cache = kv->k[l];
         ap.v_cache = kv->v[l];
-        if ((!norm_in && (st = add_norm(m, s->xn, s->x, pending, &L->input_norm, T, err))) ||
-            (st = attn_prologue(m, L, batch, kv, l, norm_in, err)) ||
+        if ((st = add_norm(m, s->xn, s->x, pending, &L->input_norm, T, err)) ||
+            (st = attn_prologue(m, L, batch, kv, l, err)) ||
             (st = be->attention(b, s->attn, s->q, &ap, err)) ||
-            (st = residual_out(m, &L->o_proj, s->attn, T, f_add, &pending, err)) ||
-            (!f_norm && (st = add_norm(m, s->xn, s->x, pending, &L->post_norm, T, err))) ||
-            (st = mlp_up(m, L, T, f_norm, f_glu, err)) ||
-            (st = residual_out(m, &L->down_proj, s->act, T, f_add, &pending, err)))
+            (st = linear(m, &L->o_proj, s->proj, s->attn, T, err)) ||
+            (st = add_norm(m, s->xn, s->x, s->proj, &L->post_norm, T, err)) ||
+            (st = mlp_up(m, L, T, err)) ||
+            (st = linear(m, &L->down_proj, s->proj, s->act, T, err)))
             return st;
+        pending = s->proj;
     }
 
     /* One-token sequences (a pure decode step): token row s is sequence s, so the logits

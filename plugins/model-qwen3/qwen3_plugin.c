@@ -100,11 +100,9 @@ static llmrt_status alloc_scratch(llmrt_model *m, llmrt_error *err)
     }
     const size_t n[] = {T * H, T * H, T * QD, sep_qkv ? T * KVD : 0, sep_qkv ? T * KVD : 0,
                         T * QD, T * H, sep_gu ? T * I : 0, sep_gu ? T * I : 0, T * I, S * H,
-                        fused_qkv ? T * (QD + 2 * KVD) : 0, fused_gu ? T * 2 * I : 0,
-                        (size_t)m->fold.add * H / LLMRT_SUMSQ_CHUNK};
+                        fused_qkv ? T * (QD + 2 * KVD) : 0, fused_gu ? T * 2 * I : 0};
     float **dst[] = {&m->s.x, &m->s.xn, &m->s.q, &m->s.k, &m->s.v, &m->s.attn, &m->s.proj,
-                     &m->s.gate, &m->s.up, &m->s.act, &m->s.rows, &m->s.qkv, &m->s.gu,
-                     &m->s.sumsq};
+                     &m->s.gate, &m->s.up, &m->s.act, &m->s.rows, &m->s.qkv, &m->s.gu};
     size_t total = 0;
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
         total += align_up(n[i] * sizeof(float));
@@ -166,41 +164,25 @@ static llmrt_status warm_up(llmrt_model *m, llmrt_error *err)
     return st;
 }
 
-static int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
-
-/* m->fold: how many tokens each fold of qwen3_forward takes. Folds need every layer's q/k/v
- * and gate/up fused and all its linears quantized, with a quant plugin that folds: the
- * limits are the least its linear_fused_max_rows gives over the layers. */
-static void fold_limits(llmrt_model *m)
+/* m->glu_rows: the fewest rows the quant plugin folds SwiGLU into a layer's gate/up projection
+ * for (0 when it does not, or some layer's gate/up is not one fused quantized linear). */
+static int32_t glu_rows(const llmrt_model *m)
 {
     const llmrt_quant_vtable *qv = m->quant.vt;
-    memset(&m->fold, 0, sizeof m->fold);
-    if (!m->fuse || !m->use_qkv || !m->use_gate_up || !qv ||
+    if (!m->fuse || !m->use_gate_up || !qv ||
         !HAS_MEMBER(qv, llmrt_quant_vtable, linear_forward_fused) ||
         !HAS_MEMBER(qv, llmrt_quant_vtable, linear_fused_max_rows))
-        return;
-    const uint32_t res = LLMRT_FUSE_OUT_ADD | LLMRT_FUSE_OUT_SUMSQ;
-    const uint32_t in = LLMRT_FUSE_IN_RMSNORM, glu = LLMRT_FUSE_OUT_SWIGLU;
-    int32_t add = m->params.max_tokens, norm = add, g = add, norm_glu = add;
-    for (int32_t l = 0; l < m->cfg.n_layers; l++) {
+        return 0;
+    int32_t rows = m->params.max_tokens;
+    for (int32_t l = 0; l < m->cfg.n_layers && rows > 0; l++) {
         const qwen3_layer *L = &m->layers[l];
-        if (!L->fused_qkv || !L->fused_gate_up || !L->qkv_proj.q || !L->o_proj.q ||
-            !L->gate_up_proj.q || !L->down_proj.q)
-            return;
-#define MAXR(lin, flags) qv->linear_fused_max_rows(m->quant.q, (lin).q, (flags))
-        add = min32(add, min32(MAXR(L->o_proj, res), MAXR(L->down_proj, res)));
-        norm = min32(norm, min32(MAXR(L->qkv_proj, in), MAXR(L->gate_up_proj, in)));
-        g = min32(g, MAXR(L->gate_up_proj, glu));
-        norm_glu = min32(norm_glu, MAXR(L->gate_up_proj, in | glu));
-#undef MAXR
+        if (!L->fused_gate_up || !L->gate_up_proj.q)
+            return 0;
+        const int32_t r =
+            qv->linear_fused_max_rows(m->quant.q, L->gate_up_proj.q, LLMRT_FUSE_OUT_SWIGLU);
+        rows = r < rows ? r : rows;
     }
-    m->fold.add = add > 0 ? add : 0;
-    m->fold.glu = g > 0 ? g : 0;
-    /* the norm needs the sums the adds write, and gate/up taking both folds at once */
-    norm = min32(norm, m->fold.add);
-    if (m->fold.glu)
-        norm = min32(norm, norm_glu);
-    m->fold.norm = norm > 0 ? norm : 0;
+    return rows > 0 ? rows : 0;
 }
 
 static void q3_destroy(llmrt_model *m)
@@ -256,11 +238,10 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
         st = llmrt_fail(err, LLMRT_ERR_NOMEM, "qwen3 create: out of memory");
         goto fail;
     }
-    if ((st = qwen3_weights_load(m, ckpt, err)))
+    if ((st = qwen3_weights_load(m, ckpt, err)) || (st = alloc_scratch(m, err)) ||
+        (st = warm_up(m, err)))
         goto fail;
-    fold_limits(m);
-    if ((st = alloc_scratch(m, err)) || (st = warm_up(m, err)))
-        goto fail;
+    m->glu_rows = glu_rows(m);
     *out = m;
     return LLMRT_OK;
 fail:

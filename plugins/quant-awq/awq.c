@@ -469,19 +469,17 @@ static int32_t awq_linear_fused_max_rows(llmrt_quant *q, const llmrt_qlinear *l,
 }
 
 static llmrt_status awq_linear_forward_fused(llmrt_quant *q, const llmrt_qlinear *l, float *y,
-                                             const float *x, int32_t n,
-                                             const llmrt_linear_fuse *f, llmrt_error *err)
+                                             const float *x, int32_t n, uint32_t flags,
+                                             llmrt_error *err)
 {
-    if (!f)
-        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "quant-awq: linear_forward_fused without folds");
 #ifdef AWQ_HAVE_CUDA
     if (l->cuda)
-        return awq_cuda_forward_fused(q->cuda, l->cuda, y, x, n, f, err);
+        return awq_cuda_forward_fused(q->cuda, l->cuda, y, x, n, flags, err);
 #endif
     (void)q, (void)y, (void)x;
     return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                      "quant-awq: folds 0x%x are not available on this backend (%d rows)",
-                      f->flags, n);
+                      "quant-awq: folds 0x%x are not available on this backend (%d rows)", flags,
+                      n);
 }
 
 static uint64_t awq_linear_bytes(llmrt_quant *q, const llmrt_qlinear *l)

@@ -64,12 +64,11 @@ llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_part *parts, 
 llmrt_status awq_cuda_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                               const float *x, int32_t n, llmrt_error *err);
 
-/* awq_cuda_forward with folds (quant.h llmrt_linear_fuse), for 1 <= n <=
- * awq_cuda_fused_max_rows(ctx, l, f->flags) (0: these folds are not available for this
- * linear; LLMRT_ERR_UNSUPPORTED past it, with nothing enqueued). */
+/* awq_cuda_forward with folds (quant.h LLMRT_FUSE_*), for 1 <= n <=
+ * awq_cuda_fused_max_rows(ctx, l, flags) (0: not for this linear; LLMRT_ERR_UNSUPPORTED past
+ * it, with nothing enqueued). */
 llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
-                                    const float *x, int32_t n, const llmrt_linear_fuse *f,
-                                    llmrt_error *err);
+                                    const float *x, int32_t n, uint32_t flags, llmrt_error *err);
 int32_t awq_cuda_fused_max_rows(const awq_cuda_ctx *ctx, const awq_cuda_linear *l,
                                 uint32_t flags);
 

@@ -4,7 +4,7 @@
  * group sizes and token counts (the tensor-core GEMV for n <= 32, dequant + cuBLAS above);
  * a graph replay equals eager; fused loads (several linears as one) and every GEMV
  * configuration (K-splitting warps, x staged in shared memory or not) agree with the CPU too, and
- * so do the decode folds (linear_forward_fused) with the separate ops.
+ * so does the GEMV that finishes SwiGLU (linear_forward_fused) with the separate ops.
  *
  * Tolerance: the CUDA path multiplies f16-rounded activations (2^-11 relative) with exact
  * q - z on the tensor cores in f32, so 2e-3 relative L2; 3e-3 above 32 tokens, where the
@@ -282,142 +282,78 @@ START_TEST(test_awq_configs)
 }
 END_TEST
 
-/* linear_forward_fused (the decode folds, quant.h) equals the separate ops run on the CPU:
- * rmsnorm before the linear (from the given chunk sums of squares), the residual add after it
- * and its chunk sums of squares, SwiGLU of the [gate; up] halves — at every K split the
- * loader picks or the tune forces, x staged or read from global memory, for 1..max rows. */
+/* linear_forward_fused with LLMRT_FUSE_OUT_SWIGLU (the decode GEMV finishing the MLP's
+ * SwiGLU) equals the CPU linear followed by silu(gate) * up, at the K split the loader picks
+ * and at forced ones, x staged or read from global memory, for 1..8 rows; the CPU takes no
+ * folds, and past 8 rows the call is refused. */
 static const struct {
     int64_t in, out;
-    uint32_t flags;
-    llmrt_dtype norm_dtype;
     const char *tune;
-} fold_cases[] = {
-    {4096, 6144, LLMRT_FUSE_IN_RMSNORM, LLMRT_DTYPE_F16, NULL},                       /* q/k/v */
-    {4096, 4096, LLMRT_FUSE_OUT_ADD | LLMRT_FUSE_OUT_SUMSQ, LLMRT_DTYPE_F32, NULL},   /* o */
-    {4096, 3072, LLMRT_FUSE_IN_RMSNORM | LLMRT_FUSE_OUT_SWIGLU, LLMRT_DTYPE_BF16, NULL}, /* gate/up */
-    {12288, 4096, LLMRT_FUSE_OUT_ADD | LLMRT_FUSE_OUT_SUMSQ, LLMRT_DTYPE_F32, NULL},  /* down */
-    {2048, 512, LLMRT_FUSE_IN_RMSNORM | LLMRT_FUSE_OUT_SWIGLU, LLMRT_DTYPE_F32, "kw=1"},
-    {2048, 512, LLMRT_FUSE_IN_RMSNORM | LLMRT_FUSE_OUT_ADD | LLMRT_FUSE_OUT_SUMSQ, LLMRT_DTYPE_F16,
-     "kw=2"},
-    {2048, 512, LLMRT_FUSE_OUT_ADD, LLMRT_DTYPE_F32, "kw=4"},
-    {2048, 512, LLMRT_FUSE_OUT_SUMSQ, LLMRT_DTYPE_F32, "sx=0,kw=8"},
+} glu_cases[] = {
+    {4096, 3072, NULL},        /* gate/up of a 1536-wide MLP */
+    {1024, 2048, NULL},        /* short K: many K-splitting warps */
+    {2048, 512, "kw=1"},       /* one warp per block (no split) */
+    {2048, 512, "kw=4"},
+    {2048, 512, "sx=0,kw=8"},  /* x from global memory */
 };
 
-/* chunk sums of squares of rows [n, d] */
-static float *chunk_sumsq(const float *x, int n, int64_t d)
+START_TEST(test_awq_swiglu)
 {
-    const int64_t parts = d / LLMRT_SUMSQ_CHUNK;
-    float *s = calloc((size_t)(n * parts), sizeof(float));
-    for (int t = 0; t < n; t++)
-        for (int64_t k = 0; k < d; k++)
-            s[t * parts + k / LLMRT_SUMSQ_CHUNK] += x[t * d + k] * x[t * d + k];
-    return s;
-}
-
-START_TEST(test_awq_folds)
-{
-    const int64_t in = fold_cases[_i].in, out = fold_cases[_i].out;
-    const uint32_t flags = fold_cases[_i].flags;
-    const int norm = (flags & LLMRT_FUSE_IN_RMSNORM) != 0, add = (flags & LLMRT_FUSE_OUT_ADD) != 0;
-    const int glu = (flags & LLMRT_FUSE_OUT_SWIGLU) != 0, sumsq = (flags & LLMRT_FUSE_OUT_SUMSQ) != 0;
-    const int64_t yout = glu ? out / 2 : out;
-    const float eps = 1e-6f;
+    const int64_t in = glu_cases[_i].in, out = glu_cases[_i].out, half = out / 2;
     llmrt_error err = {0};
     at_linear lin = at_linear_random(in, out, 128, 5000 + (uint64_t)_i);
     at_ckpt *ck = at_ckpt_new();
     at_linear_add(ck, "l", &lin);
     const llmrt_quant_vtable *qv = at_awq();
     ck_assert_ptr_nonnull(qv->linear_forward_fused);
-    if (fold_cases[_i].tune)
-        setenv("LLMRT_AWQ_TUNE", fold_cases[_i].tune, 1);
+    if (glu_cases[_i].tune)
+        setenv("LLMRT_AWQ_TUNE", glu_cases[_i].tune, 1);
     llmrt_quant *q_cuda = at_quant(&CT.cuda, 128);
     unsetenv("LLMRT_AWQ_TUNE");
     llmrt_quant *q_cpu = at_quant(&CT.cpu, 128);
     llmrt_qlinear *l_cuda = NULL, *l_cpu = NULL;
     CT_OK(qv->linear_load(q_cuda, at_ckpt_view(ck), "l", in, out, &l_cuda, &err));
     CT_OK(qv->linear_load(q_cpu, at_ckpt_view(ck), "l", in, out, &l_cpu, &err));
-    /* the CPU runs the separate ops; x staged in shared memory holds 3 rows of 4096 inputs */
-    ck_assert_int_eq(qv->linear_fused_max_rows(q_cpu, l_cpu, flags), 0);
-    const int max_rows = qv->linear_fused_max_rows(q_cuda, l_cuda, flags);
-    ck_assert_int_eq(max_rows, norm ? (in == 4096 ? 3 : 7) : 8);
+    ck_assert_int_eq(qv->linear_fused_max_rows(q_cpu, l_cpu, LLMRT_FUSE_OUT_SWIGLU), 0);
+    ck_assert_int_eq(qv->linear_fused_max_rows(q_cuda, l_cuda, LLMRT_FUSE_OUT_SWIGLU), 8);
+    ck_assert_int_eq(qv->linear_fused_max_rows(q_cuda, l_cuda, 1u << 30), 0); /* unknown fold */
 
     ct_rng r = {77 + (uint64_t)_i};
-    float *nw_f = ct_rand_f32(&r, (size_t)in, 0.5f, 1.5f), *nw_r = malloc((size_t)in * sizeof(float));
-    void *nw_bits = ct_to_dtype(nw_f, (size_t)in, fold_cases[_i].norm_dtype, nw_r);
-    const size_t nw_bytes = (size_t)in * (fold_cases[_i].norm_dtype == LLMRT_DTYPE_F32 ? 4 : 2);
-    llmrt_tensor nw = {.dtype = fold_cases[_i].norm_dtype, .ndim = 1, .shape = {in},
-                       .data = ct_dup(&CT.cuda, nw_bits, nw_bytes)};
-    const int cns[] = {1, 2, max_rows};
-    for (size_t ni = 0; ni < sizeof cns / sizeof *cns; ni++) {
-        const int n = cns[ni];
-        float *x = ct_rand_f32(&r, (size_t)(n * in), -3, 3);
-        float *res0 = ct_rand_f32(&r, (size_t)(n * yout), -4, 4); /* y before an add */
-        /* the reference: the CPU linear on rmsnorm(x) * w */
-        float *xn = malloc((size_t)(n * in) * sizeof(float));
-        float *in_ss = chunk_sumsq(x, n, in);
-        for (int t = 0; t < n; t++) {
-            float ss = 0.0f;
-            for (int64_t k = 0; k < in; k++)
-                ss += x[t * in + k] * x[t * in + k];
-            const float rstd = 1.0f / sqrtf(ss / (float)in + eps);
-            for (int64_t k = 0; k < in; k++)
-                xn[t * in + k] = norm ? (x[t * in + k] * rstd) * nw_r[k] : x[t * in + k];
-        }
-        float *dxn = ct_dup(&CT.cpu, xn, (size_t)(n * in) * sizeof(float));
-        float *dlin = ct_alloc(&CT.cpu, (size_t)(n * out) * sizeof(float));
-        CT_OK(qv->linear_forward(q_cpu, l_cpu, dlin, dxn, n, &err));
-        float *lin_y = malloc((size_t)(n * out) * sizeof(float));
-        ct_download(&CT.cpu, lin_y, dlin, (size_t)(n * out) * sizeof(float));
-        float *want = malloc((size_t)(n * yout) * sizeof(float));
+    static const int gns[] = {1, 2, 5, 8};
+    for (size_t ni = 0; ni < sizeof gns / sizeof *gns; ni++) {
+        const int n = gns[ni];
+        float *x = ct_rand_f32(&r, (size_t)(n * in), -2, 2);
+        /* the reference: the CPU linear, then silu(gate) * up as the backends' swiglu */
+        float *cx = ct_dup(&CT.cpu, x, (size_t)(n * in) * sizeof(float));
+        float *cy = ct_alloc(&CT.cpu, (size_t)(n * out) * sizeof(float));
+        CT_OK(qv->linear_forward(q_cpu, l_cpu, cy, cx, n, &err));
+        float *gu = malloc((size_t)(n * out) * sizeof(float));
+        ct_download(&CT.cpu, gu, cy, (size_t)(n * out) * sizeof(float));
+        float *want = malloc((size_t)(n * half) * sizeof(float));
         for (int t = 0; t < n; t++)
-            for (int64_t o = 0; o < yout; o++) {
-                const float v = lin_y[t * out + o];
-                want[t * yout + o] = glu ? v / (1.0f + expf(-v)) * lin_y[t * out + yout + o]
-                                         : add ? res0[t * yout + o] + v : v;
+            for (int64_t i = 0; i < half; i++) {
+                const float g = gu[t * out + i];
+                want[t * half + i] = g / (1.0f + expf(-g)) * gu[t * out + half + i];
             }
-        float *want_ss = chunk_sumsq(want, n, yout);
-
-        /* the folded CUDA linear, twice (nothing may accumulate across calls but the add) */
         float *dx = ct_dup(&CT.cuda, x, (size_t)(n * in) * sizeof(float));
-        float *dss_in = ct_dup(&CT.cuda, in_ss, (size_t)(n * in / 32) * sizeof(float));
-        float *dss_out = ct_alloc(&CT.cuda, (size_t)(n * yout / 32) * sizeof(float));
-        float *dy = ct_alloc(&CT.cuda, (size_t)(n * yout) * sizeof(float));
-        float *got = malloc((size_t)(n * yout) * sizeof(float));
-        float *got_ss = malloc((size_t)(n * yout / 32) * sizeof(float));
-        const llmrt_linear_fuse f = {.flags = flags, .norm_w = &nw, .in_sumsq = dss_in, .eps = eps,
-                                     .out_sumsq = dss_out};
+        float *dy = ct_alloc(&CT.cuda, (size_t)(n * half) * sizeof(float));
+        float *got = malloc((size_t)(n * half) * sizeof(float));
         for (int rep = 0; rep < 2; rep++) {
-            if (add)
-                ct_upload(&CT.cuda, dy, res0, (size_t)(n * yout) * sizeof(float));
-            else
-                ct_poison(&CT.cuda, dy, (size_t)(n * yout));
-            ct_poison(&CT.cuda, dss_out, (size_t)(n * yout / 32));
-            CT_OK(qv->linear_forward_fused(q_cuda, l_cuda, dy, dx, n, &f, &err));
-            ct_download(&CT.cuda, got, dy, (size_t)(n * yout) * sizeof(float));
+            ct_poison(&CT.cuda, dy, (size_t)(n * half));
+            CT_OK(qv->linear_forward_fused(q_cuda, l_cuda, dy, dx, n, LLMRT_FUSE_OUT_SWIGLU, &err));
+            ct_download(&CT.cuda, got, dy, (size_t)(n * half) * sizeof(float));
             char what[128];
-            snprintf(what, sizeof what, "awq folds 0x%x [%lld x %lld] %s n=%d", flags,
-                     (long long)out, (long long)in, fold_cases[_i].tune ? fold_cases[_i].tune : "",
-                     n);
-            ct_assert_close(got, want, (size_t)(n * yout), TOL_AWQ, what);
-            if (sumsq) {
-                ct_download(&CT.cuda, got_ss, dss_out, (size_t)(n * yout / 32) * sizeof(float));
-                ct_assert_close(got_ss, want_ss, (size_t)(n * yout / 32), 2 * TOL_AWQ, what);
-            }
+            snprintf(what, sizeof what, "awq swiglu [%lld x %lld] %s n=%d", (long long)out,
+                     (long long)in, glu_cases[_i].tune ? glu_cases[_i].tune : "", n);
+            ct_assert_close(got, want, (size_t)(n * half), TOL_AWQ, what);
         }
-        free(x), free(res0), free(xn), free(in_ss), free(lin_y), free(want), free(want_ss);
-        free(got), free(got_ss);
-        ct_free(&CT.cpu, dxn), ct_free(&CT.cpu, dlin);
-        ct_free(&CT.cuda, dx), ct_free(&CT.cuda, dss_in), ct_free(&CT.cuda, dss_out);
-        ct_free(&CT.cuda, dy);
+        free(x), free(gu), free(want), free(got);
+        ct_free(&CT.cpu, cx), ct_free(&CT.cpu, cy), ct_free(&CT.cuda, dx), ct_free(&CT.cuda, dy);
     }
-    /* past the rows it takes: refused, nothing enqueued */
-    const llmrt_linear_fuse f = {.flags = flags, .norm_w = &nw, .in_sumsq = nw.data, .eps = eps,
-                                 .out_sumsq = nw.data};
-    ck_assert_int_eq(qv->linear_forward_fused(q_cuda, l_cuda, nw.data, nw.data, max_rows + 1, &f,
+    /* past 8 rows: refused, with nothing enqueued */
+    ck_assert_int_eq(qv->linear_forward_fused(q_cuda, l_cuda, NULL, NULL, 9, LLMRT_FUSE_OUT_SWIGLU,
                                               &err),
                      LLMRT_ERR_UNSUPPORTED);
-    ct_free(&CT.cuda, nw.data);
-    free(nw_f), free(nw_r), free(nw_bits);
     qv->linear_free(q_cuda, l_cuda);
     qv->linear_free(q_cpu, l_cpu);
     qv->destroy(q_cuda);
@@ -437,7 +373,7 @@ int main(void)
     tcase_add_test(tc, test_awq_graph);
     tcase_add_loop_test(tc, test_awq_fused, 0, 3);
     tcase_add_loop_test(tc, test_awq_configs, 0, 6);
-    tcase_add_loop_test(tc, test_awq_folds, 0, (int)(sizeof fold_cases / sizeof *fold_cases));
+    tcase_add_loop_test(tc, test_awq_swiglu, 0, (int)(sizeof glu_cases / sizeof *glu_cases));
     suite_add_tcase(s, tc);
     int rc = ct_run(s);
     ct_close();
