@@ -27,6 +27,8 @@ def kind(name):
                        ("sample", "sample"), ("embedding", "embedding"), ("rmsnorm", "rmsnorm")):
         if key in n:
             return label
+    if n.startswith("memcpy"):  # cupti_trace.c: "memcpy HtoD 512 B" -> "memcpy HtoD"
+        return " ".join(name.split()[:2])
     return name[:40]
 
 
@@ -42,7 +44,7 @@ def main():
     ks = []
     for r in rows:
         name = r.get("Name", "")
-        if not name or "memcpy" in name.lower() or "memset" in name.lower():
+        if not name or "memset" in name.lower():
             continue
         s = int(float(r[col_start]))
         ks.append((s, s + int(float(r[col_dur])), name))
