@@ -69,7 +69,7 @@ typedef struct eseq {
 typedef struct flight {
     int active;
     int half;
-    int chained;             /* token ids copied on the device from the previous step */
+    int chained;             /* token ids: the previous step's sampled ids, on the device */
     int graph;
     int d2h_done;            /* outputs' copy enqueued */
     int device_op;           /* 0 none, 1 argmax, 2 sample */
@@ -877,18 +877,12 @@ static llmrt_status enqueue_device_work(llmrt_engine *e, flight *f, const llmrt_
     return st;
 }
 
-static llmrt_status enqueue_inputs(llmrt_engine *e, flight *f, const flight *prev,
-                                   llmrt_error *err)
+/* The step inputs to the device. A chained step's token ids are not among them: its embedding
+ * reads the previous step's sampled ids where that step wrote them (launch). */
+static llmrt_status enqueue_inputs(llmrt_engine *e, flight *f, llmrt_error *err)
 {
-    llmrt_status st = e->parts.memory.vt->to_device(e->parts.memory.m, &e->sb.in, f->half,
-                                                    f->lay.bytes, err);
-    if (st)
-        return st;
-    if (f->chained) /* decode inputs: the previous step's sampled ids, copied on the device */
-        st = e->bvt->copy(e->b, llmrt_step_dev(&e->sb, f->half, f->lay.token_ids),
-                          e->sb.out.device[prev->half], sizeof(int32_t) * (size_t)f->n_items,
-                          LLMRT_COPY_D2D, err);
-    return st;
+    return e->parts.memory.vt->to_device(e->parts.memory.m, &e->sb.in, f->half, f->lay.bytes,
+                                         err);
 }
 
 static llmrt_status enqueue_outputs(llmrt_engine *e, flight *f, llmrt_error *err)
@@ -933,7 +927,10 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
     memset(&batch, 0, sizeof batch);
     batch.n_tokens = f->n_tokens;
     batch.n_seqs = f->n_rows;
-    batch.token_ids = llmrt_step_dev(&e->sb, h, L->token_ids);
+    /* chained: the previous step's sampled ids, one per row in row order (its half's output
+     * buffer stays untouched until the step after this one) */
+    batch.token_ids = f->chained ? (int32_t *)e->sb.out.device[prev->half]
+                                 : llmrt_step_dev(&e->sb, h, L->token_ids);
     batch.positions = llmrt_step_dev(&e->sb, h, L->positions);
     batch.slot_mapping = llmrt_step_dev(&e->sb, h, L->slot_mapping);
     batch.query_start = llmrt_step_dev(&e->sb, h, L->query_start);
@@ -954,7 +951,7 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
         f->graph = 0;
     const int in_graph_copies = f->graph && e->copies_in_graph;
     if (!in_graph_copies)
-        TRY(enqueue_inputs(e, f, prev, err));
+        TRY(enqueue_inputs(e, f, err));
     TRY(e->bvt->event_record(e->b, e->ev[h][1], err));
     if (f->graph) {
         if (!g->g) { /* capture this shape once */
@@ -962,7 +959,7 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
             llmrt_status gs = e->bvt->graph_begin(e->b, &gerr);
             if (gs == LLMRT_OK) {
                 if (in_graph_copies)
-                    gs = enqueue_inputs(e, f, prev, &gerr);
+                    gs = enqueue_inputs(e, f, &gerr);
                 if (gs == LLMRT_OK)
                     gs = enqueue_device_work(e, f, &batch, &gerr);
                 if (gs == LLMRT_OK && in_graph_copies)
@@ -989,7 +986,7 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
                 e->graphs_on = 0;
                 f->graph = 0;
                 if (in_graph_copies)
-                    TRY(enqueue_inputs(e, f, prev, err));
+                    TRY(enqueue_inputs(e, f, err));
                 TRY(enqueue_device_work(e, f, &batch, err));
                 TRY(e->bvt->event_record(e->b, e->ev[h][2], err));
                 goto outputs;

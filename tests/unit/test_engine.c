@@ -348,7 +348,8 @@ START_TEST(test_async_steps_are_chained)
     check_reference(&o.model, p, 3, 50, &b, "async b");
     ck_assert_int_eq(log.bad, 0);
     ck_assert_msg(log.async_steps > 40, "only %d of %d steps chained", log.async_steps, log.n);
-    ck_assert_int_gt(mock_ops_get_stats(&r.be).d2d_copies, 40);
+    /* chained steps read the previous step's sampled ids in place: no device copy */
+    ck_assert_int_eq(mock_ops_get_stats(&r.be).d2d_copies, 0);
     mock_rig_close(&r);
 }
 END_TEST
