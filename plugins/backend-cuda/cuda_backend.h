@@ -44,7 +44,6 @@ typedef struct cuda_tune {
     int att_maxs; /* decode attention: most splits per sequence and head group */
     int att_win;  /* decode attention: KB of K/V each block stages before its wait (-1: none) */
     int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
-    int early;    /* experiment: 1 add_rmsnorm, 2 qk_norm_rope_store trigger before their wait */
 } cuda_tune;
 
 struct llmrt_backend {

@@ -38,11 +38,9 @@ template <> __device__ __forceinline__ float4 load_w4<__nv_bfloat16>(const __nv_
 template <typename T, int V>
 __global__ void add_rmsnorm_vec_kernel(float *__restrict__ out, float *__restrict__ x,
                                        const float *__restrict__ res, const T *__restrict__ w,
-                                       int32_t d, float eps, int early)
+                                       int32_t d, float eps)
 {
     __shared__ float red[32];
-    if (early) /* experiment: the next kernel (a GEMV) may land and prefetch now */
-        pdl_trigger();
     const int64_t row = blockIdx.x;
     float4 *xr = reinterpret_cast<float4 *>(x + row * d);
     const float4 *rr = res ? reinterpret_cast<const float4 *>(res + row * d) : nullptr;
@@ -57,8 +55,7 @@ __global__ void add_rmsnorm_vec_kernel(float *__restrict__ out, float *__restric
             wv[i] = load_w4<T>(w, 4 * c);
     }
     pdl_wait();
-    if (!early)
-        pdl_trigger();
+    pdl_trigger();
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < V; i++) {
@@ -88,14 +85,11 @@ __global__ void add_rmsnorm_vec_kernel(float *__restrict__ out, float *__restric
 template <typename T>
 __global__ void add_rmsnorm_any_kernel(float *__restrict__ out, float *__restrict__ x,
                                        const float *__restrict__ res, const T *__restrict__ w,
-                                       int32_t d, float eps, int early)
+                                       int32_t d, float eps)
 {
     __shared__ float red[32];
-    if (early)
-        pdl_trigger();
     pdl_wait();
-    if (!early)
-        pdl_trigger();
+    pdl_trigger();
     const int64_t row = blockIdx.x;
     float *xr = x + row * d;
     const float *rr = res ? res + row * d : nullptr;
@@ -126,21 +120,16 @@ static void launch_add_rmsnorm(const llmrt_backend *b, float *out, float *x, con
     const int chunks = (d / 4 + ARN_THREADS - 1) / ARN_THREADS; /* float4 per thread */
     if (vec && chunks <= 8) {
         if (chunks <= 1)
-            cuda_launch(b, add_rmsnorm_vec_kernel<T, 1>, rows, ARN_THREADS, 0, out, x, res, w, d, eps,
-                        b->tune.early & 1);
+            cuda_launch(b, add_rmsnorm_vec_kernel<T, 1>, rows, ARN_THREADS, 0, out, x, res, w, d, eps);
         else if (chunks <= 2)
-            cuda_launch(b, add_rmsnorm_vec_kernel<T, 2>, rows, ARN_THREADS, 0, out, x, res, w, d, eps,
-                        b->tune.early & 1);
+            cuda_launch(b, add_rmsnorm_vec_kernel<T, 2>, rows, ARN_THREADS, 0, out, x, res, w, d, eps);
         else if (chunks <= 4)
-            cuda_launch(b, add_rmsnorm_vec_kernel<T, 4>, rows, ARN_THREADS, 0, out, x, res, w, d, eps,
-                        b->tune.early & 1);
+            cuda_launch(b, add_rmsnorm_vec_kernel<T, 4>, rows, ARN_THREADS, 0, out, x, res, w, d, eps);
         else
-            cuda_launch(b, add_rmsnorm_vec_kernel<T, 8>, rows, ARN_THREADS, 0, out, x, res, w, d, eps,
-                        b->tune.early & 1);
+            cuda_launch(b, add_rmsnorm_vec_kernel<T, 8>, rows, ARN_THREADS, 0, out, x, res, w, d, eps);
         return;
     }
-    cuda_launch(b, add_rmsnorm_any_kernel<T>, rows, ARN_THREADS, 0, out, x, res, w, d, eps,
-                        b->tune.early & 1);
+    cuda_launch(b, add_rmsnorm_any_kernel<T>, rows, ARN_THREADS, 0, out, x, res, w, d, eps);
 }
 
 llmrt_status cuda_add_rmsnorm(llmrt_backend *b, float *out, float *x, const float *res,
@@ -181,11 +170,8 @@ qk_norm_rope_store_kernel(float *__restrict__ q_out, const float *__restrict__ q
                           const WT *__restrict__ qn, const WT *__restrict__ kn,
                           const int32_t *__restrict__ positions, const int32_t *__restrict__ slots,
                           CT *__restrict__ kc, CT *__restrict__ vc, int32_t n, int32_t n_heads,
-                          int32_t n_kv_heads, int32_t head_dim, float eps, float theta,
-                          int early)
+                          int32_t n_kv_heads, int32_t head_dim, float eps, float theta)
 {
-    if (early) /* experiment: attention may land and read its window now */
-        pdl_trigger();
     const int heads = n_heads + 2 * n_kv_heads;
     const int64_t wid = (int64_t)blockIdx.x * QKR_WARPS + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
@@ -216,8 +202,7 @@ qk_norm_rope_store_kernel(float *__restrict__ q_out, const float *__restrict__ q
         }
     }
     pdl_wait();
-    if (!early)
-        pdl_trigger();
+    pdl_trigger();
     if (!live || slot < 0)
         return;
     const float *src = qkv + (t * heads + h) * head_dim;
@@ -284,7 +269,7 @@ static void launch_qkr(const llmrt_backend *b, float *q_out, const float *qkv,
     cuda_launch(b, qk_norm_rope_store_kernel<WT, CT>, (unsigned)ceil_div64(warps, QKR_WARPS),
                 QKR_WARPS * 32, 0, q_out, qkv, qn ? (const WT *)qn->data : (const WT *)nullptr,
                 kn ? (const WT *)kn->data : (const WT *)nullptr, pos, slots, (CT *)kc, (CT *)vc, n,
-                nh, nkv, hd, eps, theta, (b->tune.early & 2) != 0);
+                nh, nkv, hd, eps, theta);
 }
 
 template <typename WT>

@@ -205,8 +205,6 @@ static void parse_tune(const llmrt_host *host, cuda_tune *t)
             t->att_win = v;
         else if (strcmp(tok, "sample_full") == 0)
             t->sample_full = v;
-        else if (strcmp(tok, "early") == 0)
-            t->early = v;
         else if (host && host->log)
             host->log(host->ctx, LLMRT_LOG_WARN, "cuda", "LLMRT_CUDA_TUNE: unknown key '%s'", tok);
     }
