@@ -535,21 +535,6 @@ __device__ __forceinline__ uint32_t word_of(const uint4 &v, int j)
     return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
 }
 
-/* ZF ("zero folded"), the decode kernel at groups of 128 with x staged: the tensor cores
- * multiply the raw 1024 + q (and 1024 + 16 q) halves the magic-number trick gives, and the
- * offset and zero point come off once per group through the group's sum of x (staged with
- * x) — two HSUB2/HFMA2 per fragment word fewer in the inner loop. The products are exact in
- * f32 and the offset cancels within ~2^-24 * 1024 * |sum x| per group. */
-template <int GROUP, int NT, bool SX> constexpr bool AWQ_ZF = SX && GROUP == 128 && NT == 1;
-
-__device__ __forceinline__ float awq_warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* The 16-byte weight loads and meta of iteration `it` (AWQ_ITK inputs) of a warp's 32 rows. */
 template <int GROUP>
 __device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
@@ -579,13 +564,11 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
                                                  const uint2 (&mv)[AWQ_MT][AWQ_ITK / GROUP],
                                                  const float *__restrict__ x, int it, int n,
                                                  int in, int g, int t,
-                                                 const uint32_t *xs = nullptr, int xstride = 0,
-                                                 const float *xsum = nullptr)
+                                                 const uint32_t *xs = nullptr, int xstride = 0)
 {
     constexpr int KT_IT = AWQ_ITK / 16; /* k-tiles per iteration (16) */
     constexpr int GPI = AWQ_ITK / GROUP;
     constexpr int KPG = GROUP / 16;     /* k-tiles per group */
-    constexpr bool ZF = AWQ_ZF<GROUP, NT, SX>;
     const __half2 sixteenth = __float2half2_rn(0.0625f);
     const __half2 h960 = __float2half2_rn(960.0f);
 #pragma unroll
@@ -630,40 +613,14 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
             for (int mt = 0; mt < AWQ_MT; mt++) {
                 const uint32_t w = word_of(wv[mt][j / 4], j % 4);
                 uint32_t a[4];
-                if constexpr (ZF) { /* 1024 + q and 1024 + 16 q as they are (see ZF) */
-                    a[0] = awq_cl_frag_raw(w, 0);
-                    a[1] = awq_cl_frag_raw(w, 1);
-                    a[2] = awq_cl_frag_raw(w, 2);
-                    a[3] = awq_cl_frag_raw(w, 3);
-                } else {
-                    a[0] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 0)), zlo[mt]));
-                    a[1] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 1)), sixteenth, nzhi[mt]));
-                    a[2] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 2)), zlo[mt]));
-                    a[3] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 3)), sixteenth, nzhi[mt]));
-                }
+                a[0] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 0)), zlo[mt]));
+                a[1] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 1)), sixteenth, nzhi[mt]));
+                a[2] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 2)), zlo[mt]));
+                a[3] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 3)), sixteenth, nzhi[mt]));
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
                     mma_16816(pacc[mt][nt], a, b[nt][0], b[nt][1]);
             }
-        }
-        if constexpr (ZF) {
-            /* rows r0: P = sum (1024 + q) x, so sum (q - z) x = P - (1024 + z) X; rows r1:
-             * P = sum (1024 + 16 q) x, so sum (q - z) x = P / 16 - (64 + z) X; X = the group's
-             * sum of the staged x of tokens 2t, 2t + 1 */
-            const int grp = it * GPI + gi;
-            const float x0 = 2 * t < n ? xsum[grp * 8 + 2 * t] : 0.0f;
-            const float x1 = 2 * t + 1 < n ? xsum[grp * 8 + 2 * t + 1] : 0.0f;
-#pragma unroll
-            for (int mt = 0; mt < AWQ_MT; mt++) {
-                const float2 s = __half22float2(bits_h2(mv[mt][gi].x));
-                const float2 zf = __half22float2(bits_h2(mv[mt][gi].y)); /* 1024 + z */
-                const float z1 = zf.y - 960.0f;                           /* 64 + z[r1] */
-                acc[mt][0][0] = fmaf(s.x, fmaf(-zf.x, x0, pacc[mt][0][0]), acc[mt][0][0]);
-                acc[mt][0][1] = fmaf(s.x, fmaf(-zf.x, x1, pacc[mt][0][1]), acc[mt][0][1]);
-                acc[mt][0][2] = fmaf(s.y, fmaf(pacc[mt][0][2], 0.0625f, -z1 * x0), acc[mt][0][2]);
-                acc[mt][0][3] = fmaf(s.y, fmaf(pacc[mt][0][3], 0.0625f, -z1 * x1), acc[mt][0][3]);
-            }
-            continue;
         }
         /* the group's scales, in f32 */
 #pragma unroll
@@ -750,7 +707,6 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
      * words, padded so token rows start in different banks; zeros up to kpad), so each k-tile
      * reads its B fragment with two shared loads instead of two global loads and conversions */
     extern __shared__ uint32_t awq_xs[];
-    float *const xsum = reinterpret_cast<float *>(awq_xs + n * xstride); /* ZF: [kpad / 128][8] */
     if constexpr (SX) {
         const int kq = kpad / 4;
         for (int i = threadIdx.x; i < n * kq; i += KW * 32) {
@@ -762,14 +718,6 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             hv.x = h2_bits(__floats2half2_rn(v.x, v.y));
             hv.y = h2_bits(__floats2half2_rn(v.z, v.w));
             *reinterpret_cast<uint2 *>(awq_xs + tok * xstride + 2 * c) = hv;
-            if constexpr (AWQ_ZF<GROUP, NT, SX>) {
-                /* a warp's 32 chunks are one group of one token (kq and the warp's first i
-                 * are multiples of 32): its sum of the staged values */
-                const float2 lo = __half22float2(bits_h2(hv.x)), hi = __half22float2(bits_h2(hv.y));
-                const float gs = awq_warp_sum((lo.x + lo.y) + (hi.x + hi.y));
-                if (lane == 0)
-                    xsum[(c >> 5) * 8 + tok] = gs;
-            }
         }
         __syncthreads();
     }
@@ -783,15 +731,14 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
     while (it < n_iters) {
-        awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride, xsum);
+        awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
         if constexpr (DB) { /* refill the set just used, then compute the other */
             if (it + 2 * KW < n_iters)
                 awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
             it += KW;
             if (it >= n_iters)
                 break;
-            awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride,
-                                            xsum);
+            awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
             if (it + 2 * KW < n_iters)
                 awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
             it += KW;
@@ -895,8 +842,7 @@ template <int GROUP> static int choose_kw_g(const awq_cuda_ctx *ctx, int64_t n_b
     const awq_gemv_fn kernels[5] = {gemv_fn<GROUP, 1, 1, true>(), gemv_fn<GROUP, 1, 2, true>(),
                                     gemv_fn<GROUP, 1, 4, true>(), gemv_fn<GROUP, 1, 8, true>(),
                                     gemv_fn<GROUP, 1, 16, true>()};
-    const size_t xs_bytes = (size_t)(n_iters * AWQ_ITK / 2 + 4) * 4 + /* one token staged */
-                            (GROUP == 128 ? (size_t)n_iters * 2 * 8 * 4 : 0); /* ZF sums */
+    const size_t xs_bytes = (size_t)(n_iters * AWQ_ITK / 2 + 4) * 4; /* one token staged */
     int best = 1;
     int64_t best_chain = INT64_MAX, best_waves = INT64_MAX;
     for (int i = 0, kw = 1; kw <= AWQ_KW_MAX; i++, kw *= 2) {
@@ -939,9 +885,7 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
                            const float *x, int n)
 {
     const int xstride = (int)(l->kpad / 2 + 4); /* words per staged token row */
-    /* staged x, then (ZF) each group's sums for 8 tokens */
-    const size_t xs_bytes = (size_t)n * (size_t)xstride * 4 +
-                            (AWQ_ZF<GROUP, NT, true> ? (size_t)(l->kpad / 128) * 8 * 4 : 0);
+    const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
         awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
                    KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
