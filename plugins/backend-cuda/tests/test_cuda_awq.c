@@ -37,6 +37,17 @@ static const awq_case cases[] = {
 
 static const int ns[] = {1, 2, 7, 8, 9, 16, 17, 32, 33, 100};
 
+/* Free one linear loaded on both backends, and the two quant instances. */
+static void free_pair(llmrt_quant *q_cuda, llmrt_qlinear *l_cuda, llmrt_quant *q_cpu,
+                      llmrt_qlinear *l_cpu)
+{
+    const llmrt_quant_vtable *qv = at_awq();
+    qv->linear_free(q_cuda, l_cuda);
+    qv->linear_free(q_cpu, l_cpu);
+    qv->destroy(q_cuda);
+    qv->destroy(q_cpu);
+}
+
 START_TEST(test_awq_vs_cpu)
 {
     const awq_case *c = &cases[_i];
@@ -88,10 +99,7 @@ START_TEST(test_awq_vs_cpu)
         ct_assert_close(res[0], res[1], (size_t)(n * c->out), n > 32 ? TOL_AWQ_PREFILL : TOL_AWQ, what);
         free(res[0]), free(res[1]), free(x);
     }
-    qv->linear_free(q_cuda, l_cuda);
-    qv->linear_free(q_cpu, l_cpu);
-    qv->destroy(q_cuda);
-    qv->destroy(q_cpu);
+    free_pair(q_cuda, l_cuda, q_cpu, l_cpu);
     at_ckpt_free(ck);
     at_linear_free(&lin);
 }
@@ -219,10 +227,7 @@ START_TEST(test_awq_fused)
         ct_assert_close(res[0], res[1], (size_t)(n * total), n > 32 ? TOL_AWQ_PREFILL : TOL_AWQ, what);
         free(res[0]), free(res[1]), free(x);
     }
-    qv->linear_free(q_cuda, l_cuda);
-    qv->linear_free(q_cpu, l_cpu);
-    qv->destroy(q_cuda);
-    qv->destroy(q_cpu);
+    free_pair(q_cuda, l_cuda, q_cpu, l_cpu);
     for (int p = 0; p < fc[i].n_parts; p++)
         at_linear_free(&parts[p]);
     at_ckpt_free(ck);
@@ -273,10 +278,7 @@ START_TEST(test_awq_configs)
         ct_assert_close(res[0], res[1], (size_t)n * 512, TOL_AWQ, what);
         free(res[0]), free(res[1]), free(x);
     }
-    qv->linear_free(q_cuda, l_cuda);
-    qv->linear_free(q_cpu, l_cpu);
-    qv->destroy(q_cuda);
-    qv->destroy(q_cpu);
+    free_pair(q_cuda, l_cuda, q_cpu, l_cpu);
     at_ckpt_free(ck);
     at_linear_free(&lin);
 }
@@ -354,10 +356,7 @@ START_TEST(test_awq_swiglu)
     ck_assert_int_eq(qv->linear_forward_fused(q_cuda, l_cuda, NULL, NULL, 9, LLMRT_FUSE_OUT_SWIGLU,
                                               &err),
                      LLMRT_ERR_UNSUPPORTED);
-    qv->linear_free(q_cuda, l_cuda);
-    qv->linear_free(q_cpu, l_cpu);
-    qv->destroy(q_cuda);
-    qv->destroy(q_cpu);
+    free_pair(q_cuda, l_cuda, q_cpu, l_cpu);
     at_ckpt_free(ck);
     at_linear_free(&lin);
 }
