@@ -476,7 +476,7 @@ static llmrt_status awq_linear_forward_fused(llmrt_quant *q, const llmrt_qlinear
     if (l->cuda)
         return awq_cuda_forward_fused(q->cuda, l->cuda, y, x, n, flags, err);
 #endif
-    (void)q, (void)y, (void)x;
+    (void)q, (void)l, (void)y, (void)x;
     return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
                       "quant-awq: folds 0x%x are not available on this backend (%d rows)", flags,
                       n);
