@@ -50,6 +50,7 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
+    int i8;     /* 1: decode GEMV with x quantised to int8 per group (i8=1) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -322,6 +323,8 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
+            else if (strcmp(tok, "i8") == 0)
+                ctx->tune.i8 = v > 0 ? 1 : -1;
         }
     }
     *out = ctx;
@@ -518,6 +521,16 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* d += a (u8 [16 x 32]) * b (s8 [32 x 8]), s32 accumulators */
+__device__ __forceinline__ void mma_16832_u8s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t *>(&h); }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2 *>(&u); }
 
@@ -637,6 +650,111 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
     }
 }
 
+/* ---- int8 activations (W4A8) for decode ----
+ *
+ * The f16 path spends ~22 instructions per 32-bit weight word (unpack, zero point, scale,
+ * B fragments); the int8 path multiplies the raw nibbles as u8 by x quantised to s8 on the
+ * tensor cores (mma m16n8k32, s32 accumulators, exact) and takes the zero point and both
+ * scales off once per group of 128: y = s (dx (sum q xq) - z dx (sum xq)).
+ *
+ * k-slots: the m16n8k32 A fragment of lane (g, t) holds row g (a0, a2) / g + 8 (a1, a3) at
+ * k-slots 4 t .. 4 t + 3 (a0, a1) and 16 + 4 t .. (a2, a3). The repacked word of k-tile kt
+ * masked with 0x0f0f0f0f is row r0 at inputs (ka, ka + 8, ka + 1, ka + 9), ka = 16 kt + 2 t
+ * (nibbles 0, 2, 4, 6), shifted right by 4 first row r1 at the same inputs: so a k32 step
+ * takes two k-tiles' words, and x is staged per k-tile and t in that same input order. */
+
+/* Stage x [n, in] as s8, one 32-bit word per (token, k-tile, t) holding inputs (2t, 2t + 8,
+ * 2t + 1, 2t + 9) of the k-tile, rows of xstride words; then per (token, group of 128) the
+ * scale dx (f32) and the sum of the s8 values (s32), n * n_grp each, after the rows. One warp
+ * per (token, group): lane = 4 (k-tile in group) + t. */
+__device__ __forceinline__ void awq_stage_x_i8(uint32_t *xs, const float *__restrict__ x, int n,
+                                               int in, int n_grp, int xstride, int warp,
+                                               int n_warps, int lane)
+{
+    float *dx = reinterpret_cast<float *>(xs + n * xstride);
+    int *sx = reinterpret_cast<int *>(dx + n * n_grp);
+    for (int u = warp; u < n * n_grp; u += n_warps) {
+        const int tok = u / n_grp, grp = u - tok * n_grp;
+        const int k = grp * 128 + (lane >> 2) * 16 + 2 * (lane & 3);
+        float2 lo = make_float2(0.0f, 0.0f), hi = lo;
+        if (k < in) { /* in is a multiple of the group (128) */
+            lo = __ldg(reinterpret_cast<const float2 *>(x + (int64_t)tok * in + k));
+            hi = __ldg(reinterpret_cast<const float2 *>(x + (int64_t)tok * in + k + 8));
+        }
+        float amax = fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(hi.x), fabsf(hi.y)));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        const int q0 = __float2int_rn(lo.x * inv), q1 = __float2int_rn(lo.y * inv);
+        const int q8 = __float2int_rn(hi.x * inv), q9 = __float2int_rn(hi.y * inv);
+        xs[tok * xstride + grp * 32 + lane] = (uint32_t)(q0 & 0xff) | (uint32_t)(q8 & 0xff) << 8 |
+                                              (uint32_t)(q1 & 0xff) << 16 |
+                                              (uint32_t)(q9 & 0xff) << 24;
+        int sum = q0 + q1 + q8 + q9;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (lane == 0) {
+            dx[u] = amax / 127.0f;
+            sx[u] = sum;
+        }
+    }
+}
+
+/* acc += iteration `it` (AWQ_ITK inputs, groups of 128) times the s8-staged x (see
+ * awq_stage_x_i8); acc as awq_compute_iter's with NT = 1. */
+__device__ __forceinline__ void awq_compute_iter_i8(float (&acc)[AWQ_MT][1][4],
+                                                    const uint4 (&wv)[AWQ_MT][AWQ_ITK / 64],
+                                                    const uint2 (&mv)[AWQ_MT][AWQ_ITK / 128],
+                                                    int it, int n, int n_grp, int g, int t,
+                                                    const uint32_t *xs, int xstride)
+{
+    constexpr int GPI = AWQ_ITK / 128;
+    const float *dx = reinterpret_cast<const float *>(xs + n * xstride);
+    const int *sx = reinterpret_cast<const int *>(dx + n * n_grp);
+    const uint32_t *xr = xs + g * xstride + it * (AWQ_ITK / 16) * 4 + t;
+    const int c0 = 2 * t, c1 = 2 * t + 1; /* this lane's tokens (C columns) */
+#pragma unroll
+    for (int gi = 0; gi < GPI; gi++) {
+        int ci[AWQ_MT][4];
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                ci[mt][c] = 0;
+#pragma unroll
+        for (int p = 0; p < 4; p++) { /* k32 steps of the group: k-tiles j, j + 1 */
+            const int j = gi * 8 + 2 * p;
+            const uint32_t b0 = g < n ? xr[j * 4] : 0u;
+            const uint32_t b1 = g < n ? xr[(j + 1) * 4] : 0u;
+#pragma unroll
+            for (int mt = 0; mt < AWQ_MT; mt++) {
+                const uint32_t w0 = word_of(wv[mt][j / 4], j % 4);
+                const uint32_t w1 = word_of(wv[mt][(j + 1) / 4], (j + 1) % 4);
+                const uint32_t a[4] = {w0 & 0x0f0f0f0fu, (w0 >> 4) & 0x0f0f0f0fu,
+                                       w1 & 0x0f0f0f0fu, (w1 >> 4) & 0x0f0f0f0fu};
+                mma_16832_u8s8(ci[mt], a, b0, b1);
+            }
+        }
+        /* y += s (dx sum(q xq) - z dx sum(xq)) per row and token */
+        const int grp = it * GPI + gi;
+        const float d0 = c0 < n ? dx[c0 * n_grp + grp] : 0.0f;
+        const float d1 = c1 < n ? dx[c1 * n_grp + grp] : 0.0f;
+        const int s0 = c0 < n ? sx[c0 * n_grp + grp] : 0;
+        const int s1 = c1 < n ? sx[c1 * n_grp + grp] : 0;
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++) {
+            const float2 s = __half22float2(bits_h2(mv[mt][gi].x)); /* (s[r0], s[r1]) */
+            const int z0 = (int)(mv[mt][gi].y & 0xfu), z1 = (int)((mv[mt][gi].y >> 16) & 0xfu);
+            acc[mt][0][0] = fmaf(s.x * d0, (float)(ci[mt][0] - z0 * s0), acc[mt][0][0]);
+            acc[mt][0][1] = fmaf(s.x * d1, (float)(ci[mt][1] - z0 * s1), acc[mt][0][1]);
+            acc[mt][0][2] = fmaf(s.y * d0, (float)(ci[mt][2] - z1 * s0), acc[mt][0][2]);
+            acc[mt][0][3] = fmaf(s.y * d1, (float)(ci[mt][3] - z1 * s1), acc[mt][0][3]);
+        }
+    }
+}
+
 /* The sum over the K-splitting warps, in warp order (as the plain store), of row r (0..31) of
  * the block and token tok (< 8) from red [KW][8][32], the warps' C fragments of the decode
  * kernel (NT = 1: value v = 4 mt + c of lane 4 g + t holds row 16 mt + g + 8 (c >> 1), token
@@ -658,7 +776,7 @@ __device__ __forceinline__ float awq_red_sum(const float (&red)[KW > 1 ? KW : 1]
 /* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
  * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
  * warp order. y [n, out]. */
-template <int GROUP, int NT, int KW, bool SX, bool GLU>
+template <int GROUP, int NT, int KW, bool SX, bool GLU, bool I8 = false>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
@@ -692,7 +810,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
      * (the capped kernels run 24 warps per SM at 80 registers), at groups of 32 or 64 (more
      * scale registers) it would spill, and with x read from global memory (n = 4..8) it was
      * ~4% slower. */
-    constexpr bool DB = KW == 16 && NT == 1 && GROUP == 128 && SX;
+    constexpr bool DB = KW == 16 && NT == 1 && GROUP == 128 && SX && !I8;
     /* the first weights are in flight before the wait for the kernel that writes x */
     uint4 wv[AWQ_MT][LD_IT], wv2[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI], mv2[AWQ_MT][GPI];
@@ -707,7 +825,11 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
      * words, padded so token rows start in different banks; zeros up to kpad), so each k-tile
      * reads its B fragment with two shared loads instead of two global loads and conversions */
     extern __shared__ uint32_t awq_xs[];
-    if constexpr (SX) {
+    if constexpr (I8) {
+        static_assert(SX && NT == 1 && GROUP == 128, "int8 x: the staged decode kernel at g128");
+        awq_stage_x_i8(awq_xs, x, n, in, n_grp, xstride, w, KW, lane);
+        __syncthreads();
+    } else if constexpr (SX) {
         const int kq = kpad / 4;
         for (int i = threadIdx.x; i < n * kq; i += KW * 32) {
             const int tok = i / kq, c = i - tok * kq;
@@ -730,22 +852,31 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 #pragma unroll
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
-    while (it < n_iters) {
-        awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
-        if constexpr (DB) { /* refill the set just used, then compute the other */
-            if (it + 2 * KW < n_iters)
-                awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
-            it += KW;
-            if (it >= n_iters)
-                break;
-            awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
-            if (it + 2 * KW < n_iters)
-                awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
-            it += KW;
-        } else {
+    if constexpr (I8) { /* one iteration in flight per warp */
+        while (it < n_iters) {
+            awq_compute_iter_i8(acc, wv, mv, it, n, n_grp, g, t, awq_xs, xstride);
             it += KW;
             if (it < n_iters)
                 awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
+        }
+    } else {
+        while (it < n_iters) {
+            awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
+            if constexpr (DB) { /* refill the set just used, then compute the other */
+                if (it + 2 * KW < n_iters)
+                    awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
+                it += KW;
+                if (it >= n_iters)
+                    break;
+                awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
+                if (it + 2 * KW < n_iters)
+                    awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
+                it += KW;
+            } else {
+                it += KW;
+                if (it < n_iters)
+                    awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
+            }
         }
     }
 
@@ -800,21 +931,21 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 /* The kernel: with a register cap where ptxas then still needs no spills (decode at g128,
  * 2..8 warps: 80 registers, 24 warps per SM; sm_90 -Xptxas -v), else ptxas's own choice (a
  * minimum block count there makes it take every register it may). */
-template <int GROUP, int NT, int KW, bool SX, bool GLU>
+template <int GROUP, int NT, int KW, bool SX, bool GLU, bool I8>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
                 const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
+    awq_gemv_body<GROUP, NT, KW, SX, GLU, I8>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
-template <int KW, bool SX, bool GLU>
+template <int KW, bool SX, bool GLU, bool I8>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
                        int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
+    awq_gemv_body<128, 1, KW, SX, GLU, I8>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
@@ -822,13 +953,15 @@ typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint
 
 /* The kernel function for (GROUP, NT, KW, SX, GLU). SX (x staged in shared memory) exists for
  * the decode shapes, NT = 1; GLU for those at groups of 128. */
-template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false> static awq_gemv_fn gemv_fn()
+template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false, bool I8 = false>
+static awq_gemv_fn gemv_fn()
 {
     static_assert(!GLU || (GROUP == 128 && NT == 1), "GLU: decode at g128 only");
+    static_assert(!I8 || (GROUP == 128 && NT == 1 && SX), "int8 x: staged decode at g128 only");
     if constexpr (GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8)
-        return awq_gemv_capped_kernel<KW, SX, GLU>;
+        return awq_gemv_capped_kernel<KW, SX, GLU, I8>;
     else
-        return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1, GLU>;
+        return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1, GLU, I8>;
 }
 
 
@@ -884,6 +1017,19 @@ template <int GROUP, int NT, int KW, bool GLU>
 static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
 {
+    if constexpr (GROUP == 128 && NT == 1) {
+        /* int8 x: rows of kpad / 4 words (+4: token rows start in different banks), then per
+         * (token, group) a scale and a sum */
+        const int xs8 = (int)(l->kpad / 4 + 4);
+        const size_t b8 = ((size_t)n * (size_t)xs8 + 2 * (size_t)n * (size_t)(l->kpad / 128)) * 4;
+        if (ctx->tune.i8 > 0 && ctx->tune.sx >= 0 && l->in % 128 == 0 &&
+            b8 <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
+            awq_launch(ctx, gemv_fn<128, 1, KW, true, GLU, true>(),
+                       (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, b8, y, x, l->wq, l->meta, n,
+                       (int)l->out, (int)l->in, (int)l->kpad, xs8);
+            return;
+        }
+    }
     const int xstride = (int)(l->kpad / 2 + 4); /* words per staged token row */
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
