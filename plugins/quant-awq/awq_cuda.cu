@@ -51,6 +51,8 @@ typedef struct awq_tune {
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
     int i8;     /* 1: decode GEMV with x quantised to int8 per group (i8=1) */
+    int st;     /* >0: decode GEMV streaming weights through shared memory, st warps (4/8/16) */
+    int ns;     /* its stages (default 2) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -58,6 +60,7 @@ struct awq_cuda_ctx {
     cudaStream_t stream;
     int device;
     int sm_count;
+    int cc_major;
     int pdl;                  /* launch with programmatic dependent launch (backend "cuda.pdl") */
     awq_tune tune;
     void *staging;            /* raw qweight | qzeros | scales of one part during a load */
@@ -301,6 +304,8 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
         e = cudaSetDevice(ctx->device);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, ctx->device);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&ctx->cc_major, cudaDevAttrComputeCapabilityMajor, ctx->device);
     if (e != cudaSuccess) {
         free(ctx);
         return cfail(err, e, "reading the backend stream's device");
@@ -325,6 +330,10 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.fx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "i8") == 0)
                 ctx->tune.i8 = v > 0 ? 1 : -1;
+            else if (strcmp(tok, "st") == 0)
+                ctx->tune.st = v;
+            else if (strcmp(tok, "ns") == 0)
+                ctx->tune.ns = v;
         }
     }
     *out = ctx;
@@ -650,6 +659,24 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
     }
 }
 
+/* Stage x [n, in] in shared memory as f16 pairs, rows of xstride words, zeros up to kpad
+ * (the block's nthreads threads; the caller syncs). */
+__device__ __forceinline__ void awq_stage_x_f16(uint32_t *xs, const float *__restrict__ x, int n,
+                                                int in, int kpad, int xstride, int nthreads)
+{
+    const int kq = kpad / 4;
+    for (int i = threadIdx.x; i < n * kq; i += nthreads) {
+        const int tok = i / kq, c = i - tok * kq;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (4 * c < in)
+            v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)tok * in + 4 * c));
+        uint2 hv;
+        hv.x = h2_bits(__floats2half2_rn(v.x, v.y));
+        hv.y = h2_bits(__floats2half2_rn(v.z, v.w));
+        *reinterpret_cast<uint2 *>(xs + tok * xstride + 2 * c) = hv;
+    }
+}
+
 /* ---- int8 activations (W4A8) for decode ----
  *
  * The f16 path spends ~22 instructions per 32-bit weight word (unpack, zero point, scale,
@@ -773,6 +800,64 @@ __device__ __forceinline__ float awq_red_sum(const float (&red)[KW > 1 ? KW : 1]
     return s;
 }
 
+/* The block's outputs from each warp's C fragments acc (warp w of KW, K-split partial sums):
+ * added in warp order through red, then stored to y [n, out], or for GLU (the block's m-tiles
+ * are a gate m-tile and its up m-tile) silu(gate) * up stored to y [n, out / 2]. */
+template <int NT, int KW, bool GLU>
+__device__ __forceinline__ void awq_gemv_store(const float (&acc)[AWQ_MT][NT][4],
+                                               float (&red)[KW > 1 ? KW : 1][AWQ_MT * NT * 4][32],
+                                               float *__restrict__ y, int n, int out, int mb,
+                                               int w, int lane, int g, int t)
+{
+    constexpr int NV = AWQ_MT * NT * 4;
+    if constexpr (KW == 1 && !GLU) {
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int r = (mb * AWQ_MT + mt) * 16 + g + (c >> 1) * 8;
+                    const int col = nt * 8 + 2 * t + (c & 1);
+                    if (r < out && col < n)
+                        y[(int64_t)col * out + r] = acc[mt][nt][c];
+                }
+    } else {
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    red[w][(mt * NT + nt) * 4 + c][lane] = acc[mt][nt][c];
+        __syncthreads();
+        if constexpr (GLU) { /* per token 16 outputs: gate row 16 mb + i with up row out/2 + ... */
+            static_assert(NT == 1, "GLU: decode kernel only");
+            const int half = out / 2;
+            for (int idx = threadIdx.x; idx < n * 16; idx += KW * 32) {
+                const int tok = idx >> 4, i = idx & 15;
+                const float gate = awq_red_sum<KW, NV>(red, i, tok);
+                const float up = awq_red_sum<KW, NV>(red, 16 + i, tok);
+                y[(int64_t)tok * half + mb * 16 + i] = gate / (1.0f + expf(-gate)) * up;
+            }
+        } else {
+            for (int idx = threadIdx.x; idx < NV * 32; idx += KW * 32) {
+                const int ln = idx & 31, v = idx >> 5;
+                const int c = v & 3, nt = (v >> 2) % NT, mt = (v >> 2) / NT;
+                const int r = (mb * AWQ_MT + mt) * 16 + (ln >> 2) + (c >> 1) * 8;
+                const int col = nt * 8 + 2 * (ln & 3) + (c & 1);
+                if (r >= out || col >= n)
+                    continue;
+                float s = 0.0f;
+#pragma unroll
+                for (int k = 0; k < KW; k++)
+                    s += red[k][v][ln];
+                y[(int64_t)col * out + r] = s;
+            }
+        }
+    }
+}
+
 /* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
  * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
  * warp order. y [n, out]. */
@@ -830,17 +915,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
         awq_stage_x_i8(awq_xs, x, n, in, n_grp, xstride, w, KW, lane);
         __syncthreads();
     } else if constexpr (SX) {
-        const int kq = kpad / 4;
-        for (int i = threadIdx.x; i < n * kq; i += KW * 32) {
-            const int tok = i / kq, c = i - tok * kq;
-            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (4 * c < in)
-                v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)tok * in + 4 * c));
-            uint2 hv;
-            hv.x = h2_bits(__floats2half2_rn(v.x, v.y));
-            hv.y = h2_bits(__floats2half2_rn(v.z, v.w));
-            *reinterpret_cast<uint2 *>(awq_xs + tok * xstride + 2 * c) = hv;
-        }
+        awq_stage_x_f16(awq_xs, x, n, in, kpad, xstride, KW * 32);
         __syncthreads();
     }
 
@@ -880,52 +955,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
         }
     }
 
-    if constexpr (KW == 1 && !GLU) {
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int r = (mb * AWQ_MT + mt) * 16 + g + (c >> 1) * 8;
-                    const int col = nt * 8 + 2 * t + (c & 1);
-                    if (r < out && col < n)
-                        y[(int64_t)col * out + r] = acc[mt][nt][c];
-                }
-    } else {
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    red[w][(mt * NT + nt) * 4 + c][lane] = acc[mt][nt][c];
-        __syncthreads();
-        if constexpr (GLU) { /* per token 16 outputs: gate row 16 mb + i with up row out/2 + ... */
-            static_assert(NT == 1, "GLU: decode kernel only");
-            const int half = out / 2;
-            for (int idx = threadIdx.x; idx < n * 16; idx += KW * 32) {
-                const int tok = idx >> 4, i = idx & 15;
-                const float gate = awq_red_sum<KW, NV>(red, i, tok);
-                const float up = awq_red_sum<KW, NV>(red, 16 + i, tok);
-                y[(int64_t)tok * half + mb * 16 + i] = gate / (1.0f + expf(-gate)) * up;
-            }
-        } else {
-            for (int idx = threadIdx.x; idx < NV * 32; idx += KW * 32) {
-                const int ln = idx & 31, v = idx >> 5;
-                const int c = v & 3, nt = (v >> 2) % NT, mt = (v >> 2) / NT;
-                const int r = (mb * AWQ_MT + mt) * 16 + (ln >> 2) + (c >> 1) * 8;
-                const int col = nt * 8 + 2 * (ln & 3) + (c & 1);
-                if (r >= out || col >= n)
-                    continue;
-                float s = 0.0f;
-#pragma unroll
-                for (int k = 0; k < KW; k++)
-                    s += red[k][v][ln];
-                y[(int64_t)col * out + r] = s;
-            }
-        }
-    }
+    awq_gemv_store<NT, KW, GLU>(acc, red, y, n, out, mb, w, lane, g, t);
 }
 
 /* The kernel: with a register cap where ptxas then still needs no spills (decode at g128,
@@ -964,6 +994,198 @@ static awq_gemv_fn gemv_fn()
         return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1, GLU, I8>;
 }
 
+
+/* ---- Kernel 3: the decode GEMV streaming its weights through shared memory (sm_90) ----
+ *
+ * Kernel 2 keeps at most one K iteration of weights (4 KB per warp, ~96 KB per SM) in flight,
+ * and only while a warp is not computing, so an SM rarely has enough bytes outstanding to
+ * cover HBM's latency under load. Here one thread per block issues bulk asynchronous copies
+ * (cp.async.bulk, completing on an mbarrier) of whole chunks of the block's weights and
+ * scales into a ring of ns shared-memory stages — the first ns before the wait on the
+ * previous kernel — and the warps compute from shared memory. A chunk is KW iterations; warp
+ * w takes iteration w of each chunk, the same split as kernel 2 with KW warps, so the sums
+ * are the same. */
+#define AWQ_ST_NS_MAX 4
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t *bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+/* The barrier's next phase completes when `bytes` more bytes of bulk copies have landed. */
+__device__ __forceinline__ void mbar_expect(uint64_t *bar, uint32_t bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+                 "r"(bytes)
+                 : "memory");
+#endif
+}
+
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+                 "[%3];" ::"r"(smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+                     "selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done)
+                     : "r"(smem_addr(bar)), "r"(parity)
+                     : "memory");
+#endif
+}
+
+/* Shared memory of kernel 3: ns stages of [AWQ_MT] weight chunks and [AWQ_MT] meta chunks,
+ * the stages' barriers, then x staged as in kernel 2. */
+template <int KW> struct awq_st_geom {
+    static constexpr int W_BYTES = KW * (AWQ_ITK / 64) * 512; /* one m-tile's weights per chunk */
+    static constexpr int M_BYTES = KW * (AWQ_ITK / 128) * 64; /* its scales/zeros per chunk */
+    static constexpr int STAGE = AWQ_MT * (W_BYTES + M_BYTES);
+    static size_t bytes(int ns, int n, int xstride)
+    {
+        return (size_t)ns * STAGE + AWQ_ST_NS_MAX * 8 + (size_t)n * (size_t)xstride * 4;
+    }
+};
+
+template <int KW, bool GLU>
+__global__ void __launch_bounds__(KW * 32)
+awq_gemv_stream_kernel(float *__restrict__ y, const float *__restrict__ x,
+                       const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
+                       int out, int in, int kpad, int xstride, int ns)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    using G = awq_st_geom<KW>;
+    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / 128;
+    __shared__ float red[KW > 1 ? KW : 1][AWQ_MT * 4][32];
+    extern __shared__ __align__(128) unsigned char awq_st[];
+    uint64_t *full = reinterpret_cast<uint64_t *>(awq_st + (size_t)ns * G::STAGE);
+    uint32_t *xs = reinterpret_cast<uint32_t *>(full + AWQ_ST_NS_MAX);
+
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int mb = blockIdx.x;
+    const int n_iters = kpad / AWQ_ITK, n_chunks = (n_iters + KW - 1) / KW;
+    const int64_t n_super = kpad / 64, n_grp = kpad / 128;
+    const int64_t m0 = GLU ? mb : (int64_t)mb * AWQ_MT, mstep = GLU ? out / 32 : 1;
+
+    /* thread 0 fills stage c % ns with chunk c: per m-tile its weights and scales/zeros */
+    auto issue = [&](int c) {
+        const int st = c % ns;
+        const int its = min(KW, n_iters - c * KW);
+        const uint32_t wb = (uint32_t)its * LD_IT * 512, mbytes = (uint32_t)its * GPI * 64;
+        unsigned char *stage = awq_st + (size_t)st * G::STAGE;
+        mbar_expect(&full[st], AWQ_MT * (wb + mbytes));
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++) {
+            const int64_t m = m0 + mt * mstep;
+            bulk_copy(stage + mt * G::W_BYTES,
+                      reinterpret_cast<const uint4 *>(wq) + (m * n_super + (int64_t)c * KW * LD_IT) * 32,
+                      wb, &full[st]);
+            bulk_copy(stage + AWQ_MT * G::W_BYTES + mt * G::M_BYTES,
+                      reinterpret_cast<const uint2 *>(meta) + (m * n_grp + (int64_t)c * KW * GPI) * 8,
+                      mbytes, &full[st]);
+        }
+    };
+    if (threadIdx.x == 0) {
+        for (int st = 0; st < ns; st++)
+            mbar_init(&full[st]);
+        for (int c = 0; c < ns && c < n_chunks; c++)
+            issue(c); /* weights never change: before the wait */
+    }
+    pdl_wait();
+    pdl_trigger();
+    awq_stage_x_f16(xs, x, n, in, kpad, xstride, KW * 32);
+    __syncthreads(); /* x staged, barriers initialised */
+
+    float acc[AWQ_MT][1][4];
+#pragma unroll
+    for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            acc[mt][0][c] = 0.0f;
+    for (int c = 0; c < n_chunks; c++) {
+        const int st = c % ns;
+        mbar_wait(&full[st], (uint32_t)(c / ns) & 1u);
+        const int it = c * KW + w;
+        if (it < n_iters) {
+            const unsigned char *stage = awq_st + (size_t)st * G::STAGE;
+            uint4 wv[AWQ_MT][LD_IT];
+            uint2 mv[AWQ_MT][GPI];
+#pragma unroll
+            for (int mt = 0; mt < AWQ_MT; mt++) {
+                const uint4 *ws = reinterpret_cast<const uint4 *>(stage + mt * G::W_BYTES);
+                const uint2 *ms =
+                    reinterpret_cast<const uint2 *>(stage + AWQ_MT * G::W_BYTES + mt * G::M_BYTES);
+#pragma unroll
+                for (int ci = 0; ci < LD_IT; ci++)
+                    wv[mt][ci] = ws[(w * LD_IT + ci) * 32 + lane];
+#pragma unroll
+                for (int gi = 0; gi < GPI; gi++)
+                    mv[mt][gi] = ms[(w * GPI + gi) * 8 + g];
+            }
+            awq_compute_iter<128, 1, true>(acc, wv, mv, x, it, n, in, g, t, xs, xstride);
+        }
+        if (c + ns < n_chunks) {
+            __syncthreads(); /* every warp is done with this stage */
+            if (threadIdx.x == 0)
+                issue(c + ns);
+        }
+    }
+    awq_gemv_store<1, KW, GLU>(acc, red, y, n, out, mb, w, lane, g, t);
+#endif
+}
+
+template <int KW, bool GLU>
+static bool launch_gemv_stream(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
+                               const float *x, int n)
+{
+    const int xstride = (int)(l->kpad / 2 + 4);
+    const int ns = ctx->tune.ns > 0 ? min(ctx->tune.ns, AWQ_ST_NS_MAX) : 2;
+    const size_t bytes = awq_st_geom<KW>::bytes(ns, n, xstride);
+    if ((size_t)n * (size_t)xstride * 4 > AWQ_SX_MAX_BYTES || bytes > 200 * 1024 ||
+        ((uintptr_t)x & 15u) != 0)
+        return false;
+    static int attr_set = 0; /* the opt-in above 48 KB, once per kernel */
+    if (!attr_set) {
+        cudaFuncSetAttribute(awq_gemv_stream_kernel<KW, GLU>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        attr_set = 1;
+    }
+    awq_launch(ctx, awq_gemv_stream_kernel<KW, GLU>, (unsigned)(l->n_mtiles / AWQ_MT), KW * 32,
+               bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, xstride, ns);
+    return true;
+}
+
+template <bool GLU>
+static bool launch_stream(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
+                          const float *x, int n)
+{
+    if (ctx->tune.st <= 0 || ctx->cc_major < 9 || l->group != 128 || n > 8)
+        return false;
+    switch (ctx->tune.st) {
+    case 4: return launch_gemv_stream<4, GLU>(ctx, l, y, x, n);
+    case 16: return launch_gemv_stream<16, GLU>(ctx, l, y, x, n);
+    default: return launch_gemv_stream<8, GLU>(ctx, l, y, x, n);
+    }
+}
 
 /* Kernel 2's K-splitting warps per block for a linear of n_blocks row blocks (32 rows) and
  * n_iters K iterations: the one whose longest chain of dependent iterations — waves of
@@ -1064,8 +1286,10 @@ template <int GROUP>
 static void launch_gemv_nt(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
 {
-    if (n <= 8)
-        launch_gemv<GROUP, 1>(ctx, l, y, x, n);
+    if (n <= 8) {
+        if (!(GROUP == 128 && launch_stream<false>(ctx, l, y, x, n)))
+            launch_gemv<GROUP, 1>(ctx, l, y, x, n);
+    }
     else if (n <= 16)
         launch_gemv<GROUP, 2>(ctx, l, y, x, n);
     else
@@ -1130,6 +1354,7 @@ extern "C" llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda
     llmrt_status st = use_device(ctx, err);
     if (st)
         return st;
-    launch_gemv<128, 1, true>(ctx, l, y, x, n);
+    if (!launch_stream<true>(ctx, l, y, x, n))
+        launch_gemv<128, 1, true>(ctx, l, y, x, n);
     return check_launch(err, "awq_gemv_kernel (SwiGLU)");
 }

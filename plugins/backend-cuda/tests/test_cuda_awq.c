@@ -242,7 +242,8 @@ START_TEST(test_awq_configs)
 {
     static const char *const tunes[] = {"kw=1",       "kw=2",       "kw=4",       "kw=8",
                                         "kw=16",      "sx=0,kw=4",  "i8=1,kw=1",  "i8=1,kw=4",
-                                        "i8=1,kw=16", "i8=1"};
+                                        "i8=1,kw=16", "i8=1",       "st=8",       "st=4,ns=3",
+                                        "st=16"};
     const char *tune = tunes[_i];
     llmrt_error err = {0};
     at_linear lin = at_linear_random(2048, 512, 128, 4242);
@@ -302,6 +303,8 @@ static const struct {
     {2048, 512, "kw=4"},
     {2048, 512, "sx=0,kw=8"},  /* x from global memory */
     {4096, 3072, "i8=1"},      /* x as int8 */
+    {4096, 3072, "st=8"},      /* weights streamed through shared memory */
+    {12288, 1024, "st=4,ns=2"},
 };
 
 START_TEST(test_awq_swiglu)
@@ -379,7 +382,7 @@ int main(void)
     tcase_add_loop_test(tc, test_awq_vs_cpu, 0, (int)(sizeof cases / sizeof *cases));
     tcase_add_test(tc, test_awq_graph);
     tcase_add_loop_test(tc, test_awq_fused, 0, 3);
-    tcase_add_loop_test(tc, test_awq_configs, 0, 10);
+    tcase_add_loop_test(tc, test_awq_configs, 0, 13);
     tcase_add_loop_test(tc, test_awq_swiglu, 0, (int)(sizeof glu_cases / sizeof *glu_cases));
     suite_add_tcase(s, tc);
     int rc = ct_run(s);
