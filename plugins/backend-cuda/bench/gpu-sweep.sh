@@ -82,7 +82,7 @@ if want bench && [[ -x build-gpu/bin/llmrt-cuda-bench ]]; then
   grep -A40 'fused kernels' "$L/kernels.txt" | grep -E 'total' | sed 's/^ */    fused:    /'
 fi
 if want qbench && [[ -x build-gpu/bin/llmrt-cuda-bench ]]; then
-  timeout 70 build-gpu/bin/llmrt-cuda-bench --filter awq --sweep --reps 20 > "$L/kernels-awq.txt" 2>&1
+  timeout 150 build-gpu/bin/llmrt-cuda-bench --filter awq --sweep --reps 20 > "$L/kernels-awq.txt" 2>&1
   row "kernel bench (awq)" "exit $? (kernels-awq.txt)"
   grep -E '^awq .*n=1 ' "$L/kernels-awq.txt" | grep -vE '\[(sx|kw|pdl)' | tr -s ' ' | cut -d' ' -f1-7 | sed 's/^/    /'
 fi
