@@ -52,7 +52,10 @@ typedef struct awq_tune {
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
     int i8;     /* 1: decode GEMV with x quantised to int8 per group (i8=1) */
     int st;     /* >0: decode GEMV streaming weights through shared memory, st warps (4/8/16) */
-    int ns;     /* its stages (default 2) */
+    int ns;     /* its stages (default 4) */
+    int pre;    /* stages it issues before the wait (default 1; -1: none) */
+    int bps;    /* its blocks per SM (default 1) */
+    int sg;     /* its grid, when > 0 (tests: several row blocks per block) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -334,6 +337,12 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.st = v;
             else if (strcmp(tok, "ns") == 0)
                 ctx->tune.ns = v;
+            else if (strcmp(tok, "pre") == 0)
+                ctx->tune.pre = v > 0 ? v : -1;
+            else if (strcmp(tok, "bps") == 0)
+                ctx->tune.bps = v;
+            else if (strcmp(tok, "sg") == 0)
+                ctx->tune.sg = v;
         }
     }
     *out = ctx;
@@ -1005,7 +1014,7 @@ static awq_gemv_fn gemv_fn()
  * previous kernel — and the warps compute from shared memory. A chunk is KW iterations; warp
  * w takes iteration w of each chunk, the same split as kernel 2 with KW warps, so the sums
  * are the same. */
-#define AWQ_ST_NS_MAX 4
+#define AWQ_ST_NS_MAX 8
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p)
 {
@@ -1069,7 +1078,7 @@ template <int KW, bool GLU>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_stream_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                       int out, int in, int kpad, int xstride, int ns)
+                       int out, int in, int kpad, int xstride, int ns, int pre)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     using G = awq_st_geom<KW>;
@@ -1081,14 +1090,19 @@ awq_gemv_stream_kernel(float *__restrict__ y, const float *__restrict__ x,
 
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int mb = blockIdx.x;
     const int n_iters = kpad / AWQ_ITK, n_chunks = (n_iters + KW - 1) / KW;
     const int64_t n_super = kpad / 64, n_grp = kpad / 128;
-    const int64_t m0 = GLU ? mb : (int64_t)mb * AWQ_MT, mstep = GLU ? out / 32 : 1;
+    const int n_blocks = GLU ? out / 32 : (out + 31) / 32; /* rows padded to 32 */
+    /* persistent: this block takes row blocks blockIdx.x, + gridDim.x, ...; its chunks q run
+     * through them in order, ns of them in flight */
+    const int n_mine = n_blocks > (int)blockIdx.x ? (n_blocks - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    const int n_q = n_mine * n_chunks;
 
-    /* thread 0 fills stage c % ns with chunk c: per m-tile its weights and scales/zeros */
-    auto issue = [&](int c) {
-        const int st = c % ns;
+    auto issue = [&](int q) {
+        const int st = q % ns;
+        const int u = q / n_chunks, c = q - u * n_chunks;
+        const int mb = (int)blockIdx.x + u * (int)gridDim.x;
+        const int64_t m0 = GLU ? mb : (int64_t)mb * AWQ_MT, mstep = GLU ? out / 32 : 1;
         const int its = min(KW, n_iters - c * KW);
         const uint32_t wb = (uint32_t)its * LD_IT * 512, mbytes = (uint32_t)its * GPI * 64;
         unsigned char *stage = awq_st + (size_t)st * G::STAGE;
@@ -1104,14 +1118,18 @@ awq_gemv_stream_kernel(float *__restrict__ y, const float *__restrict__ x,
                       mbytes, &full[st]);
         }
     };
+    const int first = min(ns, n_q);
     if (threadIdx.x == 0) {
         for (int st = 0; st < ns; st++)
             mbar_init(&full[st]);
-        for (int c = 0; c < ns && c < n_chunks; c++)
-            issue(c); /* weights never change: before the wait */
+        for (int q = 0; q < first && q < pre; q++)
+            issue(q); /* weights never change: before the wait */
     }
     pdl_wait();
     pdl_trigger();
+    if (threadIdx.x == 0)
+        for (int q = pre; q < first; q++)
+            issue(q);
     awq_stage_x_f16(xs, x, n, in, kpad, xstride, KW * 32);
     __syncthreads(); /* x staged, barriers initialised */
 
@@ -1121,9 +1139,10 @@ awq_gemv_stream_kernel(float *__restrict__ y, const float *__restrict__ x,
 #pragma unroll
         for (int c = 0; c < 4; c++)
             acc[mt][0][c] = 0.0f;
-    for (int c = 0; c < n_chunks; c++) {
-        const int st = c % ns;
-        mbar_wait(&full[st], (uint32_t)(c / ns) & 1u);
+    for (int q = 0; q < n_q; q++) {
+        const int st = q % ns;
+        const int u = q / n_chunks, c = q - u * n_chunks;
+        mbar_wait(&full[st], (uint32_t)(q / ns) & 1u);
         const int it = c * KW + w;
         if (it < n_iters) {
             const unsigned char *stage = awq_st + (size_t)st * G::STAGE;
@@ -1143,13 +1162,19 @@ awq_gemv_stream_kernel(float *__restrict__ y, const float *__restrict__ x,
             }
             awq_compute_iter<128, 1, true>(acc, wv, mv, x, it, n, in, g, t, xs, xstride);
         }
-        if (c + ns < n_chunks) {
-            __syncthreads(); /* every warp is done with this stage */
-            if (threadIdx.x == 0)
-                issue(c + ns);
+        __syncthreads(); /* every warp is done with this stage (and with red) */
+        if (threadIdx.x == 0 && q + ns < n_q)
+            issue(q + ns);
+        if (c == n_chunks - 1) { /* the row block is complete */
+            awq_gemv_store<1, KW, GLU>(acc, red, y, n, out, (int)blockIdx.x + u * (int)gridDim.x,
+                                       w, lane, g, t);
+#pragma unroll
+            for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+                for (int cc = 0; cc < 4; cc++)
+                    acc[mt][0][cc] = 0.0f;
         }
     }
-    awq_gemv_store<1, KW, GLU>(acc, red, y, n, out, mb, w, lane, g, t);
 #endif
 }
 
@@ -1158,7 +1183,8 @@ static bool launch_gemv_stream(const awq_cuda_ctx *ctx, const awq_cuda_linear *l
                                const float *x, int n)
 {
     const int xstride = (int)(l->kpad / 2 + 4);
-    const int ns = ctx->tune.ns > 0 ? min(ctx->tune.ns, AWQ_ST_NS_MAX) : 2;
+    const int ns = ctx->tune.ns > 0 ? min(ctx->tune.ns, AWQ_ST_NS_MAX) : 4;
+    const int pre = ctx->tune.pre > 0 ? ctx->tune.pre : ctx->tune.pre < 0 ? 0 : 1;
     const size_t bytes = awq_st_geom<KW>::bytes(ns, n, xstride);
     if ((size_t)n * (size_t)xstride * 4 > AWQ_SX_MAX_BYTES || bytes > 200 * 1024 ||
         ((uintptr_t)x & 15u) != 0)
@@ -1169,8 +1195,11 @@ static bool launch_gemv_stream(const awq_cuda_ctx *ctx, const awq_cuda_linear *l
                              cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
         attr_set = 1;
     }
-    awq_launch(ctx, awq_gemv_stream_kernel<KW, GLU>, (unsigned)(l->n_mtiles / AWQ_MT), KW * 32,
-               bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, xstride, ns);
+    const int row_blocks = (int)(l->n_mtiles / AWQ_MT);
+    const int bps = ctx->tune.bps > 0 ? ctx->tune.bps : 1;
+    const int grid = ctx->tune.sg > 0 ? ctx->tune.sg : min(row_blocks, ctx->sm_count * bps);
+    awq_launch(ctx, awq_gemv_stream_kernel<KW, GLU>, (unsigned)grid, KW * 32, bytes, y, x, l->wq,
+               l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, xstride, ns, pre);
     return true;
 }
 

@@ -242,8 +242,8 @@ START_TEST(test_awq_configs)
 {
     static const char *const tunes[] = {"kw=1",       "kw=2",       "kw=4",       "kw=8",
                                         "kw=16",      "sx=0,kw=4",  "i8=1,kw=1",  "i8=1,kw=4",
-                                        "i8=1,kw=16", "i8=1",       "st=8",       "st=4,ns=3",
-                                        "st=16"};
+                                        "i8=1,kw=16", "i8=1",       "st=8,sg=3",  "st=4,ns=3,sg=5",
+                                        "st=16,ns=2,pre=-1"};
     const char *tune = tunes[_i];
     llmrt_error err = {0};
     at_linear lin = at_linear_random(2048, 512, 128, 4242);
@@ -303,8 +303,8 @@ static const struct {
     {2048, 512, "kw=4"},
     {2048, 512, "sx=0,kw=8"},  /* x from global memory */
     {4096, 3072, "i8=1"},      /* x as int8 */
-    {4096, 3072, "st=8"},      /* weights streamed through shared memory */
-    {12288, 1024, "st=4,ns=2"},
+    {4096, 3072, "st=8,sg=7"}, /* weights streamed through shared memory */
+    {12288, 1024, "st=4,ns=3,sg=5"},
 };
 
 START_TEST(test_awq_swiglu)
