@@ -1074,7 +1074,7 @@ template <int KW> struct awq_st_geom {
     }
 };
 
-template <int KW, bool GLU>
+template <int KW, bool GLU, bool I8>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_stream_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
@@ -1130,7 +1130,10 @@ awq_gemv_stream_kernel(float *__restrict__ y, const float *__restrict__ x,
     if (threadIdx.x == 0)
         for (int q = pre; q < first; q++)
             issue(q);
-    awq_stage_x_f16(xs, x, n, in, kpad, xstride, KW * 32);
+    if constexpr (I8)
+        awq_stage_x_i8(xs, x, n, in, (int)n_grp, xstride, w, KW, lane);
+    else
+        awq_stage_x_f16(xs, x, n, in, kpad, xstride, KW * 32);
     __syncthreads(); /* x staged, barriers initialised */
 
     float acc[AWQ_MT][1][4];
@@ -1160,7 +1163,10 @@ awq_gemv_stream_kernel(float *__restrict__ y, const float *__restrict__ x,
                 for (int gi = 0; gi < GPI; gi++)
                     mv[mt][gi] = ms[(w * GPI + gi) * 8 + g];
             }
-            awq_compute_iter<128, 1, true>(acc, wv, mv, x, it, n, in, g, t, xs, xstride);
+            if constexpr (I8)
+                awq_compute_iter_i8(acc, wv, mv, it, n, (int)n_grp, g, t, xs, xstride);
+            else
+                awq_compute_iter<128, 1, true>(acc, wv, mv, x, it, n, in, g, t, xs, xstride);
         }
         __syncthreads(); /* every warp is done with this stage (and with red) */
         if (threadIdx.x == 0 && q + ns < n_q)
@@ -1178,29 +1184,38 @@ awq_gemv_stream_kernel(float *__restrict__ y, const float *__restrict__ x,
 #endif
 }
 
-template <int KW, bool GLU>
-static bool launch_gemv_stream(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
+template <int KW, bool GLU, bool I8>
+static bool launch_gemv_stream_x(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                                const float *x, int n)
 {
-    const int xstride = (int)(l->kpad / 2 + 4);
+    const int xstride = (int)(I8 ? l->kpad / 4 + 4 : l->kpad / 2 + 4);
     const int ns = ctx->tune.ns > 0 ? min(ctx->tune.ns, AWQ_ST_NS_MAX) : 4;
     const int pre = ctx->tune.pre > 0 ? ctx->tune.pre : ctx->tune.pre < 0 ? 0 : 1;
-    const size_t bytes = awq_st_geom<KW>::bytes(ns, n, xstride);
+    const size_t bytes = awq_st_geom<KW>::bytes(ns, n, xstride) + (I8 ? 8 * (size_t)n * (size_t)(l->kpad / 128) : 0);
     if ((size_t)n * (size_t)xstride * 4 > AWQ_SX_MAX_BYTES || bytes > 200 * 1024 ||
         ((uintptr_t)x & 15u) != 0)
         return false;
     static int attr_set = 0; /* the opt-in above 48 KB, once per kernel */
     if (!attr_set) {
-        cudaFuncSetAttribute(awq_gemv_stream_kernel<KW, GLU>,
+        cudaFuncSetAttribute(awq_gemv_stream_kernel<KW, GLU, I8>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
         attr_set = 1;
     }
     const int row_blocks = (int)(l->n_mtiles / AWQ_MT);
     const int bps = ctx->tune.bps > 0 ? ctx->tune.bps : 1;
     const int grid = ctx->tune.sg > 0 ? ctx->tune.sg : min(row_blocks, ctx->sm_count * bps);
-    awq_launch(ctx, awq_gemv_stream_kernel<KW, GLU>, (unsigned)grid, KW * 32, bytes, y, x, l->wq,
+    awq_launch(ctx, awq_gemv_stream_kernel<KW, GLU, I8>, (unsigned)grid, KW * 32, bytes, y, x, l->wq,
                l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, xstride, ns, pre);
     return true;
+}
+
+template <int KW, bool GLU>
+static bool launch_gemv_stream(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
+                               const float *x, int n)
+{
+    if (ctx->tune.i8 > 0 && l->in % 128 == 0)
+        return launch_gemv_stream_x<KW, GLU, true>(ctx, l, y, x, n);
+    return launch_gemv_stream_x<KW, GLU, false>(ctx, l, y, x, n);
 }
 
 template <bool GLU>

@@ -243,7 +243,7 @@ START_TEST(test_awq_configs)
     static const char *const tunes[] = {"kw=1",       "kw=2",       "kw=4",       "kw=8",
                                         "kw=16",      "sx=0,kw=4",  "i8=1,kw=1",  "i8=1,kw=4",
                                         "i8=1,kw=16", "i8=1",       "st=8,sg=3",  "st=4,ns=3,sg=5",
-                                        "st=16,ns=2,pre=-1"};
+                                        "st=16,ns=2,pre=-1", "st=8,sg=3,i8=1"};
     const char *tune = tunes[_i];
     llmrt_error err = {0};
     at_linear lin = at_linear_random(2048, 512, 128, 4242);
@@ -382,7 +382,7 @@ int main(void)
     tcase_add_loop_test(tc, test_awq_vs_cpu, 0, (int)(sizeof cases / sizeof *cases));
     tcase_add_test(tc, test_awq_graph);
     tcase_add_loop_test(tc, test_awq_fused, 0, 3);
-    tcase_add_loop_test(tc, test_awq_configs, 0, 13);
+    tcase_add_loop_test(tc, test_awq_configs, 0, 14);
     tcase_add_loop_test(tc, test_awq_swiglu, 0, (int)(sizeof glu_cases / sizeof *glu_cases));
     suite_add_tcase(s, tc);
     int rc = ct_run(s);
