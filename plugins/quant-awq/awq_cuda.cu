@@ -552,6 +552,15 @@ __device__ __forceinline__ void mma_16832_u8s8(int (&d)[4], const uint32_t (&a)[
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t *>(&h); }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2 *>(&u); }
 
+/* (v & mask) | bits as one LOP3 (awq_cl_frag_raw's formula; the compiler otherwise emits an
+ * AND and an OR, two immediates not fitting one LOP3) */
+template <uint32_t MASK, uint32_t BITS> __device__ __forceinline__ uint32_t lop3_and_or(uint32_t v)
+{
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(v), "n"(MASK), "n"(BITS));
+    return r;
+}
+
 __device__ __forceinline__ uint4 ld_stream16(const void *p)
 {
     uint4 r;
@@ -644,10 +653,11 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
             for (int mt = 0; mt < AWQ_MT; mt++) {
                 const uint32_t w = word_of(wv[mt][j / 4], j % 4);
                 uint32_t a[4];
-                a[0] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 0)), zlo[mt]));
-                a[1] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 1)), sixteenth, nzhi[mt]));
-                a[2] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 2)), zlo[mt]));
-                a[3] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 3)), sixteenth, nzhi[mt]));
+                const uint32_t w8 = w >> 8;
+                a[0] = h2_bits(__hsub2(bits_h2(lop3_and_or<0x000f000fu, 0x64006400u>(w)), zlo[mt]));
+                a[1] = h2_bits(__hfma2(bits_h2(lop3_and_or<0x00f000f0u, 0x64006400u>(w)), sixteenth, nzhi[mt]));
+                a[2] = h2_bits(__hsub2(bits_h2(lop3_and_or<0x000f000fu, 0x64006400u>(w8)), zlo[mt]));
+                a[3] = h2_bits(__hfma2(bits_h2(lop3_and_or<0x00f000f0u, 0x64006400u>(w8)), sixteenth, nzhi[mt]));
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
                     mma_16816(pacc[mt][nt], a, b[nt][0], b[nt][1]);
@@ -904,7 +914,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
      * (the capped kernels run 24 warps per SM at 80 registers), at groups of 32 or 64 (more
      * scale registers) it would spill, and with x read from global memory (n = 4..8) it was
      * ~4% slower. */
-    constexpr bool DB = KW == 16 && NT == 1 && GROUP == 128 && SX && !I8;
+    constexpr bool DB = KW == 16 && NT == 1 && GROUP == 128 && SX;
     /* the first weights are in flight before the wait for the kernel that writes x */
     uint4 wv[AWQ_MT][LD_IT], wv2[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI], mv2[AWQ_MT][GPI];
@@ -936,31 +946,29 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 #pragma unroll
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
-    if constexpr (I8) { /* one iteration in flight per warp */
-        while (it < n_iters) {
-            awq_compute_iter_i8(acc, wv, mv, it, n, n_grp, g, t, awq_xs, xstride);
+    /* one K iteration of this warp's weights times x, into acc */
+    auto compute = [&](const uint4 (&wvx)[AWQ_MT][LD_IT], const uint2 (&mvx)[AWQ_MT][GPI], int i) {
+        if constexpr (I8)
+            awq_compute_iter_i8(acc, wvx, mvx, i, n, n_grp, g, t, awq_xs, xstride);
+        else
+            awq_compute_iter<GROUP, NT, SX>(acc, wvx, mvx, x, i, n, in, g, t, awq_xs, xstride);
+    };
+    while (it < n_iters) {
+        compute(wv, mv, it);
+        if constexpr (DB) { /* refill the set just used, then compute the other */
+            if (it + 2 * KW < n_iters)
+                awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
+            it += KW;
+            if (it >= n_iters)
+                break;
+            compute(wv2, mv2, it);
+            if (it + 2 * KW < n_iters)
+                awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
+            it += KW;
+        } else {
             it += KW;
             if (it < n_iters)
                 awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
-        }
-    } else {
-        while (it < n_iters) {
-            awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
-            if constexpr (DB) { /* refill the set just used, then compute the other */
-                if (it + 2 * KW < n_iters)
-                    awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
-                it += KW;
-                if (it >= n_iters)
-                    break;
-                awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
-                if (it + 2 * KW < n_iters)
-                    awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
-                it += KW;
-            } else {
-                it += KW;
-                if (it < n_iters)
-                    awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
-            }
         }
     }
 
