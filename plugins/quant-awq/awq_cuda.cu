@@ -50,12 +50,6 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-    int i8;     /* 1: decode GEMV with x quantised to int8 per group (i8=1) */
-    int st;     /* >0: decode GEMV streaming weights through shared memory, st warps (4/8/16) */
-    int ns;     /* its stages (default 4) */
-    int pre;    /* stages it issues before the wait (default 1; -1: none) */
-    int bps;    /* its blocks per SM (default 1) */
-    int sg;     /* its grid, when > 0 (tests: several row blocks per block) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -63,7 +57,6 @@ struct awq_cuda_ctx {
     cudaStream_t stream;
     int device;
     int sm_count;
-    int cc_major;
     int pdl;                  /* launch with programmatic dependent launch (backend "cuda.pdl") */
     awq_tune tune;
     void *staging;            /* raw qweight | qzeros | scales of one part during a load */
@@ -307,8 +300,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
         e = cudaSetDevice(ctx->device);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, ctx->device);
-    if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&ctx->cc_major, cudaDevAttrComputeCapabilityMajor, ctx->device);
     if (e != cudaSuccess) {
         free(ctx);
         return cfail(err, e, "reading the backend stream's device");
@@ -331,18 +322,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "i8") == 0)
-                ctx->tune.i8 = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "st") == 0)
-                ctx->tune.st = v;
-            else if (strcmp(tok, "ns") == 0)
-                ctx->tune.ns = v;
-            else if (strcmp(tok, "pre") == 0)
-                ctx->tune.pre = v > 0 ? v : -1;
-            else if (strcmp(tok, "bps") == 0)
-                ctx->tune.bps = v;
-            else if (strcmp(tok, "sg") == 0)
-                ctx->tune.sg = v;
         }
     }
     *out = ctx;
@@ -539,21 +518,12 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* d += a (u8 [16 x 32]) * b (s8 [32 x 8]), s32 accumulators */
-__device__ __forceinline__ void mma_16832_u8s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t *>(&h); }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2 *>(&u); }
 
-/* (v & mask) | bits as one LOP3 (awq_cl_frag_raw's formula; the compiler otherwise emits an
- * AND and an OR, two immediates not fitting one LOP3) */
+/* (v & MASK) | BITS in one LOP3. Written in C, the compiler emits an AND and an OR (a LOP3
+ * takes one immediate): two instructions per register of the unpack, four per weight word
+ * more than needed (H200: decode 2.25 -> 2.15 ms). */
 template <uint32_t MASK, uint32_t BITS> __device__ __forceinline__ uint32_t lop3_and_or(uint32_t v)
 {
     uint32_t r;
@@ -653,11 +623,13 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
             for (int mt = 0; mt < AWQ_MT; mt++) {
                 const uint32_t w = word_of(wv[mt][j / 4], j % 4);
                 uint32_t a[4];
-                const uint32_t w8 = w >> 8;
+                const uint32_t w8 = w >> 8; /* awq_cl_frag_raw, each register one LOP3 */
                 a[0] = h2_bits(__hsub2(bits_h2(lop3_and_or<0x000f000fu, 0x64006400u>(w)), zlo[mt]));
-                a[1] = h2_bits(__hfma2(bits_h2(lop3_and_or<0x00f000f0u, 0x64006400u>(w)), sixteenth, nzhi[mt]));
+                a[1] = h2_bits(__hfma2(bits_h2(lop3_and_or<0x00f000f0u, 0x64006400u>(w)),
+                                       sixteenth, nzhi[mt]));
                 a[2] = h2_bits(__hsub2(bits_h2(lop3_and_or<0x000f000fu, 0x64006400u>(w8)), zlo[mt]));
-                a[3] = h2_bits(__hfma2(bits_h2(lop3_and_or<0x00f000f0u, 0x64006400u>(w8)), sixteenth, nzhi[mt]));
+                a[3] = h2_bits(__hfma2(bits_h2(lop3_and_or<0x00f000f0u, 0x64006400u>(w8)),
+                                       sixteenth, nzhi[mt]));
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
                     mma_16816(pacc[mt][nt], a, b[nt][0], b[nt][1]);
@@ -674,199 +646,6 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
                 acc[mt][nt][2] = fmaf(s.y, pacc[mt][nt][2], acc[mt][nt][2]);
                 acc[mt][nt][3] = fmaf(s.y, pacc[mt][nt][3], acc[mt][nt][3]);
             }
-        }
-    }
-}
-
-/* The decode loop's iteration at groups of 128 with x staged as f16 pairs (SX): as
- * awq_compute_iter, but the zero point and the 1024 offset of the magic-number conversion
- * come off once per group instead of once per weight: the tensor cores multiply the raw
- * halves — 1024 + q in rows r0, 1024 + 16 q in rows r1 (awq_cl_frag_raw) — and the group's
- * epilogue subtracts (1024 + z) X, resp. (1024 + 16 z) X / 16, where X is the sum of the
- * group's staged f16 inputs, which the warp adds up from shared memory (f32, fixed order).
- * Per 32-bit weight word: one shift, four LOP3, one mma (H200: ~20% fewer instructions in
- * the loop than subtracting per weight). */
-__device__ __forceinline__ void awq_compute_iter_zf(float (&acc)[AWQ_MT][1][4],
-                                                    const uint4 (&wv)[AWQ_MT][AWQ_ITK / 64],
-                                                    const uint2 (&mv)[AWQ_MT][AWQ_ITK / 128],
-                                                    int it, int n, int g, int t, int lane,
-                                                    const uint32_t *xs, int xstride)
-{
-    constexpr int GPI = AWQ_ITK / 128, KPG = 8, KT_IT = AWQ_ITK / 16;
-#pragma unroll
-    for (int gi = 0; gi < GPI; gi++) {
-        /* X of this lane's two tokens (C columns 2t, 2t + 1): a group is 64 words per token */
-        const int gw = (it * GPI + gi) * 64;
-        float x0 = 0.0f, x1 = 0.0f;
-        for (int tok = 0; tok < n; tok++) {
-            const uint32_t *r = xs + tok * xstride + gw;
-            const float2 a = __half22float2(bits_h2(r[lane]));
-            const float2 b = __half22float2(bits_h2(r[lane + 32]));
-            float sum = (a.x + a.y) + (b.x + b.y);
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1)
-                sum += __shfl_xor_sync(0xffffffffu, sum, o);
-            x0 = tok == 2 * t ? sum : x0;
-            x1 = tok == 2 * t + 1 ? sum : x1;
-        }
-        float pacc[AWQ_MT][4];
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                pacc[mt][c] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < KPG; kk++) {
-            const int j = gi * KPG + kk;
-            const uint32_t *xr = xs + g * xstride + (((it * KT_IT + j) * 16) >> 1) + t;
-            const uint32_t b0 = g < n ? xr[0] : 0u, b1 = g < n ? xr[4] : 0u;
-#pragma unroll
-            for (int mt = 0; mt < AWQ_MT; mt++) {
-                const uint32_t w = word_of(wv[mt][j / 4], j % 4), w8 = w >> 8;
-                const uint32_t a[4] = {lop3_and_or<0x000f000fu, 0x64006400u>(w),
-                                       lop3_and_or<0x00f000f0u, 0x64006400u>(w),
-                                       lop3_and_or<0x000f000fu, 0x64006400u>(w8),
-                                       lop3_and_or<0x00f000f0u, 0x64006400u>(w8)};
-                float d[4] = {pacc[mt][0], pacc[mt][1], pacc[mt][2], pacc[mt][3]};
-                mma_16816(d, a, b0, b1);
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    pacc[mt][c] = d[c];
-            }
-        }
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++) {
-            const float2 s = __half22float2(bits_h2(mv[mt][gi].x));  /* (s[r0], s[r1]) */
-            const float2 zz = __half22float2(bits_h2(mv[mt][gi].y)); /* 1024 + z[r0], [r1] */
-            const float z0 = zz.x, z1 = fmaf(16.0f, zz.y, -15360.0f); /* 1024 + 16 z[r1] */
-            const float s1 = s.y * 0.0625f;
-            acc[mt][0][0] = fmaf(s.x, fmaf(-z0, x0, pacc[mt][0]), acc[mt][0][0]);
-            acc[mt][0][1] = fmaf(s.x, fmaf(-z0, x1, pacc[mt][1]), acc[mt][0][1]);
-            acc[mt][0][2] = fmaf(s1, fmaf(-z1, x0, pacc[mt][2]), acc[mt][0][2]);
-            acc[mt][0][3] = fmaf(s1, fmaf(-z1, x1, pacc[mt][3]), acc[mt][0][3]);
-        }
-    }
-}
-
-/* Stage x [n, in] in shared memory as f16 pairs, rows of xstride words, zeros up to kpad
- * (the block's nthreads threads; the caller syncs). */
-__device__ __forceinline__ void awq_stage_x_f16(uint32_t *xs, const float *__restrict__ x, int n,
-                                                int in, int kpad, int xstride, int nthreads)
-{
-    const int kq = kpad / 4;
-    for (int i = threadIdx.x; i < n * kq; i += nthreads) {
-        const int tok = i / kq, c = i - tok * kq;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (4 * c < in)
-            v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)tok * in + 4 * c));
-        uint2 hv;
-        hv.x = h2_bits(__floats2half2_rn(v.x, v.y));
-        hv.y = h2_bits(__floats2half2_rn(v.z, v.w));
-        *reinterpret_cast<uint2 *>(xs + tok * xstride + 2 * c) = hv;
-    }
-}
-
-/* ---- int8 activations (W4A8) for decode ----
- *
- * The f16 path spends ~22 instructions per 32-bit weight word (unpack, zero point, scale,
- * B fragments); the int8 path multiplies the raw nibbles as u8 by x quantised to s8 on the
- * tensor cores (mma m16n8k32, s32 accumulators, exact) and takes the zero point and both
- * scales off once per group of 128: y = s (dx (sum q xq) - z dx (sum xq)).
- *
- * k-slots: the m16n8k32 A fragment of lane (g, t) holds row g (a0, a2) / g + 8 (a1, a3) at
- * k-slots 4 t .. 4 t + 3 (a0, a1) and 16 + 4 t .. (a2, a3). The repacked word of k-tile kt
- * masked with 0x0f0f0f0f is row r0 at inputs (ka, ka + 8, ka + 1, ka + 9), ka = 16 kt + 2 t
- * (nibbles 0, 2, 4, 6), shifted right by 4 first row r1 at the same inputs: so a k32 step
- * takes two k-tiles' words, and x is staged per k-tile and t in that same input order. */
-
-/* Stage x [n, in] as s8, one 32-bit word per (token, k-tile, t) holding inputs (2t, 2t + 8,
- * 2t + 1, 2t + 9) of the k-tile, rows of xstride words; then per (token, group of 128) the
- * scale dx (f32) and the sum of the s8 values (s32), n * n_grp each, after the rows. One warp
- * per (token, group): lane = 4 (k-tile in group) + t. */
-__device__ __forceinline__ void awq_stage_x_i8(uint32_t *xs, const float *__restrict__ x, int n,
-                                               int in, int n_grp, int xstride, int warp,
-                                               int n_warps, int lane)
-{
-    float *dx = reinterpret_cast<float *>(xs + n * xstride);
-    int *sx = reinterpret_cast<int *>(dx + n * n_grp);
-    for (int u = warp; u < n * n_grp; u += n_warps) {
-        const int tok = u / n_grp, grp = u - tok * n_grp;
-        const int k = grp * 128 + (lane >> 2) * 16 + 2 * (lane & 3);
-        float2 lo = make_float2(0.0f, 0.0f), hi = lo;
-        if (k < in) { /* in is a multiple of the group (128) */
-            lo = __ldg(reinterpret_cast<const float2 *>(x + (int64_t)tok * in + k));
-            hi = __ldg(reinterpret_cast<const float2 *>(x + (int64_t)tok * in + k + 8));
-        }
-        float amax = fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(hi.x), fabsf(hi.y)));
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-        const int q0 = __float2int_rn(lo.x * inv), q1 = __float2int_rn(lo.y * inv);
-        const int q8 = __float2int_rn(hi.x * inv), q9 = __float2int_rn(hi.y * inv);
-        xs[tok * xstride + grp * 32 + lane] = (uint32_t)(q0 & 0xff) | (uint32_t)(q8 & 0xff) << 8 |
-                                              (uint32_t)(q1 & 0xff) << 16 |
-                                              (uint32_t)(q9 & 0xff) << 24;
-        int sum = q0 + q1 + q8 + q9;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (lane == 0) {
-            dx[u] = amax / 127.0f;
-            sx[u] = sum;
-        }
-    }
-}
-
-/* acc += iteration `it` (AWQ_ITK inputs, groups of 128) times the s8-staged x (see
- * awq_stage_x_i8); acc as awq_compute_iter's with NT = 1. */
-__device__ __forceinline__ void awq_compute_iter_i8(float (&acc)[AWQ_MT][1][4],
-                                                    const uint4 (&wv)[AWQ_MT][AWQ_ITK / 64],
-                                                    const uint2 (&mv)[AWQ_MT][AWQ_ITK / 128],
-                                                    int it, int n, int n_grp, int g, int t,
-                                                    const uint32_t *xs, int xstride)
-{
-    constexpr int GPI = AWQ_ITK / 128;
-    const float *dx = reinterpret_cast<const float *>(xs + n * xstride);
-    const int *sx = reinterpret_cast<const int *>(dx + n * n_grp);
-    const uint32_t *xr = xs + g * xstride + it * (AWQ_ITK / 16) * 4 + t;
-    const int c0 = 2 * t, c1 = 2 * t + 1; /* this lane's tokens (C columns) */
-#pragma unroll
-    for (int gi = 0; gi < GPI; gi++) {
-        int ci[AWQ_MT][4];
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                ci[mt][c] = 0;
-#pragma unroll
-        for (int p = 0; p < 4; p++) { /* k32 steps of the group: k-tiles j, j + 1 */
-            const int j = gi * 8 + 2 * p;
-            const uint32_t b0 = g < n ? xr[j * 4] : 0u;
-            const uint32_t b1 = g < n ? xr[(j + 1) * 4] : 0u;
-#pragma unroll
-            for (int mt = 0; mt < AWQ_MT; mt++) {
-                const uint32_t w0 = word_of(wv[mt][j / 4], j % 4);
-                const uint32_t w1 = word_of(wv[mt][(j + 1) / 4], (j + 1) % 4);
-                const uint32_t a[4] = {w0 & 0x0f0f0f0fu, (w0 >> 4) & 0x0f0f0f0fu,
-                                       w1 & 0x0f0f0f0fu, (w1 >> 4) & 0x0f0f0f0fu};
-                mma_16832_u8s8(ci[mt], a, b0, b1);
-            }
-        }
-        /* y += s (dx sum(q xq) - z dx sum(xq)) per row and token */
-        const int grp = it * GPI + gi;
-        const float d0 = c0 < n ? dx[c0 * n_grp + grp] : 0.0f;
-        const float d1 = c1 < n ? dx[c1 * n_grp + grp] : 0.0f;
-        const int s0 = c0 < n ? sx[c0 * n_grp + grp] : 0;
-        const int s1 = c1 < n ? sx[c1 * n_grp + grp] : 0;
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++) {
-            const float2 s = __half22float2(bits_h2(mv[mt][gi].x)); /* (s[r0], s[r1]) */
-            const int z0 = (int)(mv[mt][gi].y & 0xfu), z1 = (int)((mv[mt][gi].y >> 16) & 0xfu);
-            acc[mt][0][0] = fmaf(s.x * d0, (float)(ci[mt][0] - z0 * s0), acc[mt][0][0]);
-            acc[mt][0][1] = fmaf(s.x * d1, (float)(ci[mt][1] - z0 * s1), acc[mt][0][1]);
-            acc[mt][0][2] = fmaf(s.y * d0, (float)(ci[mt][2] - z1 * s0), acc[mt][0][2]);
-            acc[mt][0][3] = fmaf(s.y * d1, (float)(ci[mt][3] - z1 * s1), acc[mt][0][3]);
         }
     }
 }
@@ -889,68 +668,10 @@ __device__ __forceinline__ float awq_red_sum(const float (&red)[KW > 1 ? KW : 1]
     return s;
 }
 
-/* The block's outputs from each warp's C fragments acc (warp w of KW, K-split partial sums):
- * added in warp order through red, then stored to y [n, out], or for GLU (the block's m-tiles
- * are a gate m-tile and its up m-tile) silu(gate) * up stored to y [n, out / 2]. */
-template <int NT, int KW, bool GLU>
-__device__ __forceinline__ void awq_gemv_store(const float (&acc)[AWQ_MT][NT][4],
-                                               float (&red)[KW > 1 ? KW : 1][AWQ_MT * NT * 4][32],
-                                               float *__restrict__ y, int n, int out, int mb,
-                                               int w, int lane, int g, int t)
-{
-    constexpr int NV = AWQ_MT * NT * 4;
-    if constexpr (KW == 1 && !GLU) {
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int r = (mb * AWQ_MT + mt) * 16 + g + (c >> 1) * 8;
-                    const int col = nt * 8 + 2 * t + (c & 1);
-                    if (r < out && col < n)
-                        y[(int64_t)col * out + r] = acc[mt][nt][c];
-                }
-    } else {
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    red[w][(mt * NT + nt) * 4 + c][lane] = acc[mt][nt][c];
-        __syncthreads();
-        if constexpr (GLU) { /* per token 16 outputs: gate row 16 mb + i with up row out/2 + ... */
-            static_assert(NT == 1, "GLU: decode kernel only");
-            const int half = out / 2;
-            for (int idx = threadIdx.x; idx < n * 16; idx += KW * 32) {
-                const int tok = idx >> 4, i = idx & 15;
-                const float gate = awq_red_sum<KW, NV>(red, i, tok);
-                const float up = awq_red_sum<KW, NV>(red, 16 + i, tok);
-                y[(int64_t)tok * half + mb * 16 + i] = gate / (1.0f + expf(-gate)) * up;
-            }
-        } else {
-            for (int idx = threadIdx.x; idx < NV * 32; idx += KW * 32) {
-                const int ln = idx & 31, v = idx >> 5;
-                const int c = v & 3, nt = (v >> 2) % NT, mt = (v >> 2) / NT;
-                const int r = (mb * AWQ_MT + mt) * 16 + (ln >> 2) + (c >> 1) * 8;
-                const int col = nt * 8 + 2 * (ln & 3) + (c & 1);
-                if (r >= out || col >= n)
-                    continue;
-                float s = 0.0f;
-#pragma unroll
-                for (int k = 0; k < KW; k++)
-                    s += red[k][v][ln];
-                y[(int64_t)col * out + r] = s;
-            }
-        }
-    }
-}
-
 /* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
  * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
  * warp order. y [n, out]. */
-template <int GROUP, int NT, int KW, bool SX, bool GLU, bool I8 = false>
+template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
@@ -999,12 +720,18 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
      * words, padded so token rows start in different banks; zeros up to kpad), so each k-tile
      * reads its B fragment with two shared loads instead of two global loads and conversions */
     extern __shared__ uint32_t awq_xs[];
-    if constexpr (I8) {
-        static_assert(SX && NT == 1 && GROUP == 128, "int8 x: the staged decode kernel at g128");
-        awq_stage_x_i8(awq_xs, x, n, in, n_grp, xstride, w, KW, lane);
-        __syncthreads();
-    } else if constexpr (SX) {
-        awq_stage_x_f16(awq_xs, x, n, in, kpad, xstride, KW * 32);
+    if constexpr (SX) {
+        const int kq = kpad / 4;
+        for (int i = threadIdx.x; i < n * kq; i += KW * 32) {
+            const int tok = i / kq, c = i - tok * kq;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (4 * c < in)
+                v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)tok * in + 4 * c));
+            uint2 hv;
+            hv.x = h2_bits(__floats2half2_rn(v.x, v.y));
+            hv.y = h2_bits(__floats2half2_rn(v.z, v.w));
+            *reinterpret_cast<uint2 *>(awq_xs + tok * xstride + 2 * c) = hv;
+        }
         __syncthreads();
     }
 
@@ -1016,24 +743,15 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 #pragma unroll
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
-    /* one K iteration of this warp's weights times x, into acc */
-    auto compute = [&](const uint4 (&wvx)[AWQ_MT][LD_IT], const uint2 (&mvx)[AWQ_MT][GPI], int i) {
-        if constexpr (I8)
-            awq_compute_iter_i8(acc, wvx, mvx, i, n, n_grp, g, t, awq_xs, xstride);
-        else if constexpr (SX && GROUP == 128 && NT == 1)
-            awq_compute_iter_zf(acc, wvx, mvx, i, n, g, t, lane, awq_xs, xstride);
-        else
-            awq_compute_iter<GROUP, NT, SX>(acc, wvx, mvx, x, i, n, in, g, t, awq_xs, xstride);
-    };
     while (it < n_iters) {
-        compute(wv, mv, it);
+        awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
         if constexpr (DB) { /* refill the set just used, then compute the other */
             if (it + 2 * KW < n_iters)
                 awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
             it += KW;
             if (it >= n_iters)
                 break;
-            compute(wv2, mv2, it);
+            awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
             if (it + 2 * KW < n_iters)
                 awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
             it += KW;
@@ -1044,27 +762,72 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
         }
     }
 
-    awq_gemv_store<NT, KW, GLU>(acc, red, y, n, out, mb, w, lane, g, t);
+    if constexpr (KW == 1 && !GLU) {
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int r = (mb * AWQ_MT + mt) * 16 + g + (c >> 1) * 8;
+                    const int col = nt * 8 + 2 * t + (c & 1);
+                    if (r < out && col < n)
+                        y[(int64_t)col * out + r] = acc[mt][nt][c];
+                }
+    } else {
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    red[w][(mt * NT + nt) * 4 + c][lane] = acc[mt][nt][c];
+        __syncthreads();
+        if constexpr (GLU) { /* per token 16 outputs: gate row 16 mb + i with up row out/2 + ... */
+            static_assert(NT == 1, "GLU: decode kernel only");
+            const int half = out / 2;
+            for (int idx = threadIdx.x; idx < n * 16; idx += KW * 32) {
+                const int tok = idx >> 4, i = idx & 15;
+                const float gate = awq_red_sum<KW, NV>(red, i, tok);
+                const float up = awq_red_sum<KW, NV>(red, 16 + i, tok);
+                y[(int64_t)tok * half + mb * 16 + i] = gate / (1.0f + expf(-gate)) * up;
+            }
+        } else {
+            for (int idx = threadIdx.x; idx < NV * 32; idx += KW * 32) {
+                const int ln = idx & 31, v = idx >> 5;
+                const int c = v & 3, nt = (v >> 2) % NT, mt = (v >> 2) / NT;
+                const int r = (mb * AWQ_MT + mt) * 16 + (ln >> 2) + (c >> 1) * 8;
+                const int col = nt * 8 + 2 * (ln & 3) + (c & 1);
+                if (r >= out || col >= n)
+                    continue;
+                float s = 0.0f;
+#pragma unroll
+                for (int k = 0; k < KW; k++)
+                    s += red[k][v][ln];
+                y[(int64_t)col * out + r] = s;
+            }
+        }
+    }
 }
 
 /* The kernel: with a register cap where ptxas then still needs no spills (decode at g128,
  * 2..8 warps: 80 registers, 24 warps per SM; sm_90 -Xptxas -v), else ptxas's own choice (a
  * minimum block count there makes it take every register it may). */
-template <int GROUP, int NT, int KW, bool SX, bool GLU, bool I8>
+template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
                 const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX, GLU, I8>(y, x, wq, meta, n, out, in, kpad, xstride);
+    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
-template <int KW, bool SX, bool GLU, bool I8>
+template <int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
                        int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, GLU, I8>(y, x, wq, meta, n, out, in, kpad, xstride);
+    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
@@ -1072,244 +835,15 @@ typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint
 
 /* The kernel function for (GROUP, NT, KW, SX, GLU). SX (x staged in shared memory) exists for
  * the decode shapes, NT = 1; GLU for those at groups of 128. */
-template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false, bool I8 = false>
-static awq_gemv_fn gemv_fn()
+template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false> static awq_gemv_fn gemv_fn()
 {
     static_assert(!GLU || (GROUP == 128 && NT == 1), "GLU: decode at g128 only");
-    static_assert(!I8 || (GROUP == 128 && NT == 1 && SX), "int8 x: staged decode at g128 only");
     if constexpr (GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8)
-        return awq_gemv_capped_kernel<KW, SX, GLU, I8>;
+        return awq_gemv_capped_kernel<KW, SX, GLU>;
     else
-        return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1, GLU, I8>;
+        return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1, GLU>;
 }
 
-
-/* ---- Kernel 3: the decode GEMV streaming its weights through shared memory (sm_90) ----
- *
- * Kernel 2 keeps at most one K iteration of weights (4 KB per warp, ~96 KB per SM) in flight,
- * and only while a warp is not computing, so an SM rarely has enough bytes outstanding to
- * cover HBM's latency under load. Here one thread per block issues bulk asynchronous copies
- * (cp.async.bulk, completing on an mbarrier) of whole chunks of the block's weights and
- * scales into a ring of ns shared-memory stages — the first ns before the wait on the
- * previous kernel — and the warps compute from shared memory. A chunk is KW iterations; warp
- * w takes iteration w of each chunk, the same split as kernel 2 with KW warps, so the sums
- * are the same. */
-#define AWQ_ST_NS_MAX 8
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void mbar_init(uint64_t *bar)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-
-/* The barrier's next phase completes when `bytes` more bytes of bulk copies have landed. */
-__device__ __forceinline__ void mbar_expect(uint64_t *bar, uint32_t bytes)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-                 "r"(bytes)
-                 : "memory");
-#endif
-}
-
-__device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-                 "[%3];" ::"r"(smem_addr(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
-                 : "memory");
-#endif
-}
-
-__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
-                     "selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done)
-                     : "r"(smem_addr(bar)), "r"(parity)
-                     : "memory");
-#endif
-}
-
-/* Shared memory of kernel 3: ns stages of [AWQ_MT] weight chunks and [AWQ_MT] meta chunks,
- * the stages' barriers, then x staged as in kernel 2. */
-template <int KW> struct awq_st_geom {
-    static constexpr int W_BYTES = KW * (AWQ_ITK / 64) * 512; /* one m-tile's weights per chunk */
-    static constexpr int M_BYTES = KW * (AWQ_ITK / 128) * 64; /* its scales/zeros per chunk */
-    static constexpr int STAGE = AWQ_MT * (W_BYTES + M_BYTES);
-    static size_t bytes(int ns, int n, int xstride)
-    {
-        return (size_t)ns * STAGE + AWQ_ST_NS_MAX * 8 + (size_t)n * (size_t)xstride * 4;
-    }
-};
-
-template <int KW, bool GLU, bool I8>
-__global__ void __launch_bounds__(KW * 32)
-awq_gemv_stream_kernel(float *__restrict__ y, const float *__restrict__ x,
-                       const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                       int out, int in, int kpad, int xstride, int ns, int pre)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    using G = awq_st_geom<KW>;
-    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / 128;
-    __shared__ float red[KW > 1 ? KW : 1][AWQ_MT * 4][32];
-    extern __shared__ __align__(128) unsigned char awq_st[];
-    uint64_t *full = reinterpret_cast<uint64_t *>(awq_st + (size_t)ns * G::STAGE);
-    uint32_t *xs = reinterpret_cast<uint32_t *>(full + AWQ_ST_NS_MAX);
-
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int g = lane >> 2, t = lane & 3;
-    const int n_iters = kpad / AWQ_ITK, n_chunks = (n_iters + KW - 1) / KW;
-    const int64_t n_super = kpad / 64, n_grp = kpad / 128;
-    const int n_blocks = GLU ? out / 32 : (out + 31) / 32; /* rows padded to 32 */
-    /* persistent: this block takes row blocks blockIdx.x, + gridDim.x, ...; its chunks q run
-     * through them in order, ns of them in flight */
-    const int n_mine = n_blocks > (int)blockIdx.x ? (n_blocks - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    const int n_q = n_mine * n_chunks;
-
-    auto issue = [&](int q) {
-        const int st = q % ns;
-        const int u = q / n_chunks, c = q - u * n_chunks;
-        const int mb = (int)blockIdx.x + u * (int)gridDim.x;
-        const int64_t m0 = GLU ? mb : (int64_t)mb * AWQ_MT, mstep = GLU ? out / 32 : 1;
-        const int its = min(KW, n_iters - c * KW);
-        const uint32_t wb = (uint32_t)its * LD_IT * 512, mbytes = (uint32_t)its * GPI * 64;
-        unsigned char *stage = awq_st + (size_t)st * G::STAGE;
-        mbar_expect(&full[st], AWQ_MT * (wb + mbytes));
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++) {
-            const int64_t m = m0 + mt * mstep;
-            bulk_copy(stage + mt * G::W_BYTES,
-                      reinterpret_cast<const uint4 *>(wq) + (m * n_super + (int64_t)c * KW * LD_IT) * 32,
-                      wb, &full[st]);
-            bulk_copy(stage + AWQ_MT * G::W_BYTES + mt * G::M_BYTES,
-                      reinterpret_cast<const uint2 *>(meta) + (m * n_grp + (int64_t)c * KW * GPI) * 8,
-                      mbytes, &full[st]);
-        }
-    };
-    const int first = min(ns, n_q);
-    if (threadIdx.x == 0) {
-        for (int st = 0; st < ns; st++)
-            mbar_init(&full[st]);
-        for (int q = 0; q < first && q < pre; q++)
-            issue(q); /* weights never change: before the wait */
-    }
-    pdl_wait();
-    pdl_trigger();
-    if (threadIdx.x == 0)
-        for (int q = pre; q < first; q++)
-            issue(q);
-    if constexpr (I8)
-        awq_stage_x_i8(xs, x, n, in, (int)n_grp, xstride, w, KW, lane);
-    else
-        awq_stage_x_f16(xs, x, n, in, kpad, xstride, KW * 32);
-    __syncthreads(); /* x staged, barriers initialised */
-
-    float acc[AWQ_MT][1][4];
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-        for (int c = 0; c < 4; c++)
-            acc[mt][0][c] = 0.0f;
-    for (int q = 0; q < n_q; q++) {
-        const int st = q % ns;
-        const int u = q / n_chunks, c = q - u * n_chunks;
-        mbar_wait(&full[st], (uint32_t)(q / ns) & 1u);
-        const int it = c * KW + w;
-        if (it < n_iters) {
-            const unsigned char *stage = awq_st + (size_t)st * G::STAGE;
-            uint4 wv[AWQ_MT][LD_IT];
-            uint2 mv[AWQ_MT][GPI];
-#pragma unroll
-            for (int mt = 0; mt < AWQ_MT; mt++) {
-                const uint4 *ws = reinterpret_cast<const uint4 *>(stage + mt * G::W_BYTES);
-                const uint2 *ms =
-                    reinterpret_cast<const uint2 *>(stage + AWQ_MT * G::W_BYTES + mt * G::M_BYTES);
-#pragma unroll
-                for (int ci = 0; ci < LD_IT; ci++)
-                    wv[mt][ci] = ws[(w * LD_IT + ci) * 32 + lane];
-#pragma unroll
-                for (int gi = 0; gi < GPI; gi++)
-                    mv[mt][gi] = ms[(w * GPI + gi) * 8 + g];
-            }
-            if constexpr (I8)
-                awq_compute_iter_i8(acc, wv, mv, it, n, (int)n_grp, g, t, xs, xstride);
-            else
-                awq_compute_iter_zf(acc, wv, mv, it, n, g, t, lane, xs, xstride);
-        }
-        __syncthreads(); /* every warp is done with this stage (and with red) */
-        if (threadIdx.x == 0 && q + ns < n_q)
-            issue(q + ns);
-        if (c == n_chunks - 1) { /* the row block is complete */
-            awq_gemv_store<1, KW, GLU>(acc, red, y, n, out, (int)blockIdx.x + u * (int)gridDim.x,
-                                       w, lane, g, t);
-#pragma unroll
-            for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-                for (int cc = 0; cc < 4; cc++)
-                    acc[mt][0][cc] = 0.0f;
-        }
-    }
-#endif
-}
-
-template <int KW, bool GLU, bool I8>
-static bool launch_gemv_stream_x(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
-                               const float *x, int n)
-{
-    const int xstride = (int)(I8 ? l->kpad / 4 + 4 : l->kpad / 2 + 4);
-    const int ns = ctx->tune.ns > 0 ? min(ctx->tune.ns, AWQ_ST_NS_MAX) : 4;
-    const int pre = ctx->tune.pre > 0 ? ctx->tune.pre : ctx->tune.pre < 0 ? 0 : 1;
-    const size_t bytes = awq_st_geom<KW>::bytes(ns, n, xstride) + (I8 ? 8 * (size_t)n * (size_t)(l->kpad / 128) : 0);
-    if ((size_t)n * (size_t)xstride * 4 > AWQ_SX_MAX_BYTES || bytes > 200 * 1024 ||
-        ((uintptr_t)x & 15u) != 0)
-        return false;
-    static int attr_set = 0; /* the opt-in above 48 KB, once per kernel */
-    if (!attr_set) {
-        cudaFuncSetAttribute(awq_gemv_stream_kernel<KW, GLU, I8>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
-        attr_set = 1;
-    }
-    const int row_blocks = (int)(l->n_mtiles / AWQ_MT);
-    const int bps = ctx->tune.bps > 0 ? ctx->tune.bps : 1;
-    const int grid = ctx->tune.sg > 0 ? ctx->tune.sg : min(row_blocks, ctx->sm_count * bps);
-    awq_launch(ctx, awq_gemv_stream_kernel<KW, GLU, I8>, (unsigned)grid, KW * 32, bytes, y, x, l->wq,
-               l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, xstride, ns, pre);
-    return true;
-}
-
-template <int KW, bool GLU>
-static bool launch_gemv_stream(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
-                               const float *x, int n)
-{
-    if (ctx->tune.i8 > 0 && l->in % 128 == 0)
-        return launch_gemv_stream_x<KW, GLU, true>(ctx, l, y, x, n);
-    return launch_gemv_stream_x<KW, GLU, false>(ctx, l, y, x, n);
-}
-
-template <bool GLU>
-static bool launch_stream(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
-                          const float *x, int n)
-{
-    if (ctx->tune.st <= 0 || ctx->cc_major < 9 || l->group != 128 || n > 8)
-        return false;
-    switch (ctx->tune.st) {
-    case 4: return launch_gemv_stream<4, GLU>(ctx, l, y, x, n);
-    case 16: return launch_gemv_stream<16, GLU>(ctx, l, y, x, n);
-    default: return launch_gemv_stream<8, GLU>(ctx, l, y, x, n);
-    }
-}
 
 /* Kernel 2's K-splitting warps per block for a linear of n_blocks row blocks (32 rows) and
  * n_iters K iterations: the one whose longest chain of dependent iterations — waves of
@@ -1363,19 +897,6 @@ template <int GROUP, int NT, int KW, bool GLU>
 static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
 {
-    if constexpr (GROUP == 128 && NT == 1) {
-        /* int8 x: rows of kpad / 4 words (+4: token rows start in different banks), then per
-         * (token, group) a scale and a sum */
-        const int xs8 = (int)(l->kpad / 4 + 4);
-        const size_t b8 = ((size_t)n * (size_t)xs8 + 2 * (size_t)n * (size_t)(l->kpad / 128)) * 4;
-        if (ctx->tune.i8 > 0 && ctx->tune.sx >= 0 && l->in % 128 == 0 &&
-            b8 <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
-            awq_launch(ctx, gemv_fn<128, 1, KW, true, GLU, true>(),
-                       (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, b8, y, x, l->wq, l->meta, n,
-                       (int)l->out, (int)l->in, (int)l->kpad, xs8);
-            return;
-        }
-    }
     const int xstride = (int)(l->kpad / 2 + 4); /* words per staged token row */
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
@@ -1410,10 +931,8 @@ template <int GROUP>
 static void launch_gemv_nt(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
 {
-    if (n <= 8) {
-        if (!(GROUP == 128 && launch_stream<false>(ctx, l, y, x, n)))
-            launch_gemv<GROUP, 1>(ctx, l, y, x, n);
-    }
+    if (n <= 8)
+        launch_gemv<GROUP, 1>(ctx, l, y, x, n);
     else if (n <= 16)
         launch_gemv<GROUP, 2>(ctx, l, y, x, n);
     else
@@ -1478,7 +997,6 @@ extern "C" llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda
     llmrt_status st = use_device(ctx, err);
     if (st)
         return st;
-    if (!launch_stream<true>(ctx, l, y, x, n))
-        launch_gemv<128, 1, true>(ctx, l, y, x, n);
+    launch_gemv<128, 1, true>(ctx, l, y, x, n);
     return check_launch(err, "awq_gemv_kernel (SwiGLU)");
 }
