@@ -565,6 +565,15 @@ __device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
             m[mt][gi] = __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
 }
 
+/* Word of the staged x row holding input pair p (inputs 2p, 2p + 1): per k-tile of 16 inputs
+ * 8 words, ordered so that lane t's B fragment — pairs t (b0) and t + 4 (b1) — is the two
+ * adjacent words 2t, 2t + 1. */
+__device__ __forceinline__ int awq_stage_word(int p)
+{
+    const int q = p & 7; /* pair within the k-tile */
+    return (p >> 3) * 8 + 2 * (q & 3) + (q >> 2);
+}
+
 /* acc += the iteration's weights (w, m) times x [n, in] at inputs it * AWQ_ITK ... Each lane
  * holds, per m-tile and n-tile, the C fragment: rows r0 = 16 mt + g and r0 + 8, tokens
  * 8 nt + 2 t and + 1. */
@@ -604,10 +613,12 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 const int row = nt * 8 + g;
-                if constexpr (SX) { /* x as f16 pairs in shared memory (zeros past in) */
-                    const uint32_t *xr = xs + row * xstride + (k0 >> 1) + t;
-                    b[nt][0] = row < n ? xr[0] : 0u;
-                    b[nt][1] = row < n ? xr[4] : 0u;
+                if constexpr (SX) { /* staged x: b0 and b1 adjacent (awq_stage_word) */
+                    /* B columns past n repeat token 0: their C columns are never stored */
+                    const uint2 bb = *reinterpret_cast<const uint2 *>(
+                        xs + (row < n ? row : 0) * xstride + (k0 >> 4) * 8 + 2 * t);
+                    b[nt][0] = bb.x;
+                    b[nt][1] = bb.y;
                     continue;
                 }
                 float2 f0 = make_float2(0.0f, 0.0f), f1 = f0;
@@ -718,7 +729,8 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     pdl_trigger();
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
      * words, padded so token rows start in different banks; zeros up to kpad), so each k-tile
-     * reads its B fragment with two shared loads instead of two global loads and conversions */
+     * reads its B fragment with one 8-byte shared load instead of two global loads and
+     * conversions */
     extern __shared__ uint32_t awq_xs[];
     if constexpr (SX) {
         const int kq = kpad / 4;
@@ -727,10 +739,9 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (4 * c < in)
                 v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)tok * in + 4 * c));
-            uint2 hv;
-            hv.x = h2_bits(__floats2half2_rn(v.x, v.y));
-            hv.y = h2_bits(__floats2half2_rn(v.z, v.w));
-            *reinterpret_cast<uint2 *>(awq_xs + tok * xstride + 2 * c) = hv;
+            uint32_t *row = awq_xs + tok * xstride;
+            row[awq_stage_word(2 * c)] = h2_bits(__floats2half2_rn(v.x, v.y));
+            row[awq_stage_word(2 * c + 1)] = h2_bits(__floats2half2_rn(v.z, v.w));
         }
         __syncthreads();
     }
@@ -855,7 +866,7 @@ template <int GROUP> static int choose_kw_g(const awq_cuda_ctx *ctx, int64_t n_b
     const awq_gemv_fn kernels[5] = {gemv_fn<GROUP, 1, 1, true>(), gemv_fn<GROUP, 1, 2, true>(),
                                     gemv_fn<GROUP, 1, 4, true>(), gemv_fn<GROUP, 1, 8, true>(),
                                     gemv_fn<GROUP, 1, 16, true>()};
-    const size_t xs_bytes = (size_t)(n_iters * AWQ_ITK / 2 + 4) * 4; /* one token staged */
+    const size_t xs_bytes = (size_t)(n_iters * AWQ_ITK / 2 + 8) * 4; /* one token staged */
     int best = 1;
     int64_t best_chain = INT64_MAX, best_waves = INT64_MAX;
     for (int i = 0, kw = 1; kw <= AWQ_KW_MAX; i++, kw *= 2) {
@@ -897,7 +908,7 @@ template <int GROUP, int NT, int KW, bool GLU>
 static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
 {
-    const int xstride = (int)(l->kpad / 2 + 4); /* words per staged token row */
+    const int xstride = (int)(l->kpad / 2 + 8); /* words per staged token row: rows 8 banks apart */
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
         awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
