@@ -590,16 +590,10 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
     constexpr int KPG = GROUP / 16;     /* k-tiles per group */
     const __half2 sixteenth = __float2half2_rn(0.0625f);
     const __half2 h960 = __float2half2_rn(960.0f);
-    const uint32_t ones[4] = {0x3c003c00u, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u}; /* f16 1.0 */
 #pragma unroll
     for (int gi = 0; gi < GPI; gi++) {
-        float pacc[AWQ_MT][NT][4], px[NT][4];
+        float pacc[AWQ_MT][NT][4];
         __half2 zlo[AWQ_MT], nzhi[AWQ_MT];
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                px[nt][c] = 0.0f;
 #pragma unroll
         for (int mt = 0; mt < AWQ_MT; mt++) {
             const __half2 zz = bits_h2(mv[mt][gi].y); /* (1024 + z[r0], 1024 + z[r1]) */
@@ -625,7 +619,6 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
                         xs + (row < n ? row : 0) * xstride + (k0 >> 4) * 8 + 2 * t);
                     b[nt][0] = bb.x;
                     b[nt][1] = bb.y;
-                    mma_16816(px[nt], ones, bb.x, bb.y); /* the group's sums of x */
                     continue;
                 }
                 float2 f0 = make_float2(0.0f, 0.0f), f1 = f0;
@@ -640,17 +633,14 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
 #pragma unroll
             for (int mt = 0; mt < AWQ_MT; mt++) {
                 const uint32_t w = word_of(wv[mt][j / 4], j % 4);
+                uint32_t a[4];
                 const uint32_t w8 = w >> 8; /* awq_cl_frag_raw, each register one LOP3 */
-                uint32_t a[4] = {lop3_and_or<0x000f000fu, 0x64006400u>(w),
-                                 lop3_and_or<0x00f000f0u, 0x64006400u>(w),
-                                 lop3_and_or<0x000f000fu, 0x64006400u>(w8),
-                                 lop3_and_or<0x00f000f0u, 0x64006400u>(w8)};
-                if constexpr (!SX) { /* q - z per weight (SX: per group, below) */
-                    a[0] = h2_bits(__hsub2(bits_h2(a[0]), zlo[mt]));
-                    a[1] = h2_bits(__hfma2(bits_h2(a[1]), sixteenth, nzhi[mt]));
-                    a[2] = h2_bits(__hsub2(bits_h2(a[2]), zlo[mt]));
-                    a[3] = h2_bits(__hfma2(bits_h2(a[3]), sixteenth, nzhi[mt]));
-                }
+                a[0] = h2_bits(__hsub2(bits_h2(lop3_and_or<0x000f000fu, 0x64006400u>(w)), zlo[mt]));
+                a[1] = h2_bits(__hfma2(bits_h2(lop3_and_or<0x00f000f0u, 0x64006400u>(w)),
+                                       sixteenth, nzhi[mt]));
+                a[2] = h2_bits(__hsub2(bits_h2(lop3_and_or<0x000f000fu, 0x64006400u>(w8)), zlo[mt]));
+                a[3] = h2_bits(__hfma2(bits_h2(lop3_and_or<0x00f000f0u, 0x64006400u>(w8)),
+                                       sixteenth, nzhi[mt]));
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
                     mma_16816(pacc[mt][nt], a, b[nt][0], b[nt][1]);
@@ -660,18 +650,6 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
 #pragma unroll
         for (int mt = 0; mt < AWQ_MT; mt++) {
             const float2 s = __half22float2(bits_h2(mv[mt][gi].x)); /* (s[r0], s[r1]) */
-            if constexpr (SX) { /* the raw halves: take off (1024 + z) X, (1024 + 16 z) X / 16 */
-                const float2 zz = __half22float2(bits_h2(mv[mt][gi].y)); /* 1024 + z */
-                const float z0 = zz.x, z1 = fmaf(16.0f, zz.y, -15360.0f), s1 = s.y * 0.0625f;
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    acc[mt][nt][0] = fmaf(s.x, fmaf(-z0, px[nt][0], pacc[mt][nt][0]), acc[mt][nt][0]);
-                    acc[mt][nt][1] = fmaf(s.x, fmaf(-z0, px[nt][1], pacc[mt][nt][1]), acc[mt][nt][1]);
-                    acc[mt][nt][2] = fmaf(s1, fmaf(-z1, px[nt][2], pacc[mt][nt][2]), acc[mt][nt][2]);
-                    acc[mt][nt][3] = fmaf(s1, fmaf(-z1, px[nt][3], pacc[mt][nt][3]), acc[mt][nt][3]);
-                }
-                continue;
-            }
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 acc[mt][nt][0] = fmaf(s.x, pacc[mt][nt][0], acc[mt][nt][0]);
