@@ -4,8 +4,9 @@
  * (Qwen3-8B: 3.61 GB of int4 per token), so the kernel must stream them at HBM speed with
  * little arithmetic per byte. Weights are repacked at load (on the device, by a kernel) into
  * tensor-core fragment order (awq_cuda_layout.cuh): every 16-byte load is one lane's A
- * fragments for four 16x16 tiles, dequantised with the 0x6400 magic-number trick (two LOP3
- * and one HSUB2/HFMA2 per four weights, q - z exact in f16), multiplied on the tensor cores
+ * fragments for four 16x16 tiles, dequantised with the 0x6400 magic-number trick (per 32-bit
+ * word of eight weights one shift, four LOP3 and four HSUB2/HFMA2; q - z exact in f16; the
+ * instruction count per weight is what bounds the decode GEMV), multiplied on the tensor cores
  * (mma.sync m16n8k16, f16 in, f32 accumulate) against up to 32 tokens, and the group scale is
  * applied in f32 after each group.
  *
