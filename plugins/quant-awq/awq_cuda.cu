@@ -51,7 +51,6 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-    int rl;     /* 1: rolling reload in the GEMV (experiment) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -324,8 +323,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "rl") == 0)
-                ctx->tune.rl = v;
         }
     }
     *out = ctx;
@@ -583,18 +580,12 @@ __device__ __forceinline__ int awq_stage_word(int p)
  * 8 nt + 2 t and + 1. */
 template <int GROUP, int NT, bool SX = false>
 __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
-                                                 uint4 (&wv)[AWQ_MT][AWQ_ITK / 64],
-                                                 uint2 (&mv)[AWQ_MT][AWQ_ITK / GROUP],
+                                                 const uint4 (&wv)[AWQ_MT][AWQ_ITK / 64],
+                                                 const uint2 (&mv)[AWQ_MT][AWQ_ITK / GROUP],
                                                  const float *__restrict__ x, int it, int n,
                                                  int in, int g, int t,
-                                                 const uint32_t *xs = nullptr, int xstride = 0,
-                                                 int next = -1,
-                                                 const uint4 *const *wbase = nullptr,
-                                                 const uint2 *const *mbase = nullptr)
+                                                 const uint32_t *xs = nullptr, int xstride = 0)
 {
-    /* next >= 0: rolling reload — each 16-byte weight slot (4 k-tiles) and each group's meta is
-     * refilled with iteration `next`'s as soon as its last use is done, so the warp keeps loads
-     * in flight while it computes instead of issuing the next iteration only afterwards */
     constexpr int KT_IT = AWQ_ITK / 16; /* k-tiles per iteration (16) */
     constexpr int GPI = AWQ_ITK / GROUP;
     constexpr int KPG = GROUP / 16;     /* k-tiles per group */
@@ -654,8 +645,6 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
                     mma_16816(pacc[mt][nt], a, b[nt][0], b[nt][1]);
-                if (j % 4 == 3 && next >= 0)
-                    wv[mt][j / 4] = ld_stream16(wbase[mt] + (int64_t)(next * (AWQ_ITK / 64) + j / 4) * 32);
             }
         }
         /* the group's scales, in f32 */
@@ -669,8 +658,6 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
                 acc[mt][nt][2] = fmaf(s.y, pacc[mt][nt][2], acc[mt][nt][2]);
                 acc[mt][nt][3] = fmaf(s.y, pacc[mt][nt][3], acc[mt][nt][3]);
             }
-            if (next >= 0)
-                mv[mt][gi] = __ldg(mbase[mt] + (int64_t)(next * GPI + gi) * 8);
         }
     }
 }
@@ -696,7 +683,7 @@ __device__ __forceinline__ float awq_red_sum(const float (&red)[KW > 1 ? KW : 1]
 /* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
  * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
  * warp order. y [n, out]. */
-template <int GROUP, int NT, int KW, bool SX, bool GLU, bool RL_ = false>
+template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
@@ -768,14 +755,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 #pragma unroll
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
-    /* rolling reload: the decode kernel (x staged) with one register set */
-    constexpr bool RL = RL_ && SX && !DB;
-    if (RL) {
-        for (; it < n_iters; it += KW)
-            awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride,
-                                            it + KW < n_iters ? it + KW : -1, wbase, mbase);
-    }
-    while (!RL && it < n_iters) {
+    while (it < n_iters) {
         awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
         if constexpr (DB) { /* refill the set just used, then compute the other */
             if (it + 2 * KW < n_iters)
@@ -845,21 +825,21 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 /* The kernel: with a register cap where ptxas then still needs no spills (decode at g128,
  * 2..8 warps: 80 registers, 24 warps per SM; sm_90 -Xptxas -v), else ptxas's own choice (a
  * minimum block count there makes it take every register it may). */
-template <int GROUP, int NT, int KW, bool SX, bool GLU, bool RL>
+template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
                 const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX, GLU, RL>(y, x, wq, meta, n, out, in, kpad, xstride);
+    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
-template <int KW, bool SX, bool GLU, bool RL>
+template <int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
                        int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, GLU, RL>(y, x, wq, meta, n, out, in, kpad, xstride);
+    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
@@ -867,14 +847,13 @@ typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint
 
 /* The kernel function for (GROUP, NT, KW, SX, GLU). SX (x staged in shared memory) exists for
  * the decode shapes, NT = 1; GLU for those at groups of 128. */
-template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false, bool RL = false>
-static awq_gemv_fn gemv_fn()
+template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false> static awq_gemv_fn gemv_fn()
 {
     static_assert(!GLU || (GROUP == 128 && NT == 1), "GLU: decode at g128 only");
     if constexpr (GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8)
-        return awq_gemv_capped_kernel<KW, SX, GLU, RL>;
+        return awq_gemv_capped_kernel<KW, SX, GLU>;
     else
-        return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1, GLU, RL>;
+        return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1, GLU>;
 }
 
 
@@ -933,11 +912,9 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
     const int xstride = (int)(l->kpad / 2 + 8); /* words per staged token row: rows 8 banks apart */
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
-        awq_launch(ctx,
-                   ctx->tune.rl > 0 && KW != 16 ? gemv_fn<GROUP, NT, KW, true, GLU, true>()
-                                                : gemv_fn<GROUP, NT, KW, true, GLU>(),
-                   (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, xs_bytes, y, x, l->wq, l->meta, n,
-                   (int)l->out, (int)l->in, (int)l->kpad, xstride);
+        awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
+                   KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
+                   (int)l->kpad, xstride);
         return;
     }
     awq_launch(ctx, gemv_fn<GROUP, NT, KW, false, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),

@@ -815,7 +815,7 @@ int main(int argc, char **argv)
 
     if (sweep) {
         printf("\n-- sweep --\n");
-        static const char *const awq_tunes[] = {"sx=0", "kw=4", "kw=8", "kw=16", "rl=1"};
+        static const char *const awq_tunes[] = {"sx=0", "kw=4", "kw=8", "kw=16"};
         for (size_t t = 0; qd && t < sizeof awq_tunes / sizeof *awq_tunes; t++) {
             bench_awq(qd, "qkv fused", HIDDEN, QKV, 0, 0, one, 1, awq_tunes[t]);
             bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, 0, 0, one, 1, awq_tunes[t]);
