@@ -522,16 +522,6 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t *>(&h); }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2 *>(&u); }
 
-/* (v & MASK) | BITS in one LOP3. Written in C, the compiler emits an AND and an OR (a LOP3
- * takes one immediate): two instructions per register of the unpack, four per weight word
- * more than needed (H200: decode 2.25 -> 2.15 ms). */
-template <uint32_t MASK, uint32_t BITS> __device__ __forceinline__ uint32_t lop3_and_or(uint32_t v)
-{
-    uint32_t r;
-    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(v), "n"(MASK), "n"(BITS));
-    return r;
-}
-
 __device__ __forceinline__ uint4 ld_stream16(const void *p)
 {
     uint4 r;
@@ -635,13 +625,10 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
             for (int mt = 0; mt < AWQ_MT; mt++) {
                 const uint32_t w = word_of(wv[mt][j / 4], j % 4);
                 uint32_t a[4];
-                const uint32_t w8 = w >> 8; /* awq_cl_frag_raw, each register one LOP3 */
-                a[0] = h2_bits(__hsub2(bits_h2(lop3_and_or<0x000f000fu, 0x64006400u>(w)), zlo[mt]));
-                a[1] = h2_bits(__hfma2(bits_h2(lop3_and_or<0x00f000f0u, 0x64006400u>(w)),
-                                       sixteenth, nzhi[mt]));
-                a[2] = h2_bits(__hsub2(bits_h2(lop3_and_or<0x000f000fu, 0x64006400u>(w8)), zlo[mt]));
-                a[3] = h2_bits(__hfma2(bits_h2(lop3_and_or<0x00f000f0u, 0x64006400u>(w8)),
-                                       sixteenth, nzhi[mt]));
+                a[0] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 0)), zlo[mt]));
+                a[1] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 1)), sixteenth, nzhi[mt]));
+                a[2] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 2)), zlo[mt]));
+                a[3] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 3)), sixteenth, nzhi[mt]));
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
                     mma_16816(pacc[mt][nt], a, b[nt][0], b[nt][1]);
