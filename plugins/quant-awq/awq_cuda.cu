@@ -844,6 +844,13 @@ template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false> static a
 }
 
 
+/* Words per token row of the staged x (f16 pairs up to kpad), padded so token rows start 8
+ * banks apart: the occupancy estimate and the launch must agree. */
+static int awq_xs_words(int64_t kpad)
+{
+    return (int)(kpad / 2 + 8);
+}
+
 /* Kernel 2's K-splitting warps per block for a linear of n_blocks row blocks (32 rows) and
  * n_iters K iterations: the one whose longest chain of dependent iterations — waves of
  * resident blocks times iterations per warp — is shortest; on a tie, the one with fewer
@@ -854,7 +861,7 @@ template <int GROUP> static int choose_kw_g(const awq_cuda_ctx *ctx, int64_t n_b
     const awq_gemv_fn kernels[5] = {gemv_fn<GROUP, 1, 1, true>(), gemv_fn<GROUP, 1, 2, true>(),
                                     gemv_fn<GROUP, 1, 4, true>(), gemv_fn<GROUP, 1, 8, true>(),
                                     gemv_fn<GROUP, 1, 16, true>()};
-    const size_t xs_bytes = (size_t)(n_iters * AWQ_ITK / 2 + 8) * 4; /* one token staged */
+    const size_t xs_bytes = (size_t)awq_xs_words(n_iters * AWQ_ITK) * 4; /* one token staged */
     int best = 1;
     int64_t best_chain = INT64_MAX, best_waves = INT64_MAX;
     for (int i = 0, kw = 1; kw <= AWQ_KW_MAX; i++, kw *= 2) {
@@ -896,7 +903,7 @@ template <int GROUP, int NT, int KW, bool GLU>
 static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
 {
-    const int xstride = (int)(l->kpad / 2 + 8); /* words per staged token row: rows 8 banks apart */
+    const int xstride = awq_xs_words(l->kpad);
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
         awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
