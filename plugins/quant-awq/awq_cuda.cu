@@ -51,7 +51,6 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-    int h;      /* EXPERIMENT: 1 = capped decode kernels run half iterations, double-buffered */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -324,8 +323,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "h") == 0)
-                ctx->tune.h = v;
         }
     }
     *out = ctx;
@@ -539,14 +536,14 @@ __device__ __forceinline__ uint32_t word_of(const uint4 &v, int j)
     return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
 }
 
-/* The 16-byte weight loads and meta of iteration `it` (ITK inputs) of a warp's 32 rows. */
-template <int GROUP, int ITK>
-__device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][ITK / 64],
-                                              uint2 (&m)[AWQ_MT][ITK / GROUP],
+/* The 16-byte weight loads and meta of iteration `it` (AWQ_ITK inputs) of a warp's 32 rows. */
+template <int GROUP>
+__device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
+                                              uint2 (&m)[AWQ_MT][AWQ_ITK / GROUP],
                                               const uint4 *const (&wbase)[AWQ_MT],
                                               const uint2 *const (&mbase)[AWQ_MT], int it)
 {
-    constexpr int LD_IT = ITK / 64, GPI = ITK / GROUP;
+    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
 #pragma unroll
     for (int mt = 0; mt < AWQ_MT; mt++)
 #pragma unroll
@@ -568,19 +565,19 @@ __device__ __forceinline__ int awq_stage_word(int p)
     return (p >> 3) * 8 + 2 * (q & 3) + (q >> 2);
 }
 
-/* acc += the iteration's weights (w, m) times x [n, in] at inputs it * ITK ... Each lane
+/* acc += the iteration's weights (w, m) times x [n, in] at inputs it * AWQ_ITK ... Each lane
  * holds, per m-tile and n-tile, the C fragment: rows r0 = 16 mt + g and r0 + 8, tokens
  * 8 nt + 2 t and + 1. */
-template <int GROUP, int NT, bool SX, int ITK>
+template <int GROUP, int NT, bool SX = false>
 __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
-                                                 const uint4 (&wv)[AWQ_MT][ITK / 64],
-                                                 const uint2 (&mv)[AWQ_MT][ITK / GROUP],
+                                                 const uint4 (&wv)[AWQ_MT][AWQ_ITK / 64],
+                                                 const uint2 (&mv)[AWQ_MT][AWQ_ITK / GROUP],
                                                  const float *__restrict__ x, int it, int n,
                                                  int in, int g, int t,
                                                  const uint32_t *xs = nullptr, int xstride = 0)
 {
-    constexpr int KT_IT = ITK / 16; /* k-tiles per iteration */
-    constexpr int GPI = ITK / GROUP;
+    constexpr int KT_IT = AWQ_ITK / 16; /* k-tiles per iteration (16) */
+    constexpr int GPI = AWQ_ITK / GROUP;
     constexpr int KPG = GROUP / 16;     /* k-tiles per group */
     const __half2 sixteenth = __float2half2_rn(0.0625f);
     const __half2 h960 = __float2half2_rn(960.0f);
@@ -673,20 +670,20 @@ __device__ __forceinline__ float awq_red_sum(const float (&red)[KW > 1 ? KW : 1]
 /* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
  * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
  * warp order. y [n, out]. */
-template <int GROUP, int NT, int KW, bool SX, bool GLU, int ITK = AWQ_ITK>
+template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
                                               int in, int kpad, int xstride)
 {
-    constexpr int LD_IT = ITK / 64, GPI = ITK / GROUP;
+    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
     __shared__ float red[KW > 1 ? KW : 1][NV][32];
 
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int mb = blockIdx.x;
     const int g = lane >> 2, t = lane & 3;
-    const int n_iters = kpad / ITK;
+    const int n_iters = kpad / AWQ_ITK;
     const int64_t n_super = kpad / 64; /* 16-byte loads per lane per m-tile over all of K */
     const int n_grp = kpad / GROUP;
     const uint4 *wbase[AWQ_MT];
@@ -707,15 +704,15 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
      * (the capped kernels run 24 warps per SM at 80 registers), at groups of 32 or 64 (more
      * scale registers) it would spill, and with x read from global memory (n = 4..8) it was
      * ~4% slower. */
-    constexpr bool DB = NT == 1 && GROUP == 128 && SX && (KW == 16 || ITK < AWQ_ITK);
+    constexpr bool DB = KW == 16 && NT == 1 && GROUP == 128 && SX;
     /* the first weights are in flight before the wait for the kernel that writes x */
     uint4 wv[AWQ_MT][LD_IT], wv2[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI], mv2[AWQ_MT][GPI];
     int it = w;
     if (it < n_iters)
-        awq_load_iter<GROUP, ITK>(wv, mv, wbase, mbase, it);
+        awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
     if (DB && it + KW < n_iters)
-        awq_load_iter<GROUP, ITK>(wv2, mv2, wbase, mbase, it + KW);
+        awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW);
     pdl_wait();
     pdl_trigger();
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
@@ -746,21 +743,21 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
     while (it < n_iters) {
-        awq_compute_iter<GROUP, NT, SX, ITK>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
+        awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
         if constexpr (DB) { /* refill the set just used, then compute the other */
             if (it + 2 * KW < n_iters)
-                awq_load_iter<GROUP, ITK>(wv, mv, wbase, mbase, it + 2 * KW);
+                awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
             it += KW;
             if (it >= n_iters)
                 break;
-            awq_compute_iter<GROUP, NT, SX, ITK>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
+            awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
             if (it + 2 * KW < n_iters)
-                awq_load_iter<GROUP, ITK>(wv2, mv2, wbase, mbase, it + 2 * KW);
+                awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
             it += KW;
         } else {
             it += KW;
             if (it < n_iters)
-                awq_load_iter<GROUP, ITK>(wv, mv, wbase, mbase, it);
+                awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
         }
     }
 
@@ -823,13 +820,13 @@ awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32
     awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
-template <int KW, bool SX, bool GLU, int ITK = AWQ_ITK>
+template <int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
                        int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, GLU, ITK>(y, x, wq, meta, n, out, in, kpad, xstride);
+    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
@@ -909,11 +906,7 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
     const int xstride = awq_xs_words(l->kpad);
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
-        awq_gemv_fn k = gemv_fn<GROUP, NT, KW, true, GLU>();
-        if constexpr (GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8)
-            if (ctx->tune.h > 0) /* EXPERIMENT: half iterations, double-buffered */
-                k = awq_gemv_capped_kernel<KW, true, GLU, AWQ_ITK / 2>;
-        awq_launch(ctx, k, (unsigned)(l->n_mtiles / AWQ_MT),
+        awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
                    KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
                    (int)l->kpad, xstride);
         return;
