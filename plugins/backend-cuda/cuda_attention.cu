@@ -194,13 +194,13 @@ __device__ __forceinline__ void att_pack(uint4 (&dst)[NV], const float *x)
  * (counters[s, blockIdx.y]) merges them all into the output:
  *   part    [n_seqs, n_heads, S, HD]
  *   part_ml [n_seqs, n_heads, S, 2]
- * QKV: the kernel also does the attention prologue (`pro`; every sequence has one query
+ * With pro.qkv set the kernel also does the attention prologue (every sequence has one query
  * token): each block normalises and rotates its query heads from the raw projection itself,
  * the block whose split holds the new token (position L - 1) does the same for its K and V
  * row, keeps it in shared memory for its own use and stores it in the cache, and split 0
  * writes q_out — one launch and two dependent round trips fewer per layer than the
  * prologue kernel followed by this one. */
-template <typename T, int HD, int GB, bool QKV>
+template <typename T, int HD, int GB>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
                    unsigned int *__restrict__ counters, const float *__restrict__ q, const T *__restrict__ kc, const T *__restrict__ vc,
@@ -254,24 +254,24 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     }
     cp_async_commit();
     const int row = qs0 + qlen - 1; /* decode: the one query token, at position L - 1 */
-    /* QKV: the token's slot, the RoPE angles of this lane's dims (as qk_norm_rope_store_kernel
-     * computes them) and the norm weights, all ready before the wait */
+    const bool qkv = pro.qkv != nullptr;
+    /* prologue: the token's slot, the RoPE angles (as qk_norm_rope_store_kernel computes them)
+     * and the norm weights, in shared memory before the wait */
     const bool holds_new = L - 1 >= t0 && L - 1 < t1; /* this split has the new token */
-    float cs[EPL], sn[EPL], wq[EPL], wk[EPL];
+    __shared__ float sm_cs[HD / 2], sm_sn[HD / 2], sm_wq[HD], sm_wk[HD];
     int32_t slot = -1;
-    if constexpr (QKV) {
-        if (run) {
-            slot = pro.slots[row];
-            const float pos = (float)pro.positions[row];
-#pragma unroll
-            for (int e = 0; e < EPL; e++) {
-                const int d = lr * EPL + e, i = d % (HD / 2);
-                const float inv_freq = 1.0f / powf(pro.theta, (float)(2 * i) / (float)HD);
-                sincosf(pos * inv_freq, &sn[e], &cs[e]);
-                wq[e] = att_weight(pro.qn, pro.w_dtype, d);
-                wk[e] = att_weight(pro.kn, pro.w_dtype, d);
-            }
+    if (qkv && run) {
+        slot = pro.slots[row];
+        const float pos = (float)pro.positions[row];
+        for (int i = threadIdx.x; i < HD / 2; i += blockDim.x) {
+            const float inv_freq = 1.0f / powf(pro.theta, (float)(2 * i) / (float)HD);
+            sincosf(pos * inv_freq, &sm_sn[i], &sm_cs[i]);
         }
+        for (int d = threadIdx.x; d < HD; d += blockDim.x) {
+            sm_wq[d] = att_weight(pro.qn, pro.w_dtype, d);
+            sm_wk[d] = att_weight(pro.kn, pro.w_dtype, d);
+        }
+        __syncthreads();
     }
     pdl_wait();
     pdl_trigger();
@@ -279,8 +279,8 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         return;
 
     float qv[GB][EPL];
-    __shared__ uint4 new_k[QKV ? RV : 1], new_v[QKV ? RV : 1]; /* QKV: the new token's row */
-    if constexpr (QKV) {
+    __shared__ uint4 new_k[RV], new_v[RV]; /* prologue: the new token's K/V row */
+    if (qkv) {
         const float *src = pro.qkv + (int64_t)row * (n_heads + 2 * n_kv_heads) * HD + lr * EPL;
         const bool kv_row = holds_new && warp == 0; /* warp 0 makes the new K/V row */
         float kx[EPL], vx[EPL];
@@ -300,6 +300,13 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
             }
         }
         const bool lo_half = lr < LPR / 2;
+        float cs[EPL], sn[EPL], wq[EPL], wk[EPL];
+#pragma unroll
+        for (int e = 0; e < EPL; e++) {
+            const int d = lr * EPL + e;
+            cs[e] = sm_cs[d % (HD / 2)], sn[e] = sm_sn[d % (HD / 2)];
+            wq[e] = sm_wq[d], wk[e] = sm_wk[d];
+        }
 #pragma unroll
         for (int g = 0; g < GB; g++) {
             att_norm_rope<EPL, LPR, HD>(qv[g], wq, pro.qn != nullptr, pro.eps, cs, sn, lo_half);
@@ -356,7 +363,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         uint4 kraw[TT][NV], vraw[TT][NV];
         bool valid[TT];
         att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, base + rg * TT, t1, t0, w_end, ks, vs,
-                                      QKV ? L - 1 : -1, new_k, new_v, RV, lr, bt, bs, kc, vc,
+                                      qkv ? L - 1 : -1, new_k, new_v, RV, lr, bt, bs, kc, vc,
                                       slot_stride, head_off);
         float sc[TT][GB];
 #pragma unroll
@@ -739,20 +746,16 @@ static cudaError_t set_dyn_smem(const void *fn, int bytes, size_t optin, int *fi
     return cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
-/* The same for every head-group size built for (T, HD), with and without the prologue. */
+/* The same for every head-group size built for (T, HD). */
 template <typename T, int HD> static cudaError_t set_decode_smem(int bytes, size_t optin, int *fits)
 {
     constexpr int M = att_geom<T, HD>::GB_MAX;
-    const void *fns[8] = {(const void *)attn_decode_kernel<T, HD, 1, false>,
-                          (const void *)attn_decode_kernel<T, HD, (M >= 2 ? 2 : 1), false>,
-                          (const void *)attn_decode_kernel<T, HD, (M >= 4 ? 4 : 1), false>,
-                          (const void *)attn_decode_kernel<T, HD, (M >= 8 ? 8 : 1), false>,
-                          (const void *)attn_decode_kernel<T, HD, 1, true>,
-                          (const void *)attn_decode_kernel<T, HD, (M >= 2 ? 2 : 1), true>,
-                          (const void *)attn_decode_kernel<T, HD, (M >= 4 ? 4 : 1), true>,
-                          (const void *)attn_decode_kernel<T, HD, (M >= 8 ? 8 : 1), true>};
+    const void *fns[4] = {(const void *)attn_decode_kernel<T, HD, 1>,
+                          (const void *)attn_decode_kernel<T, HD, (M >= 2 ? 2 : 1)>,
+                          (const void *)attn_decode_kernel<T, HD, (M >= 4 ? 4 : 1)>,
+                          (const void *)attn_decode_kernel<T, HD, (M >= 8 ? 8 : 1)>};
     cudaError_t e = cudaSuccess;
-    for (int i = 0; i < 8 && e == cudaSuccess; i++)
+    for (int i = 0; i < 4 && e == cudaSuccess; i++)
         e = set_dyn_smem(fns[i], bytes, optin, fits);
     return e;
 }
@@ -839,7 +842,7 @@ template <typename T, int HD, int GB>
 static void launch_decode(const att_launch &a)
 {
     const llmrt_attn_params *p = a.p;
-    auto *kernel = a.pro ? attn_decode_kernel<T, HD, GB, true> : attn_decode_kernel<T, HD, GB, false>;
+    auto *kernel = attn_decode_kernel<T, HD, GB>;
     att_prologue none;
     memset(&none, 0, sizeof none);
     /* the window only where the grid still fits in one wave with it (batch decode has many
