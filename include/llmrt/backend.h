@@ -208,15 +208,6 @@ typedef struct llmrt_backend_vtable {
      * — silu_mul over the two halves of each row. */
     llmrt_status (*swiglu)(llmrt_backend *b, float *out, const float *gu, int32_t n, int32_t d,
                            llmrt_error *err);
-    /* The attention prologue and attention as one op: qk_norm_rope_store(q_out, qkv, q_norm,
-     * k_norm, positions, slot_mapping, p->n_tokens, p->n_heads, p->n_kv_heads, p->head_dim,
-     * eps, theta, p->k_cache, p->v_cache, p->kv_dtype) — which writes the caches p names —
-     * followed by attention(out, q_out, p). Outputs of rows whose slot is -1 are unspecified. */
-    llmrt_status (*qkv_attention)(llmrt_backend *b, float *out, float *q_out, const float *qkv,
-                                  const llmrt_tensor *q_norm, const llmrt_tensor *k_norm,
-                                  const int32_t *positions, const int32_t *slot_mapping,
-                                  float eps, float theta, const llmrt_attn_params *p,
-                                  llmrt_error *err);
 } llmrt_backend_vtable;
 
 /* A backend instance together with its vtable, as handed to other plugins. */

@@ -13,7 +13,6 @@
 #include "cuda_common.cuh"
 
 #include <math.h>
-#include <string.h>
 
 #define ATT_WARPS 4          /* decode: warps per block */
 #define ATT_TT 4             /* decode: tokens per row group per iteration (loads in flight) */
@@ -75,14 +74,11 @@ static inline int att_head_dim_ok(int hd)
 
 /* K/V rows of tokens t = first .. first + TT - 1 for one row group (zero past t1): tokens
  * before w_end from the block's staged window in shared memory (ks/vs: row t - t0, RV
- * 16-byte pieces per row, this lane's from piece lr * NV), token t_new (the step's own token
- * when the kernel did the prologue: -1 otherwise) from its shared row (nk/nv), the rest from
- * the cache. */
+ * 16-byte pieces per row, this lane's from piece lr * NV), the rest from the cache. */
 template <typename T, int TT, int NV, int VEC>
 __device__ __forceinline__ void att_load_rows(uint4 (&kraw)[TT][NV], uint4 (&vraw)[TT][NV],
                                               bool (&valid)[TT], int first, int t1, int t0,
                                               int w_end, const uint4 *ks, const uint4 *vs,
-                                              int t_new, const uint4 *nk, const uint4 *nv,
                                               int rv, int lr, const int32_t *__restrict__ bt,
                                               int bs, const T *__restrict__ kc,
                                               const T *__restrict__ vc, int64_t slot_stride,
@@ -103,12 +99,6 @@ __device__ __forceinline__ void att_load_rows(uint4 (&kraw)[TT][NV], uint4 (&vra
                 kraw[u][v] = ks[at + v];
                 vraw[u][v] = vs[at + v];
             }
-        } else if (t == t_new) {
-#pragma unroll
-            for (int v = 0; v < NV; v++) {
-                kraw[u][v] = nk[lr * NV + v];
-                vraw[u][v] = nv[lr * NV + v];
-            }
         } else {
             const int64_t slot = (int64_t)bt[t / bs] * bs + t % bs;
             const T *kp = kc + slot * slot_stride + head_off;
@@ -122,91 +112,20 @@ __device__ __forceinline__ void att_load_rows(uint4 (&kraw)[TT][NV], uint4 (&vra
     }
 }
 
-/* The attention prologue done by the decode kernel itself (cuda_qkv_attention): what
- * qk_norm_rope_store reads and writes. */
-struct att_prologue {
-    const float *qkv;                 /* [n_tokens, (n_heads + 2 n_kv_heads) * HD] */
-    const void *qn, *kn;              /* [HD] per-head norm weights of w_dtype, or NULL */
-    int w_dtype;                      /* llmrt_dtype */
-    const int32_t *positions, *slots; /* [n_tokens] */
-    float *q_out;                     /* [n_tokens, n_heads, HD] */
-    void *k_cache, *v_cache;          /* the caches attention reads, written at slots */
-    float eps, theta;
-};
-
-__device__ __forceinline__ float att_weight(const void *w, int dtype, int i)
-{
-    if (!w)
-        return 1.0f;
-    if (dtype == LLMRT_DTYPE_F16)
-        return to_f32(static_cast<const __half *>(w)[i]);
-    if (dtype == LLMRT_DTYPE_BF16)
-        return to_f32(static_cast<const __nv_bfloat16 *>(w)[i]);
-    return static_cast<const float *>(w)[i];
-}
-
-/* One head held as EPL elements per lane (LPR lanes, lane lr: dims lr * EPL ...): RMSNorm
- * times w when `normed`, then rotate-half RoPE with the lane's angles; the partner of dim d
- * (d +- HD / 2) sits in lane lr ^ LPR / 2. The arithmetic of qk_norm_rope_store_kernel. */
-template <int EPL, int LPR, int HD>
-__device__ __forceinline__ void att_norm_rope(float (&x)[EPL], const float (&w)[EPL], bool normed,
-                                              float eps, const float (&cs)[EPL],
-                                              const float (&sn)[EPL], bool lo_half)
-{
-    if (normed) {
-        float ss = 0.0f;
-#pragma unroll
-        for (int e = 0; e < EPL; e++)
-            ss += x[e] * x[e];
-#pragma unroll
-        for (int o = LPR / 2; o > 0; o >>= 1)
-            ss += __shfl_xor_sync(CUDA_FULL_MASK, ss, o);
-        const float inv = 1.0f / sqrtf(ss / (float)HD + eps);
-#pragma unroll
-        for (int e = 0; e < EPL; e++)
-            x[e] = (x[e] * inv) * w[e];
-    }
-#pragma unroll
-    for (int e = 0; e < EPL; e++) {
-        const float p = __shfl_xor_sync(CUDA_FULL_MASK, x[e], LPR / 2);
-        x[e] = lo_half ? x[e] * cs[e] - p * sn[e] : x[e] * cs[e] + p * sn[e];
-    }
-}
-
-/* EPL f32 values as NV 16-byte pieces of T. */
-template <typename T, int NV, int VEC>
-__device__ __forceinline__ void att_pack(uint4 (&dst)[NV], const float *x)
-{
-#pragma unroll
-    for (int v = 0; v < NV; v++) {
-        T tmp[VEC];
-#pragma unroll
-        for (int e = 0; e < VEC; e++)
-            tmp[e] = from_f32<T>(x[v * VEC + e]);
-        memcpy(&dst[v], tmp, 16);
-    }
-}
-
 /* Block (split, kv-head sub-group, sequence). GB query heads (of one KV head's group) share
  * every K/V row this block reads. When the sequence uses one split (a short context, or
  * S == 1) the block writes the final output; otherwise it writes an unnormalised partial
  * (acc, max m, sum l), and the last of the sequence's active splits to finish
  * (counters[s, blockIdx.y]) merges them all into the output:
  *   part    [n_seqs, n_heads, S, HD]
- *   part_ml [n_seqs, n_heads, S, 2]
- * With pro.qkv set the kernel also does the attention prologue (every sequence has one query
- * token): each block normalises and rotates its query heads from the raw projection itself,
- * the block whose split holds the new token (position L - 1) does the same for its K and V
- * row, keeps it in shared memory for its own use and stores it in the cache, and split 0
- * writes q_out — one launch and two dependent round trips fewer per layer than the
- * prologue kernel followed by this one. */
+ *   part_ml [n_seqs, n_heads, S, 2] */
 template <typename T, int HD, int GB>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
                    unsigned int *__restrict__ counters, const float *__restrict__ q, const T *__restrict__ kc, const T *__restrict__ vc,
                    const int32_t *__restrict__ query_start, const int32_t *__restrict__ seq_lens,
                    const int32_t *__restrict__ block_tables, int mbps, int bs, int n_heads,
-                   int n_kv_heads, float scale, int S, int cmin, int stage_t, att_prologue pro)
+                   int n_kv_heads, float scale, int S, int cmin, int stage_t)
 {
     using G_ = att_geom<T, HD>;
     constexpr int VEC = G_::VEC, LPR = G_::LPR, EPL = G_::EPL, NV = G_::NV, RPW = G_::RPW,
@@ -253,99 +172,18 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         cp_async16(att_window + (size_t)stage_t * RV + i, reinterpret_cast<const uint4 *>(vc + at) + c);
     }
     cp_async_commit();
-    const int row = qs0 + qlen - 1; /* decode: the one query token, at position L - 1 */
-    const bool qkv = pro.qkv != nullptr;
-    /* prologue: the token's slot, the RoPE angles (as qk_norm_rope_store_kernel computes them)
-     * and the norm weights, in shared memory before the wait */
-    const bool holds_new = L - 1 >= t0 && L - 1 < t1; /* this split has the new token */
-    __shared__ float sm_cs[HD / 2], sm_sn[HD / 2], sm_wq[HD], sm_wk[HD];
-    int32_t slot = -1;
-    if (qkv && run) {
-        slot = pro.slots[row];
-        const float pos = (float)pro.positions[row];
-        for (int i = threadIdx.x; i < HD / 2; i += blockDim.x) {
-            const float inv_freq = 1.0f / powf(pro.theta, (float)(2 * i) / (float)HD);
-            sincosf(pos * inv_freq, &sm_sn[i], &sm_cs[i]);
-        }
-        for (int d = threadIdx.x; d < HD; d += blockDim.x) {
-            sm_wq[d] = att_weight(pro.qn, pro.w_dtype, d);
-            sm_wk[d] = att_weight(pro.kn, pro.w_dtype, d);
-        }
-        __syncthreads();
-    }
     pdl_wait();
     pdl_trigger();
     if (!run)
         return;
+    const int row = qs0 + qlen - 1; /* decode: the one query token, at position L - 1 */
 
     float qv[GB][EPL];
-    __shared__ uint4 new_k[RV], new_v[RV]; /* prologue: the new token's K/V row */
-    if (qkv) {
-        const float *src = pro.qkv + (int64_t)row * (n_heads + 2 * n_kv_heads) * HD + lr * EPL;
-        const bool kv_row = holds_new && warp == 0; /* warp 0 makes the new K/V row */
-        float kx[EPL], vx[EPL];
 #pragma unroll
-        for (int e = 0; e < EPL; e += 4) {
+    for (int g = 0; g < GB; g++)
 #pragma unroll
-            for (int g = 0; g < GB; g++) {
-                const float4 f = *reinterpret_cast<const float4 *>(src + (hq0 + g) * HD + e);
-                qv[g][e] = f.x, qv[g][e + 1] = f.y, qv[g][e + 2] = f.z, qv[g][e + 3] = f.w;
-            }
-            if (kv_row) {
-                const float4 fk = *reinterpret_cast<const float4 *>(src + (n_heads + kvh) * HD + e);
-                const float4 fv = *reinterpret_cast<const float4 *>(
-                    src + (n_heads + n_kv_heads + kvh) * HD + e);
-                kx[e] = fk.x, kx[e + 1] = fk.y, kx[e + 2] = fk.z, kx[e + 3] = fk.w;
-                vx[e] = fv.x, vx[e + 1] = fv.y, vx[e + 2] = fv.z, vx[e + 3] = fv.w;
-            }
-        }
-        const bool lo_half = lr < LPR / 2;
-        float cs[EPL], sn[EPL], wq[EPL], wk[EPL];
-#pragma unroll
-        for (int e = 0; e < EPL; e++) {
-            const int d = lr * EPL + e;
-            cs[e] = sm_cs[d % (HD / 2)], sn[e] = sm_sn[d % (HD / 2)];
-            wq[e] = sm_wq[d], wk[e] = sm_wk[d];
-        }
-#pragma unroll
-        for (int g = 0; g < GB; g++) {
-            att_norm_rope<EPL, LPR, HD>(qv[g], wq, pro.qn != nullptr, pro.eps, cs, sn, lo_half);
-            if (split == 0 && rg == 0 && slot >= 0) {
-                float *qo = pro.q_out + ((int64_t)row * n_heads + hq0 + g) * HD + lr * EPL;
-#pragma unroll
-                for (int e = 0; e < EPL; e += 4)
-                    *reinterpret_cast<float4 *>(qo + e) =
-                        make_float4(qv[g][e], qv[g][e + 1], qv[g][e + 2], qv[g][e + 3]);
-            }
-#pragma unroll
-            for (int e = 0; e < EPL; e++)
-                qv[g][e] *= scale;
-        }
-        if (kv_row) { /* warp-uniform */
-            att_norm_rope<EPL, LPR, HD>(kx, wk, pro.kn != nullptr, pro.eps, cs, sn, lo_half);
-            uint4 kp[NV], vp[NV];
-            att_pack<T, NV, VEC>(kp, kx);
-            att_pack<T, NV, VEC>(vp, vx);
-            if (lane < LPR) {
-                uint4 *kd = static_cast<uint4 *>(pro.k_cache) + (slot * slot_stride + head_off) / VEC;
-                uint4 *vd = static_cast<uint4 *>(pro.v_cache) + (slot * slot_stride + head_off) / VEC;
-                const bool store = slot >= 0 && blockIdx.y % subs == 0;
-#pragma unroll
-                for (int v = 0; v < NV; v++) {
-                    new_k[lr * NV + v] = kp[v];
-                    new_v[lr * NV + v] = vp[v];
-                    if (store)
-                        kd[v] = kp[v], vd[v] = vp[v];
-                }
-            }
-        }
-    } else {
-#pragma unroll
-        for (int g = 0; g < GB; g++)
-#pragma unroll
-            for (int e = 0; e < EPL; e++)
-                qv[g][e] = q[((int64_t)row * n_heads + hq0 + g) * HD + lr * EPL + e] * scale;
-    }
+        for (int e = 0; e < EPL; e++)
+            qv[g][e] = q[((int64_t)row * n_heads + hq0 + g) * HD + lr * EPL + e] * scale;
     cp_async_wait_all();
     __syncthreads();
 
@@ -363,8 +201,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         uint4 kraw[TT][NV], vraw[TT][NV];
         bool valid[TT];
         att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, base + rg * TT, t1, t0, w_end, ks, vs,
-                                      qkv ? L - 1 : -1, new_k, new_v, RV, lr, bt, bs, kc, vc,
-                                      slot_stride, head_off);
+                                      RV, lr, bt, bs, kc, vc, slot_stride, head_off);
         float sc[TT][GB];
 #pragma unroll
         for (int u = 0; u < TT; u++) {
@@ -819,7 +656,6 @@ typedef struct att_launch {
     int S, cmin;
     int stage_t; /* decode: tokens of the staged K/V window */
     dim3 grid;
-    const att_prologue *pro; /* decode: the prologue the kernel also does, or NULL */
 } att_launch;
 
 /* The decode geometry of (cache dtype, head_dim): tokens a block reads per step and the most
@@ -842,25 +678,22 @@ template <typename T, int HD, int GB>
 static void launch_decode(const att_launch &a)
 {
     const llmrt_attn_params *p = a.p;
-    auto *kernel = attn_decode_kernel<T, HD, GB>;
-    att_prologue none;
-    memset(&none, 0, sizeof none);
     /* the window only where the grid still fits in one wave with it (batch decode has many
      * more blocks, which the window's shared memory would spread over several waves) */
     int stage_t = a.stage_t, per_sm = 0;
     size_t smem = (size_t)stage_t * 2 * HD * sizeof(T);
     const int64_t blocks = (int64_t)a.grid.x * a.grid.y * a.grid.z;
     if (stage_t > 0 &&
-        (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, ATT_WARPS * 32, smem) !=
-             cudaSuccess ||
+        (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_decode_kernel<T, HD, GB>,
+                                                       ATT_WARPS * 32, smem) != cudaSuccess ||
          (int64_t)per_sm * a.b->sm_count < blocks)) {
         cudaGetLastError();
         stage_t = 0, smem = 0;
     }
-    cuda_launch(a.b, kernel, a.grid, ATT_WARPS * 32, smem, a.out, a.part, a.part_ml, a.counters,
-                a.q, (const T *)a.kc, (const T *)a.vc, p->query_start, p->seq_lens,
-                p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads, p->n_kv_heads,
-                p->scale, a.S, a.cmin, stage_t, a.pro ? *a.pro : none);
+    cuda_launch(a.b, attn_decode_kernel<T, HD, GB>, a.grid, ATT_WARPS * 32, smem, a.out, a.part,
+                a.part_ml, a.counters, a.q, (const T *)a.kc, (const T *)a.vc, p->query_start,
+                p->seq_lens, p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads,
+                p->n_kv_heads, p->scale, a.S, a.cmin, stage_t);
 }
 
 template <typename T, int HD>
@@ -923,9 +756,11 @@ static size_t prefill_smem(int hd)
     }
 }
 
-/* The checks of attention's parameters. */
-static llmrt_status att_check(const llmrt_attn_params *p, llmrt_error *err)
+llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
+                            const llmrt_attn_params *p, llmrt_error *err)
 {
+    if (p->n_tokens <= 0 || p->n_seqs <= 0)
+        return LLMRT_OK;
     if (p->n_kv_heads <= 0 || p->n_heads <= 0 || p->n_heads % p->n_kv_heads)
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                           "cuda attention: n_heads (%d) must be a positive multiple of n_kv_heads "
@@ -948,14 +783,6 @@ static llmrt_status att_check(const llmrt_attn_params *p, llmrt_error *err)
                           "cuda attention: max_seq_len %d exceeds what a block table holds "
                           "(%d blocks x %d tokens)",
                           p->max_seq_len, p->max_blocks_per_seq, p->block_size);
-    return LLMRT_OK;
-}
-
-/* Attention on checked parameters; with `pro`, a decode step whose kernel also does the
- * prologue (every sequence has one query token). */
-static llmrt_status att_run(llmrt_backend *b, float *out, const float *q,
-                            const llmrt_attn_params *p, const att_prologue *pro, llmrt_error *err)
-{
     llmrt_status st = cuda_use(b, err);
     if (st)
         return st;
@@ -971,7 +798,6 @@ static llmrt_status att_run(llmrt_backend *b, float *out, const float *q,
     a.counters = NULL;
     a.cmin = 1;
     a.stage_t = 0;
-    a.pro = pro;
 
     if (p->max_query_len <= 1) {
         int tpi = 32, gb_max = 1;
@@ -1047,49 +873,4 @@ static llmrt_status att_run(llmrt_backend *b, float *out, const float *q,
     default: launch_prefill_hd<__nv_bfloat16>(a, gr); break;
     }
     return cuda_check_launch(err, "attention prefill");
-}
-
-llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
-                            const llmrt_attn_params *p, llmrt_error *err)
-{
-    if (p->n_tokens <= 0 || p->n_seqs <= 0)
-        return LLMRT_OK;
-    llmrt_status st = att_check(p, err);
-    return st ? st : att_run(b, out, q, p, NULL, err);
-}
-
-llmrt_status cuda_qkv_attention(llmrt_backend *b, float *out, float *q_out, const float *qkv,
-                                const llmrt_tensor *q_norm, const llmrt_tensor *k_norm,
-                                const int32_t *positions, const int32_t *slot_mapping, float eps,
-                                float theta, const llmrt_attn_params *p, llmrt_error *err)
-{
-    if (p->n_tokens <= 0 || p->n_seqs <= 0)
-        return LLMRT_OK;
-    /* one kernel for a decode step (one query token per sequence), else the two ops */
-    if (p->max_query_len > 1 || p->n_tokens != p->n_seqs || b->tune.att_qkv < 0 ||
-        !is_aligned16(qkv) || !is_aligned16(q_out)) {
-        llmrt_status st = cuda_qk_norm_rope_store(
-            b, q_out, qkv, q_norm, k_norm, positions, slot_mapping, p->n_tokens, p->n_heads,
-            p->n_kv_heads, p->head_dim, eps, theta, (void *)p->k_cache, (void *)p->v_cache,
-            p->kv_dtype, err);
-        return st ? st : cuda_attention(b, out, q_out, p, err);
-    }
-    llmrt_status st = att_check(p, err);
-    if (st || (st = cuda_qkr_check(q_norm, k_norm, p->n_heads, p->n_kv_heads, p->head_dim, theta,
-                                   p->kv_dtype, err)))
-        return st;
-    att_prologue pro;
-    memset(&pro, 0, sizeof pro);
-    pro.qkv = qkv;
-    pro.qn = q_norm ? q_norm->data : NULL;
-    pro.kn = k_norm ? k_norm->data : NULL;
-    pro.w_dtype = q_norm ? (int)q_norm->dtype : (int)LLMRT_DTYPE_F32;
-    pro.positions = positions;
-    pro.slots = slot_mapping;
-    pro.q_out = q_out;
-    pro.k_cache = (void *)p->k_cache;
-    pro.v_cache = (void *)p->v_cache;
-    pro.eps = eps;
-    pro.theta = theta;
-    return att_run(b, out, NULL, p, &pro, err);
 }

@@ -43,7 +43,6 @@ typedef struct cuda_tune {
     int att_fill; /* decode attention: target blocks per SM when splitting */
     int att_maxs; /* decode attention: most splits per sequence and head group */
     int att_win;  /* decode attention: KB of K/V each block stages before its wait (-1: none) */
-    int att_qkv;  /* -1: qkv_attention runs the prologue and attention as two kernels */
     int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
 } cuda_tune;
 
@@ -146,19 +145,11 @@ llmrt_status cuda_qk_norm_rope_store(llmrt_backend *b, float *q_out, const float
                                      int32_t n, int32_t n_heads, int32_t n_kv_heads,
                                      int32_t head_dim, float eps, float theta, void *k_cache,
                                      void *v_cache, llmrt_dtype kv_dtype, llmrt_error *err);
-/* The argument checks of qk_norm_rope_store (also those of qkv_attention's prologue). */
-llmrt_status cuda_qkr_check(const llmrt_tensor *q_norm, const llmrt_tensor *k_norm,
-                            int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, float theta,
-                            llmrt_dtype kv_dtype, llmrt_error *err);
 llmrt_status cuda_swiglu(llmrt_backend *b, float *out, const float *gu, int32_t n, int32_t d,
                          llmrt_error *err);
 /* cuda_attention.cu */
 llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
                             const llmrt_attn_params *p, llmrt_error *err);
-llmrt_status cuda_qkv_attention(llmrt_backend *b, float *out, float *q_out, const float *qkv,
-                                const llmrt_tensor *q_norm, const llmrt_tensor *k_norm,
-                                const int32_t *positions, const int32_t *slot_mapping, float eps,
-                                float theta, const llmrt_attn_params *p, llmrt_error *err);
 /* Raise the dynamic shared-memory limit of the attention kernels (once, at create). */
 llmrt_status cuda_attention_init(llmrt_backend *b, llmrt_error *err);
 /* cuda_gemm.cu */

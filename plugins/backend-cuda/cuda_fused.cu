@@ -292,10 +292,15 @@ static void launch_qkr_ct(const llmrt_backend *b, llmrt_dtype kv_dtype, float *q
     }
 }
 
-llmrt_status cuda_qkr_check(const llmrt_tensor *q_norm, const llmrt_tensor *k_norm,
-                            int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, float theta,
-                            llmrt_dtype kv_dtype, llmrt_error *err)
+llmrt_status cuda_qk_norm_rope_store(llmrt_backend *b, float *q_out, const float *qkv,
+                                     const llmrt_tensor *q_norm, const llmrt_tensor *k_norm,
+                                     const int32_t *positions, const int32_t *slot_mapping,
+                                     int32_t n, int32_t n_heads, int32_t n_kv_heads,
+                                     int32_t head_dim, float eps, float theta, void *k_cache,
+                                     void *v_cache, llmrt_dtype kv_dtype, llmrt_error *err)
 {
+    if (n <= 0)
+        return LLMRT_OK;
     if (head_dim <= 0 || head_dim % 2 || head_dim > 2 * 32 * QKR_MAX_PAIRS || n_heads <= 0 ||
         n_kv_heads <= 0)
         return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
@@ -316,21 +321,8 @@ llmrt_status cuda_qkr_check(const llmrt_tensor *q_norm, const llmrt_tensor *k_no
     if (!(theta > 0.0f))
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                           "cuda qk_norm_rope_store: theta %g must be > 0", (double)theta);
-    return LLMRT_OK;
-}
-
-llmrt_status cuda_qk_norm_rope_store(llmrt_backend *b, float *q_out, const float *qkv,
-                                     const llmrt_tensor *q_norm, const llmrt_tensor *k_norm,
-                                     const int32_t *positions, const int32_t *slot_mapping,
-                                     int32_t n, int32_t n_heads, int32_t n_kv_heads,
-                                     int32_t head_dim, float eps, float theta, void *k_cache,
-                                     void *v_cache, llmrt_dtype kv_dtype, llmrt_error *err)
-{
-    if (n <= 0)
-        return LLMRT_OK;
-    llmrt_status st = cuda_qkr_check(q_norm, k_norm, n_heads, n_kv_heads, head_dim, theta,
-                                     kv_dtype, err);
-    if (st || (st = cuda_use(b, err)))
+    llmrt_status st = cuda_use(b, err);
+    if (st)
         return st;
     const llmrt_dtype wt = q_norm ? q_norm->dtype : LLMRT_DTYPE_F32;
     switch (wt) {

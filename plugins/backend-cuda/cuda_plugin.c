@@ -203,8 +203,6 @@ static void parse_tune(const llmrt_host *host, cuda_tune *t)
             t->att_maxs = v;
         else if (strcmp(tok, "att_win") == 0)
             t->att_win = v;
-        else if (strcmp(tok, "att_qkv") == 0)
-            t->att_qkv = v;
         else if (strcmp(tok, "sample_full") == 0)
             t->sample_full = v;
         else if (host && host->log)
@@ -421,7 +419,6 @@ static const llmrt_backend_vtable cuda_vtable = {
     .add_rmsnorm = cuda_add_rmsnorm,
     .qk_norm_rope_store = cuda_qk_norm_rope_store,
     .swiglu = cuda_swiglu,
-    .qkv_attention = cuda_qkv_attention,
 };
 
 static const llmrt_plugin_desc cuda_desc = {

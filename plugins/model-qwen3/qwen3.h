@@ -99,7 +99,6 @@ struct llmrt_model {
      * off: the separate ops only (for A/B and as a reference). */
     int fuse;
     int use_add_rmsnorm, use_qkv, use_gate_up; /* decided at create from fuse + backend ops */
-    int use_qkv_attention;                      /* the prologue and attention as one op */
     /* A forward of at most glu_rows tokens has the gate/up projection write silu(gate) * up
      * itself (quant linear_forward_fused, LLMRT_FUSE_OUT_SWIGLU; 0: never). */
     int32_t glu_rows;

@@ -17,9 +17,9 @@
  * With the backend's fused ops (m->use_*, see qwen3_plugin.c) the same math takes fewer
  * launches: each residual add is deferred into the next norm (add_rmsnorm: x += r, then
  * xn = rmsnorm(x)); q/k/v come from one fused projection whose per-head norms, RoPE and
- * cache store are one op (qk_norm_rope_store, or one with attention too: qkv_attention);
- * gate/up come from one projection and swiglu — or, at decode sizes where the quant plugin
- * folds it (m->glu_rows), the gate/up projection writes silu(gate) * up itself. A decode step of pure one-token sequences needs
+ * cache store are one op (qk_norm_rope_store); gate/up come from one projection and
+ * swiglu — or, at decode sizes where the quant plugin folds it (m->glu_rows), the gate/up
+ * projection writes silu(gate) * up itself. A decode step of pure one-token sequences needs
  * no logits-row gather (row s is sequence s). */
 #include <math.h>
 
@@ -49,11 +49,10 @@ static llmrt_status add_norm(llmrt_model *m, float *out, float *x, const float *
     return be->rmsnorm(m->be.b, out, x, w, rows, H, eps, err);
 }
 
-/* The attention block of layer L on xn: q [T, n_heads, D], k and v into the layer's cache,
- * attn [T, n_heads, D] = attention over it. */
-static llmrt_status attention_block(llmrt_model *m, const qwen3_layer *L, const llmrt_batch *batch,
-                                    const llmrt_kv_cache *kv, int32_t l,
-                                    const llmrt_attn_params *ap, llmrt_error *err)
+/* The attention block of layer L on xn: q [T, n_heads, D] ready for attention, k and v in
+ * the layer's cache. */
+static llmrt_status attn_prologue(llmrt_model *m, const qwen3_layer *L, const llmrt_batch *batch,
+                                  const llmrt_kv_cache *kv, int32_t l, llmrt_error *err)
 {
     const qwen3_config *c = &m->cfg;
     const llmrt_backend_vtable *be = m->be.vt;
@@ -65,15 +64,9 @@ static llmrt_status attention_block(llmrt_model *m, const qwen3_layer *L, const 
     if (L->fused_qkv) {
         if ((st = linear(m, &L->qkv_proj, s->qkv, s->xn, T, err)))
             return st;
-        if (m->use_qkv_attention)
-            return be->qkv_attention(b, s->attn, s->q, s->qkv, &L->q_norm, &L->k_norm,
-                                     batch->positions, batch->slot_mapping, eps, theta, ap, err);
-        if ((st = be->qk_norm_rope_store(b, s->q, s->qkv, &L->q_norm, &L->k_norm,
-                                         batch->positions, batch->slot_mapping, T, c->n_heads,
-                                         c->n_kv_heads, D, eps, theta, kv->k[l], kv->v[l],
-                                         kv->dtype, err)))
-            return st;
-        return be->attention(b, s->attn, s->q, ap, err);
+        return be->qk_norm_rope_store(b, s->q, s->qkv, &L->q_norm, &L->k_norm, batch->positions,
+                                      batch->slot_mapping, T, c->n_heads, c->n_kv_heads, D, eps,
+                                      theta, kv->k[l], kv->v[l], kv->dtype, err);
     }
     if ((st = linear(m, &L->q_proj, s->q, s->xn, T, err)) ||
         (st = linear(m, &L->k_proj, s->k, s->xn, T, err)) ||
@@ -81,11 +74,10 @@ static llmrt_status attention_block(llmrt_model *m, const qwen3_layer *L, const 
         (st = be->rmsnorm(b, s->q, s->q, &L->q_norm, T * c->n_heads, D, eps, err)) ||
         (st = be->rmsnorm(b, s->k, s->k, &L->k_norm, T * c->n_kv_heads, D, eps, err)) ||
         (st = be->rope(b, s->q, batch->positions, T, c->n_heads, D, theta, err)) ||
-        (st = be->rope(b, s->k, batch->positions, T, c->n_kv_heads, D, theta, err)) ||
-        (st = be->kv_store(b, kv->k[l], kv->v[l], kv->dtype, s->k, s->v, batch->slot_mapping, T,
-                           c->n_kv_heads, D, err)))
+        (st = be->rope(b, s->k, batch->positions, T, c->n_kv_heads, D, theta, err)))
         return st;
-    return be->attention(b, s->attn, s->q, ap, err);
+    return be->kv_store(b, kv->k[l], kv->v[l], kv->dtype, s->k, s->v, batch->slot_mapping, T,
+                        c->n_kv_heads, D, err);
 }
 
 /* act [T, I] = silu(xn · Wgᵀ) * (xn · Wuᵀ) */
@@ -169,7 +161,8 @@ llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt
         ap.k_cache = kv->k[l];
         ap.v_cache = kv->v[l];
         if ((st = add_norm(m, s->xn, s->x, pending, &L->input_norm, T, err)) ||
-            (st = attention_block(m, L, batch, kv, l, &ap, err)) ||
+            (st = attn_prologue(m, L, batch, kv, l, err)) ||
+            (st = be->attention(b, s->attn, s->q, &ap, err)) ||
             (st = linear(m, &L->o_proj, s->proj, s->attn, T, err)) ||
             (st = add_norm(m, s->xn, s->x, s->proj, &L->post_norm, T, err)) ||
             (st = mlp_up(m, L, T, err)) ||

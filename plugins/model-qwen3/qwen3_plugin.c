@@ -230,7 +230,6 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
     m->fuse = fuse;
     m->use_add_rmsnorm = fuse && HAS_MEMBER(backend->vt, llmrt_backend_vtable, add_rmsnorm);
     m->use_qkv = fuse && HAS_MEMBER(backend->vt, llmrt_backend_vtable, qk_norm_rope_store);
-    m->use_qkv_attention = m->use_qkv && HAS_MEMBER(backend->vt, llmrt_backend_vtable, qkv_attention);
     m->use_gate_up = fuse && HAS_MEMBER(backend->vt, llmrt_backend_vtable, swiglu);
     if ((st = qwen3_config_parse(ckpt->config_json, &m->cfg, err)))
         goto fail;

@@ -244,16 +244,6 @@ static llmrt_backend *create_tuned(const char *tune)
 
 /* ---- attention ---- */
 
-/* Cache contents as f32 (for comparisons with a tolerance). */
-static float *cache_f32(const void *raw, llmrt_dtype dt, size_t n)
-{
-    float *f = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        f[i] = llmrt_load_f(raw, dt, (int64_t)i);
-    return f;
-}
-
-
 typedef struct att_case {
     const char *name;
     int n_seqs;
@@ -287,113 +277,72 @@ static const att_case att_cases[] = {
     {"prefill hd 96 f16", 1, {70}, {150}, 8, 2, 96, 16, LLMRT_DTYPE_F16, 0},
 };
 
-/* A case's sequences on the host: block tables (a random permutation of block ids, so
- * tables are not in order), query starts, lengths and random K/V caches. */
-typedef struct att_setup {
-    int n_tokens, max_q, max_seq, mbps, n_blocks;
-    int32_t *tables; /* [n_seqs, mbps] */
-    int32_t qs[5], lens[4];
-    size_t cache_elems, cache_bytes;
-    float *kf, *vf;  /* caches as f32 */
-    void *kh, *vh;   /* caches in the case's dtype */
-} att_setup;
-
-static void att_setup_make(const att_case *c, ct_rng *r, att_setup *a)
-{
-    memset(a, 0, sizeof *a);
-    const int bs = c->block_size;
-    int max_ctx = 0, total_blocks = 0;
-    for (int s = 0; s < c->n_seqs; s++) {
-        a->n_tokens += c->qlen[s];
-        a->max_q = c->qlen[s] > a->max_q ? c->qlen[s] : a->max_q;
-        max_ctx = c->ctx[s] > max_ctx ? c->ctx[s] : max_ctx;
-        int nb = (c->ctx[s] + bs - 1) / bs;
-        total_blocks += nb;
-        a->mbps = nb > a->mbps ? nb : a->mbps;
-    }
-    a->max_seq = c->max_seq_len ? c->max_seq_len : max_ctx;
-    if ((a->max_seq + bs - 1) / bs > a->mbps)
-        a->mbps = (a->max_seq + bs - 1) / bs;
-    a->n_blocks = total_blocks + 3; /* a few never used */
-    int32_t *perm = malloc(a->n_blocks * sizeof *perm);
-    for (int i = 0; i < a->n_blocks; i++)
-        perm[i] = i;
-    for (int i = a->n_blocks - 1; i > 0; i--) {
-        int j = ct_int(r, 0, i), t = perm[i];
-        perm[i] = perm[j], perm[j] = t;
-    }
-    a->tables = malloc((size_t)c->n_seqs * a->mbps * sizeof *a->tables);
-    int used = 0;
-    for (int s = 0; s < c->n_seqs; s++)
-        for (int j = 0; j < a->mbps; j++)
-            a->tables[s * a->mbps + j] =
-                j < (c->ctx[s] + bs - 1) / bs ? perm[used++] : perm[a->n_blocks - 1];
-    a->qs[0] = 0;
-    for (int s = 0; s < c->n_seqs; s++) {
-        a->qs[s + 1] = a->qs[s] + c->qlen[s];
-        a->lens[s] = c->ctx[s];
-    }
-    a->cache_elems = (size_t)a->n_blocks * bs * c->n_kv_heads * c->head_dim;
-    a->cache_bytes = a->cache_elems * llmrt_dtype_size(c->dt);
-    a->kf = ct_rand_f32(r, a->cache_elems, -1, 1);
-    a->vf = ct_rand_f32(r, a->cache_elems, -1, 1);
-    a->kh = ct_to_dtype(a->kf, a->cache_elems, c->dt, NULL);
-    a->vh = ct_to_dtype(a->vf, a->cache_elems, c->dt, NULL);
-    free(perm);
-}
-
-static void att_setup_free(att_setup *a)
-{
-    free(a->tables), free(a->kf), free(a->vf), free(a->kh), free(a->vh);
-}
-
-/* The attention parameters of a case on backend `be`: device copies of the tables, lengths
- * and caches (att_params_free releases them). */
-static llmrt_attn_params att_params_on(const att_case *c, const att_setup *a,
-                                       const llmrt_backend_ref *be)
-{
-    llmrt_attn_params p;
-    memset(&p, 0, sizeof p);
-    p.n_tokens = a->n_tokens;
-    p.n_seqs = c->n_seqs;
-    p.n_heads = c->n_heads;
-    p.n_kv_heads = c->n_kv_heads;
-    p.head_dim = c->head_dim;
-    p.scale = 1.0f / sqrtf((float)c->head_dim);
-    p.query_start = ct_dup(be, a->qs, (c->n_seqs + 1) * sizeof(int32_t));
-    p.seq_lens = ct_dup(be, a->lens, c->n_seqs * sizeof(int32_t));
-    p.block_tables = ct_dup(be, a->tables, (size_t)c->n_seqs * a->mbps * sizeof(int32_t));
-    p.max_blocks_per_seq = a->mbps;
-    p.block_size = c->block_size;
-    p.max_seq_len = a->max_seq;
-    p.max_query_len = a->max_q;
-    p.kv_dtype = c->dt;
-    p.k_cache = ct_dup(be, a->kh, a->cache_bytes);
-    p.v_cache = ct_dup(be, a->vh, a->cache_bytes);
-    return p;
-}
-
-static void att_params_free(const llmrt_backend_ref *be, llmrt_attn_params *p)
-{
-    ct_free(be, (void *)p->query_start), ct_free(be, (void *)p->seq_lens);
-    ct_free(be, (void *)p->block_tables), ct_free(be, (void *)p->k_cache);
-    ct_free(be, (void *)p->v_cache);
-}
-
 static void run_att_case(const att_case *c, uint64_t seed, const llmrt_backend_ref *cuda,
                          const char *variant)
 {
     llmrt_error err = {0};
     ct_rng r = {seed};
-    att_setup a;
-    att_setup_make(c, &r, &a);
-    const size_t qn = (size_t)a.n_tokens * c->n_heads * c->head_dim;
+    const int hd = c->head_dim, bs = c->block_size;
+    int n_tokens = 0, max_q = 0, max_ctx = 0, mbps = 0, total_blocks = 0;
+    for (int s = 0; s < c->n_seqs; s++) {
+        n_tokens += c->qlen[s];
+        max_q = c->qlen[s] > max_q ? c->qlen[s] : max_q;
+        max_ctx = c->ctx[s] > max_ctx ? c->ctx[s] : max_ctx;
+        int nb = (c->ctx[s] + bs - 1) / bs;
+        total_blocks += nb;
+        mbps = nb > mbps ? nb : mbps;
+    }
+    const int max_seq = c->max_seq_len ? c->max_seq_len : max_ctx;
+    if ((max_seq + bs - 1) / bs > mbps)
+        mbps = (max_seq + bs - 1) / bs;
+    const int n_blocks = total_blocks + 3; /* a few never used */
+    /* block ids: a random permutation, so tables are not in order */
+    int32_t *perm = malloc(n_blocks * sizeof *perm);
+    for (int i = 0; i < n_blocks; i++)
+        perm[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) {
+        int j = ct_int(&r, 0, i), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    int32_t *tables = malloc((size_t)c->n_seqs * mbps * sizeof *tables);
+    int used = 0;
+    for (int s = 0; s < c->n_seqs; s++)
+        for (int j = 0; j < mbps; j++)
+            tables[s * mbps + j] = j < (c->ctx[s] + bs - 1) / bs ? perm[used++] : perm[n_blocks - 1];
+    int32_t qs[5], lens[4];
+    qs[0] = 0;
+    for (int s = 0; s < c->n_seqs; s++) {
+        qs[s + 1] = qs[s] + c->qlen[s];
+        lens[s] = c->ctx[s];
+    }
+    const size_t cache_elems = (size_t)n_blocks * bs * c->n_kv_heads * hd;
+    float *kf = ct_rand_f32(&r, cache_elems, -1, 1), *vf = ct_rand_f32(&r, cache_elems, -1, 1);
+    void *kh = ct_to_dtype(kf, cache_elems, c->dt, NULL), *vh = ct_to_dtype(vf, cache_elems, c->dt, NULL);
+    const size_t qn = (size_t)n_tokens * c->n_heads * hd;
     float *q = ct_rand_f32(&r, qn, -2, 2);
+    const size_t cache_bytes = cache_elems * llmrt_dtype_size(c->dt);
 
     float *res[2];
     const llmrt_backend_ref *bes[2] = {cuda, &CT.cpu};
     for (int b = 0; b < 2; b++) {
-        llmrt_attn_params p = att_params_on(c, &a, bes[b]);
+        llmrt_attn_params p;
+        memset(&p, 0, sizeof p);
+        p.n_tokens = n_tokens;
+        p.n_seqs = c->n_seqs;
+        p.n_heads = c->n_heads;
+        p.n_kv_heads = c->n_kv_heads;
+        p.head_dim = hd;
+        p.scale = 1.0f / sqrtf((float)hd);
+        p.query_start = ct_dup(bes[b], qs, (c->n_seqs + 1) * sizeof(int32_t));
+        p.seq_lens = ct_dup(bes[b], lens, c->n_seqs * sizeof(int32_t));
+        p.block_tables = ct_dup(bes[b], tables, (size_t)c->n_seqs * mbps * sizeof(int32_t));
+        p.max_blocks_per_seq = mbps;
+        p.block_size = bs;
+        p.max_seq_len = max_seq;
+        p.max_query_len = max_q;
+        p.kv_dtype = c->dt;
+        p.k_cache = ct_dup(bes[b], kh, cache_bytes);
+        p.v_cache = ct_dup(bes[b], vh, cache_bytes);
         float *dq = ct_dup(bes[b], q, qn * sizeof(float));
         float *out = ct_alloc(bes[b], qn * sizeof(float));
         res[b] = malloc(qn * sizeof(float));
@@ -402,89 +351,16 @@ static void run_att_case(const att_case *c, uint64_t seed, const llmrt_backend_r
             CT_OK(bes[b]->vt->attention(bes[b]->b, out, dq, &p, &err));
             ct_download(bes[b], res[b], out, qn * sizeof(float));
         }
-        att_params_free(bes[b], &p);
-        ct_free(bes[b], dq), ct_free(bes[b], out);
+        ct_free(bes[b], (void *)p.query_start), ct_free(bes[b], (void *)p.seq_lens);
+        ct_free(bes[b], (void *)p.block_tables), ct_free(bes[b], (void *)p.k_cache);
+        ct_free(bes[b], (void *)p.v_cache), ct_free(bes[b], dq), ct_free(bes[b], out);
     }
     char what[160];
     snprintf(what, sizeof what, "attention '%s' (%s, H %d / KV %d, hd %d, bs %d%s)", c->name,
-             llmrt_dtype_name(c->dt), c->n_heads, c->n_kv_heads, c->head_dim, c->block_size,
-             variant);
+             llmrt_dtype_name(c->dt), c->n_heads, c->n_kv_heads, hd, bs, variant);
     ct_assert_close(res[0], res[1], qn, TOL_FP32 * 10, what);
-    free(res[0]), free(res[1]), free(q);
-    att_setup_free(&a);
-}
-
-/* qkv_attention on the CUDA backend `cuda` against the CPU's qk_norm_rope_store followed by
- * attention, on a raw fused projection of the case's query tokens (each at its sequence's
- * next positions, stored at the slots its block table gives): out, q_out and both caches. */
-static void run_qkv_att_case(const att_case *c, uint64_t seed, const llmrt_backend_ref *cuda,
-                             const char *variant)
-{
-    llmrt_error err = {0};
-    ct_rng r = {seed};
-    att_setup a;
-    att_setup_make(c, &r, &a);
-    const int hd = c->head_dim, H = c->n_heads, KV = c->n_kv_heads, bs = c->block_size;
-    const size_t qkv_n = (size_t)a.n_tokens * (H + 2 * KV) * hd, qn = (size_t)a.n_tokens * H * hd;
-    float *qkv = ct_rand_f32(&r, qkv_n, -3, 3);
-    float *qw = ct_rand_f32(&r, hd, 0.5f, 1.5f), *kw = ct_rand_f32(&r, hd, 0.5f, 1.5f);
-    int32_t *pos = malloc(a.n_tokens * sizeof *pos), *slots = malloc(a.n_tokens * sizeof *slots);
-    for (int s = 0; s < c->n_seqs; s++)
-        for (int i = 0; i < c->qlen[s]; i++) {
-            const int t = a.qs[s] + i, p = c->ctx[s] - c->qlen[s] + i;
-            pos[t] = p;
-            slots[t] = a.tables[s * a.mbps + p / bs] * bs + p % bs;
-        }
-    float *res_out[2], *res_q[2];
-    unsigned char *res_k[2], *res_v[2];
-    const llmrt_backend_ref *bes[2] = {cuda, &CT.cpu};
-    for (int b = 0; b < 2; b++) {
-        const llmrt_backend_ref *be = bes[b];
-        llmrt_attn_params p = att_params_on(c, &a, be);
-        llmrt_tensor tq = make_tensor(be, qw, LLMRT_DTYPE_BF16, hd, 0);
-        llmrt_tensor tk = make_tensor(be, kw, LLMRT_DTYPE_BF16, hd, 0);
-        float *dqkv = ct_dup(be, qkv, qkv_n * 4);
-        int32_t *dp = ct_dup(be, pos, a.n_tokens * sizeof *pos);
-        int32_t *ds = ct_dup(be, slots, a.n_tokens * sizeof *slots);
-        float *dq = ct_alloc(be, qn * 4), *out = ct_alloc(be, qn * 4);
-        ct_poison(be, dq, qn);
-        ct_poison(be, out, qn);
-        if (b == 0) {
-            CT_OK(be->vt->qkv_attention(be->b, out, dq, dqkv, &tq, &tk, dp, ds, 1e-6f, 1e6f, &p,
-                                        &err));
-        } else {
-            CT_OK(be->vt->qk_norm_rope_store(be->b, dq, dqkv, &tq, &tk, dp, ds, a.n_tokens, H, KV,
-                                             hd, 1e-6f, 1e6f, (void *)p.k_cache,
-                                             (void *)p.v_cache, c->dt, &err));
-            CT_OK(be->vt->attention(be->b, out, dq, &p, &err));
-        }
-        res_out[b] = malloc(qn * 4), res_q[b] = malloc(qn * 4);
-        res_k[b] = malloc(a.cache_bytes), res_v[b] = malloc(a.cache_bytes);
-        ct_download(be, res_out[b], out, qn * 4);
-        ct_download(be, res_q[b], dq, qn * 4);
-        ct_download(be, res_k[b], p.k_cache, a.cache_bytes);
-        ct_download(be, res_v[b], p.v_cache, a.cache_bytes);
-        att_params_free(be, &p);
-        ct_free(be, tq.data), ct_free(be, tk.data), ct_free(be, dqkv), ct_free(be, dp);
-        ct_free(be, ds), ct_free(be, dq), ct_free(be, out);
-    }
-    char what[160];
-    snprintf(what, sizeof what, "qkv_attention '%s' (%s, H %d / KV %d, hd %d%s)", c->name,
-             llmrt_dtype_name(c->dt), H, KV, hd, variant);
-    ct_assert_close(res_q[0], res_q[1], qn, TOL_ROPE, what);
-    ct_assert_close(res_out[0], res_out[1], qn, TOL_ROPE, what);
-    ck_assert_msg(memcmp(res_v[0], res_v[1], a.cache_bytes) == 0, "%s: V caches differ", what);
-    float *kg = cache_f32(res_k[0], c->dt, a.cache_elems), *kr = cache_f32(res_k[1], c->dt, a.cache_elems);
-    ct_assert_close(kg, kr, a.cache_elems, TOL_ROPE, what);
-    /* not vacuous: the new tokens' K rows were written */
-    const size_t row = (size_t)KV * hd * llmrt_dtype_size(c->dt);
-    ck_assert_msg(memcmp(res_k[0] + (size_t)slots[0] * row, (unsigned char *)a.kh + (size_t)slots[0] * row,
-                         row) != 0, "%s: K not written", what);
-    free(kg), free(kr);
-    for (int b = 0; b < 2; b++)
-        free(res_out[b]), free(res_q[b]), free(res_k[b]), free(res_v[b]);
-    free(qkv), free(qw), free(kw), free(pos), free(slots);
-    att_setup_free(&a);
+    free(res[0]), free(res[1]), free(kf), free(vf), free(kh), free(vh), free(q), free(perm);
+    free(tables);
 }
 
 START_TEST(test_attention)
@@ -507,27 +383,6 @@ START_TEST(test_attention_windows)
         for (size_t i = 0; i < sizeof att_cases / sizeof *att_cases; i++)
             run_att_case(&att_cases[i], 100 + (uint64_t)i, &ref, variant);
         CT.cuda_vt->destroy(ref.b);
-    }
-}
-END_TEST
-
-/* qkv_attention: every case (decode cases run one kernel, the others fall back to the two
- * ops), with the default window, a 2 KB one (splits read partly from the window, partly from
- * the cache) and none. */
-START_TEST(test_qkv_attention)
-{
-    static const char *tunes[] = {"", "att_win=2", "att_win=-1"};
-    ck_assert_ptr_nonnull(CT.cuda_vt->qkv_attention);
-    for (int v = 0; v < 3; v++) {
-        llmrt_backend_ref ref = CT.cuda;
-        if (v > 0)
-            ref.b = create_tuned(tunes[v]);
-        char variant[32];
-        snprintf(variant, sizeof variant, "%s%s", v ? ", " : "", tunes[v]);
-        for (size_t i = 0; i < sizeof att_cases / sizeof *att_cases; i++)
-            run_qkv_att_case(&att_cases[i], 300 + (uint64_t)i, &ref, variant);
-        if (v > 0)
-            CT.cuda_vt->destroy(ref.b);
     }
 }
 END_TEST
@@ -635,6 +490,15 @@ START_TEST(test_add_rmsnorm)
             }
 }
 END_TEST
+
+/* Cache contents as f32 (for comparisons with a tolerance). */
+static float *cache_f32(const void *raw, llmrt_dtype dt, size_t n)
+{
+    float *f = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        f[i] = llmrt_load_f(raw, dt, (int64_t)i);
+    return f;
+}
 
 START_TEST(test_qk_norm_rope_store)
 {
@@ -1164,7 +1028,6 @@ int main(void)
     tcase_add_test(tc, test_kv_store);
     tcase_add_loop_test(tc, test_attention, 0, (int)(sizeof att_cases / sizeof *att_cases));
     tcase_add_test(tc, test_attention_windows);
-    tcase_add_test(tc, test_qkv_attention);
     tcase_add_test(tc, test_silu_mul_add);
     tcase_add_test(tc, test_add_rmsnorm);
     tcase_add_test(tc, test_qk_norm_rope_store);
