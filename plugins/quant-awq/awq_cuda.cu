@@ -51,7 +51,6 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-    int pf;     /* EXPERIMENT: L2 bulk prefetch (see awq_gemv_body) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -324,8 +323,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "pf") == 0)
-                ctx->tune.pf = v;
         }
     }
     *out = ctx;
@@ -559,23 +556,6 @@ __device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
             m[mt][gi] = __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
 }
 
-/* EXPERIMENT: iteration `it` of a warp's weights and meta into L2 (bulk prefetch, sm_90). */
-template <int GROUP>
-__device__ __forceinline__ void awq_prefetch_iter(const uint4 *const (&wbase)[AWQ_MT],
-                                                  const uint2 *const (&mbase)[AWQ_MT], int it)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++) {
-        const uint4 *w = wbase[mt] + (int64_t)it * LD_IT * 32; /* lane 0's: the chunk start */
-        const uint2 *m = mbase[mt] + (int64_t)it * GPI * 8;
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w), "r"(LD_IT * 512) : "memory");
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(m), "r"(GPI * 64) : "memory");
-    }
-#endif
-}
-
 /* Word of the staged x row holding input pair p (inputs 2p, 2p + 1): per k-tile of 16 inputs
  * 8 words, ordered so that lane t's B fragment — pairs t (b0) and t + 4 (b1) — is the two
  * adjacent words 2t, 2t + 1. */
@@ -694,7 +674,7 @@ template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
-                                              int in, int kpad, int xstride, int pf)
+                                              int in, int kpad, int xstride)
 {
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
@@ -729,20 +709,12 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     uint4 wv[AWQ_MT][LD_IT], wv2[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI], mv2[AWQ_MT][GPI];
     int it = w;
-    /* EXPERIMENT pf: 1 = the first iteration prefetched into L2 by bulk copies instead of
-     * loaded into registers before the wait; 2 = also the warp's next iteration into L2 */
-    if (pf == 1 && lane == 0 && it < n_iters)
-        awq_prefetch_iter<GROUP>(wbase, mbase, it);
-    if (pf != 1 && it < n_iters)
+    if (it < n_iters)
         awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
     if (DB && it + KW < n_iters)
         awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW);
-    if (pf == 2 && lane == 0 && it + (DB ? 2 : 1) * KW < n_iters)
-        awq_prefetch_iter<GROUP>(wbase, mbase, it + (DB ? 2 : 1) * KW);
     pdl_wait();
     pdl_trigger();
-    if (pf == 1 && it < n_iters)
-        awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
      * words, padded so token rows start in different banks; zeros up to kpad), so each k-tile
      * reads its B fragment with one 8-byte shared load instead of two global loads and
@@ -843,23 +815,22 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
-                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride,
-                int pf)
+                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride, pf);
+    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 template <int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                       int out, int in, int kpad, int xstride, int pf)
+                       int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride, pf);
+    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
-                            int, int, int, int);
+                            int, int, int);
 
 /* The kernel function for (GROUP, NT, KW, SX, GLU). SX (x staged in shared memory) exists for
  * the decode shapes, NT = 1; GLU for those at groups of 128. */
@@ -937,12 +908,11 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
         awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
                    KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
-                   (int)l->kpad, xstride, ctx->tune.pf);
+                   (int)l->kpad, xstride);
         return;
     }
     awq_launch(ctx, gemv_fn<GROUP, NT, KW, false, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
-               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0,
-               ctx->tune.pf);
+               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0);
 }
 
 template <int GROUP, int NT, bool GLU = false>
