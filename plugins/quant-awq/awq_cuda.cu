@@ -983,7 +983,8 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
         int stg = 0;
         const int64_t iters = l->kpad / AWQ_ITK; /* stg=2: only where the stage holds the rest */
         const bool dbk = KW == 16 && GROUP == 128;
-        if (ctx->tune.stg == 1 || (ctx->tune.stg == 2 && iters <= (dbk ? 3 : 2) * KW)) {
+        if (ctx->tune.stg == 1 || (ctx->tune.stg == 2 && iters <= (dbk ? 3 : 2) * KW) ||
+            (ctx->tune.stg == 3 && !dbk && iters <= 2 * KW)) {
             const size_t with = (xs_bytes + 15) / 16 * 16 +
                                 (size_t)KW * 32 * awq_stage_slots<GROUP>() * 16;
             int a = 0, c = 0;
