@@ -51,7 +51,6 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-    int stg;    /* EXPERIMENT: 1 = one more weight iteration staged in shared memory */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -324,8 +323,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "stg") == 0)
-                ctx->tune.stg = v;
         }
     }
     *out = ctx;
@@ -559,63 +556,6 @@ __device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
             m[mt][gi] = __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
 }
 
-/* cp.async of 16 / 8 bytes, global to shared (no registers held while in flight). */
-__device__ __forceinline__ void awq_cp_async(void *smem, const void *gmem, int bytes16)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    if (bytes16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
-    else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(gmem) : "memory");
-}
-
-/* EXPERIMENT (stg): uint4 slots per lane of a warp's shared-memory stage of one iteration:
- * the weights, then the meta as pairs of uint2. Slot i of lane l is stage[i * 32 + l]. */
-template <int GROUP> __host__ __device__ constexpr int awq_stage_slots()
-{
-    return AWQ_MT * (AWQ_ITK / 64) + (AWQ_MT * (AWQ_ITK / GROUP) + 1) / 2;
-}
-
-template <int GROUP>
-__device__ __forceinline__ void awq_stage_iter(uint4 *st, const uint4 *const (&wbase)[AWQ_MT],
-                                               const uint2 *const (&mbase)[AWQ_MT], int it,
-                                               int lane)
-{
-    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-        for (int c = 0; c < LD_IT; c++)
-            awq_cp_async(st + (mt * LD_IT + c) * 32 + lane, wbase[mt] + (int64_t)(it * LD_IT + c) * 32, 1);
-    uint2 *ms = reinterpret_cast<uint2 *>(st + AWQ_MT * LD_IT * 32);
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-        for (int gi = 0; gi < GPI; gi++)
-            awq_cp_async(ms + (mt * GPI + gi) * 32 + lane, mbase[mt] + (int64_t)(it * GPI + gi) * 8, 0);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-template <int GROUP>
-__device__ __forceinline__ void awq_unstage_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
-                                                 uint2 (&m)[AWQ_MT][AWQ_ITK / GROUP],
-                                                 const uint4 *st, int lane)
-{
-    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
-    asm volatile("cp.async.wait_all;" ::: "memory");
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-        for (int c = 0; c < LD_IT; c++)
-            w[mt][c] = st[(mt * LD_IT + c) * 32 + lane];
-    const uint2 *ms = reinterpret_cast<const uint2 *>(st + AWQ_MT * LD_IT * 32);
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-        for (int gi = 0; gi < GPI; gi++)
-            m[mt][gi] = ms[(mt * GPI + gi) * 32 + lane];
-}
-
 /* Word of the staged x row holding input pair p (inputs 2p, 2p + 1): per k-tile of 16 inputs
  * 8 words, ordered so that lane t's B fragment — pairs t (b0) and t + 4 (b1) — is the two
  * adjacent words 2t, 2t + 1. */
@@ -734,7 +674,7 @@ template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
-                                              int in, int kpad, int xstride, int stg)
+                                              int in, int kpad, int xstride)
 {
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
@@ -773,20 +713,13 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
         awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
     if (DB && it + KW < n_iters)
         awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW);
-    /* EXPERIMENT stg: the warp's next iteration after those copied to shared memory (behind
-     * the staged x) before the wait, with no registers held */
-    extern __shared__ __align__(16) uint32_t awq_xs[];
-    const int st_it = stg && SX ? it + (DB ? 2 : 1) * KW : -1;
-    uint4 *wst = reinterpret_cast<uint4 *>(awq_xs) + (n * xstride + 3) / 4 +
-                 w * awq_stage_slots<GROUP>() * 32;
-    if (SX && st_it >= 0 && st_it < n_iters)
-        awq_stage_iter<GROUP>(wst, wbase, mbase, st_it, lane);
     pdl_wait();
     pdl_trigger();
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
      * words, padded so token rows start in different banks; zeros up to kpad), so each k-tile
      * reads its B fragment with one 8-byte shared load instead of two global loads and
      * conversions */
+    extern __shared__ uint32_t awq_xs[];
     if constexpr (SX) {
         const int kq = kpad / 4;
         for (int i = threadIdx.x; i < n * kq; i += KW * 32) {
@@ -812,9 +745,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     while (it < n_iters) {
         awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
         if constexpr (DB) { /* refill the set just used, then compute the other */
-            if (it + 2 * KW == st_it)
-                awq_unstage_iter<GROUP>(wv, mv, wst, lane);
-            else if (it + 2 * KW < n_iters)
+            if (it + 2 * KW < n_iters)
                 awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
             it += KW;
             if (it >= n_iters)
@@ -825,9 +756,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             it += KW;
         } else {
             it += KW;
-            if (it == st_it)
-                awq_unstage_iter<GROUP>(wv, mv, wst, lane);
-            else if (it < n_iters)
+            if (it < n_iters)
                 awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
         }
     }
@@ -886,23 +815,22 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
-                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride,
-                int stg)
+                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride, stg);
+    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 template <int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                       int out, int in, int kpad, int xstride, int stg)
+                       int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride, stg);
+    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
-                            int, int, int, int);
+                            int, int, int);
 
 /* The kernel function for (GROUP, NT, KW, SX, GLU). SX (x staged in shared memory) exists for
  * the decode shapes, NT = 1; GLU for those at groups of 128. */
@@ -978,31 +906,13 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
     const int xstride = awq_xs_words(l->kpad);
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
-        awq_gemv_fn k = gemv_fn<GROUP, NT, KW, true, GLU>();
-        size_t smem = xs_bytes;
-        int stg = 0;
-        const int64_t iters = l->kpad / AWQ_ITK; /* stg=2: only where the stage holds the rest */
-        const bool dbk = KW == 16 && GROUP == 128;
-        if (ctx->tune.stg == 1 || (ctx->tune.stg == 2 && iters <= (dbk ? 3 : 2) * KW) ||
-            (ctx->tune.stg == 3 && !dbk && iters <= 2 * KW)) {
-            const size_t with = (xs_bytes + 15) / 16 * 16 +
-                                (size_t)KW * 32 * awq_stage_slots<GROUP>() * 16;
-            int a = 0, c = 0;
-            cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)with);
-            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, k, KW * 32, xs_bytes) ==
-                    cudaSuccess &&
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c, k, KW * 32, with) ==
-                    cudaSuccess &&
-                c >= a)
-                smem = with, stg = 1;
-            cudaGetLastError();
-        }
-        awq_launch(ctx, k, (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, smem, y, x, l->wq, l->meta,
-                   n, (int)l->out, (int)l->in, (int)l->kpad, xstride, stg);
+        awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
+                   KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
+                   (int)l->kpad, xstride);
         return;
     }
     awq_launch(ctx, gemv_fn<GROUP, NT, KW, false, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
-               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0, 0);
+               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0);
 }
 
 template <int GROUP, int NT, bool GLU = false>
