@@ -56,7 +56,6 @@ typedef struct awq_tune {
     int mpf;    /* 1: the MLP kernel prefetches each warp's later down weights into L2 */
     int coop;   /* 1: launch the MLP kernel as a cooperative kernel */
     int mtr;    /* 1: trace the MLP kernel's phases (printed at destroy) */
-    int mph;    /* 1: the MLP kernel does gate/up only, down is the GEMV */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -343,8 +342,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.coop = v;
             else if (strcmp(tok, "mtr") == 0)
                 ctx->tune.mtr = v;
-            else if (strcmp(tok, "mph") == 0)
-                ctx->tune.mph = v;
         }
     }
     awq_mlp_setup(ctx);
@@ -1131,7 +1128,7 @@ awq_mlp_kernel(float *__restrict__ y, float *act, const float *__restrict__ x,
                const uint32_t *__restrict__ dn_meta, int dn_out, int dn_kpad, int n,
                unsigned long long *barrier, int flags)
 {
-    const int l2_prefetch = flags & 1, glu_only = flags & 4;
+    const int l2_prefetch = flags & 1;
     constexpr int tr = TR;
     awq_mlp_stamp(tr, 0);
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / 128, NV = AWQ_MT * 4;
@@ -1149,7 +1146,7 @@ awq_mlp_kernel(float *__restrict__ y, float *act, const float *__restrict__ x,
     uint4 wv[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI];
     /* down: this warp's first iteration (row block blockIdx.x, K iteration w) */
-    const bool dn_first = !glu_only && (int)blockIdx.x < dn_rows && w < dn_iters;
+    const bool dn_first = (int)blockIdx.x < dn_rows && w < dn_iters;
     auto load_down_first = [&]() {
         if (!dn_first)
             return;
@@ -1233,8 +1230,6 @@ awq_mlp_kernel(float *__restrict__ y, float *act, const float *__restrict__ x,
     if (TR)
         __syncthreads();
     awq_mlp_stamp(tr, 3);
-    if (glu_only)
-        return;
     awq_grid_barrier(barrier);
     awq_mlp_stamp(tr, 4);
 
@@ -1385,16 +1380,8 @@ extern "C" llmrt_status awq_cuda_mlp_forward(awq_cuda_ctx *ctx, const awq_cuda_l
                        (const uint32_t *)gu->meta, (int)gu->out, (int)gu->in, (int)gu->kpad,
                        (const uint32_t *)dn->wq, (const uint32_t *)dn->meta, (int)dn->out,
                        (int)dn->kpad, (int)n, ctx->mlp_barrier,
-                       (ctx->tune.mpf > 0 ? 1 : 0) | (ctx->tune.mtr > 0 ? 2 : 0) |
-                           (ctx->tune.mph > 0 ? 4 : 0));
+                       (ctx->tune.mpf > 0 ? 1 : 0) | (ctx->tune.mtr > 0 ? 2 : 0));
     ctx->mlp_grid_last = grid;
-    if (ctx->tune.mph > 0) { /* the kernel ran gate/up only: down as its own GEMV */
-        llmrt_status st2 = check_launch(err, "awq_mlp_kernel");
-        if (st2)
-            return st2;
-        launch_gemv<128, 1>(ctx, dn, y, act, n);
-        return check_launch(err, "awq_gemv_kernel (down)");
-    }
     return check_launch(err, "awq_mlp_kernel");
 }
 
