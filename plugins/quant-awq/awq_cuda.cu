@@ -55,7 +55,6 @@ typedef struct awq_tune {
     int mlp;    /* -1: no one-launch MLP (mlp=0: awq_cuda_mlp_max_rows says 0) */
     int mpf;    /* 1: the MLP kernel prefetches each warp's later down weights into L2 */
     int coop;   /* 1: launch the MLP kernel as a cooperative kernel */
-    int mtr;    /* 1: trace the MLP kernel's phases (printed at destroy) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -71,7 +70,6 @@ struct awq_cuda_ctx {
     size_t deq_bytes;
     unsigned long long *mlp_barrier; /* the MLP kernel's grid-barrier count (NULL: no MLP op) */
     int smem_optin;           /* shared memory a block may opt in to */
-    int mlp_grid_last;        /* blocks of the last MLP launch (the trace) */
 };
 
 struct awq_cuda_linear {
@@ -287,7 +285,6 @@ static unsigned grid_for(const awq_cuda_ctx *ctx, int64_t total, int threads)
 }
 
 static void awq_mlp_setup(awq_cuda_ctx *ctx);
-static void awq_mlp_trace_print(int grid);
 
 extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cuda_ctx **out,
                                         llmrt_error *err)
@@ -340,8 +337,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.mpf = v;
             else if (strcmp(tok, "coop") == 0)
                 ctx->tune.coop = v;
-            else if (strcmp(tok, "mtr") == 0)
-                ctx->tune.mtr = v;
         }
     }
     awq_mlp_setup(ctx);
@@ -355,8 +350,6 @@ extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
         return;
     cudaSetDevice(ctx->device);
     cudaStreamSynchronize(ctx->stream);
-    if (ctx->tune.mtr > 0 && ctx->mlp_grid_last > 0)
-        awq_mlp_trace_print(ctx->mlp_grid_last);
     void *bufs[] = {ctx->staging, ctx->deq, ctx->mlp_barrier};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
@@ -1107,30 +1100,13 @@ __device__ __forceinline__ void awq_load_rows(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
     }
 }
 
-/* developer trace (LLMRT_AWQ_TUNE=mtr=1): per block, globaltimer at six points of the last
- * launch; awq_cuda_destroy prints their spread */
-#define AWQ_MLP_TR_POINTS 6
-__device__ unsigned long long awq_mlp_tr[1024][AWQ_MLP_TR_POINTS];
-__device__ __forceinline__ void awq_mlp_stamp(int on, int point)
-{
-    if (on && threadIdx.x == 0 && blockIdx.x < 1024) {
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        awq_mlp_tr[blockIdx.x][point] = t;
-    }
-}
-
-template <bool TR>
 __global__ void __launch_bounds__(AWQ_MLP_WARPS * 32, 1)
 awq_mlp_kernel(float *__restrict__ y, float *act, const float *__restrict__ x,
                const uint32_t *__restrict__ gu_wq, const uint32_t *__restrict__ gu_meta,
                int gu_out, int gu_in, int gu_kpad, const uint32_t *__restrict__ dn_wq,
                const uint32_t *__restrict__ dn_meta, int dn_out, int dn_kpad, int n,
-               unsigned long long *barrier, int flags)
+               unsigned long long *barrier, int l2_prefetch)
 {
-    const int l2_prefetch = flags & 1;
-    constexpr int tr = TR;
-    awq_mlp_stamp(tr, 0);
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / 128, NV = AWQ_MT * 4;
     constexpr int VB = AWQ_MLP_WARPS / AWQ_MLP_VW; /* gate/up row blocks in flight per block */
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -1173,7 +1149,6 @@ awq_mlp_kernel(float *__restrict__ y, float *act, const float *__restrict__ x,
     }
     pdl_wait();
     pdl_trigger();
-    awq_mlp_stamp(tr, 1);
 
     /* x [n, gu_in] staged once per block as f16 pairs (as the GEMV's SX staging) */
     const int xstride = gu_kpad / 2 + 8;
@@ -1191,7 +1166,6 @@ awq_mlp_kernel(float *__restrict__ y, float *act, const float *__restrict__ x,
         __syncthreads();
     }
 
-    awq_mlp_stamp(tr, 2);
     /* phase 1: gate/up + SwiGLU into act */
     for (; rb < gu_rows; rb += rb_step) {
         float acc[AWQ_MT][1][4] = {};
@@ -1227,11 +1201,7 @@ awq_mlp_kernel(float *__restrict__ y, float *act, const float *__restrict__ x,
     }
 
     /* every block's act rows are written and visible */
-    if (TR)
-        __syncthreads();
-    awq_mlp_stamp(tr, 3);
     awq_grid_barrier(barrier);
-    awq_mlp_stamp(tr, 4);
 
     /* phase 2: down, row blocks blockIdx.x, + gridDim.x, ...; warp w takes K iterations
      * w, w + AWQ_MLP_WARPS, ... and stages its act slice [n, AWQ_ITK] itself */
@@ -1282,7 +1252,6 @@ awq_mlp_kernel(float *__restrict__ y, float *act, const float *__restrict__ x,
         }
         __syncthreads();
     }
-    awq_mlp_stamp(tr, 5);
 }
 
 /* At create: the barrier count and the kernel's shared-memory opt-in. On any failure the
@@ -1293,9 +1262,7 @@ static void awq_mlp_setup(awq_cuda_ctx *ctx)
     if (ctx->tune.mlp < 0 ||
         cudaDeviceGetAttribute(&ctx->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                ctx->device) != cudaSuccess ||
-        cudaFuncSetAttribute(awq_mlp_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             ctx->smem_optin) != cudaSuccess ||
-        cudaFuncSetAttribute(awq_mlp_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(awq_mlp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              ctx->smem_optin) != cudaSuccess) {
         cudaGetLastError();
         return;
@@ -1321,7 +1288,7 @@ static int awq_mlp_grid(const awq_cuda_ctx *ctx, const awq_cuda_linear *gu, int 
     if (smem > (size_t)ctx->smem_optin)
         return 0;
     int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, awq_mlp_kernel<false>,
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, awq_mlp_kernel,
                                                       AWQ_MLP_WARPS * 32, smem) != cudaSuccess) {
         cudaGetLastError();
         return 0;
@@ -1376,40 +1343,9 @@ extern "C" llmrt_status awq_cuda_mlp_forward(awq_cuda_ctx *ctx, const awq_cuda_l
     }
     cfg.attrs = attr;
     cfg.numAttrs = (unsigned)na;
-    cudaLaunchKernelEx(&cfg, ctx->tune.mtr > 0 ? awq_mlp_kernel<true> : awq_mlp_kernel<false>, y, act, x, (const uint32_t *)gu->wq,
+    cudaLaunchKernelEx(&cfg, awq_mlp_kernel, y, act, x, (const uint32_t *)gu->wq,
                        (const uint32_t *)gu->meta, (int)gu->out, (int)gu->in, (int)gu->kpad,
                        (const uint32_t *)dn->wq, (const uint32_t *)dn->meta, (int)dn->out,
-                       (int)dn->kpad, (int)n, ctx->mlp_barrier,
-                       (ctx->tune.mpf > 0 ? 1 : 0) | (ctx->tune.mtr > 0 ? 2 : 0));
-    ctx->mlp_grid_last = grid;
+                       (int)dn->kpad, (int)n, ctx->mlp_barrier, ctx->tune.mpf);
     return check_launch(err, "awq_mlp_kernel");
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    const unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void awq_mlp_trace_print(int grid)
-{
-    static unsigned long long tr[1024][AWQ_MLP_TR_POINTS];
-    if (grid > 1024 || cudaMemcpyFromSymbol(tr, awq_mlp_tr, sizeof tr) != cudaSuccess) {
-        cudaGetLastError();
-        return;
-    }
-    unsigned long long t0 = ~0ull;
-    for (int b = 0; b < grid; b++)
-        t0 = tr[b][0] < t0 ? tr[b][0] : t0;
-    static const char *names[AWQ_MLP_TR_POINTS] = {"entry", "after wait", "x staged",
-                                                   "phase 1 done", "barrier out", "end"};
-    fprintf(stderr, "awq mlp trace (%d blocks, us from the first entry: min p10 p50 p90 max)\n", grid);
-    for (int p = 0; p < AWQ_MLP_TR_POINTS; p++) {
-        unsigned long long v[1024];
-        for (int b = 0; b < grid; b++)
-            v[b] = tr[b][p] - t0;
-        qsort(v, (size_t)grid, sizeof *v, cmp_u64);
-        fprintf(stderr, "  %-13s %7.2f %7.2f %7.2f %7.2f %7.2f\n", names[p], v[0] / 1e3,
-                v[grid / 10] / 1e3, v[grid / 2] / 1e3, v[grid * 9 / 10] / 1e3, v[grid - 1] / 1e3);
-    }
 }
