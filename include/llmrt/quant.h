@@ -69,16 +69,6 @@ typedef struct llmrt_quant_vtable {
                                          const float *x, int32_t n, uint32_t flags,
                                          llmrt_error *err);
     int32_t (*linear_fused_max_rows)(llmrt_quant *q, const llmrt_qlinear *l, uint32_t flags);
-
-    /* Optional: a gated MLP in one call, for 1 <= n <= mlp_max_rows(q, gate_up, down) (0:
-     * never; the caller then runs the linears and swiglu). gate_up is a [gate; up] linear
-     * [2 I, H] (as LLMRT_FUSE_OUT_SWIGLU), down [H', I]: act [n, I] = silu(gate) * up (device
-     * scratch the call writes; it holds that on return), y [n, H'] = act · downᵀ. */
-    llmrt_status (*mlp_forward)(llmrt_quant *q, const llmrt_qlinear *gate_up,
-                                const llmrt_qlinear *down, float *y, float *act, const float *x,
-                                int32_t n, llmrt_error *err);
-    int32_t (*mlp_max_rows)(llmrt_quant *q, const llmrt_qlinear *gate_up,
-                            const llmrt_qlinear *down);
 } llmrt_quant_vtable;
 
 typedef struct llmrt_quant_ref {

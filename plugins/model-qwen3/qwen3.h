@@ -102,9 +102,6 @@ struct llmrt_model {
     /* A forward of at most glu_rows tokens has the gate/up projection write silu(gate) * up
      * itself (quant linear_forward_fused, LLMRT_FUSE_OUT_SWIGLU; 0: never). */
     int32_t glu_rows;
-    /* ... and of at most mlp_rows tokens runs each MLP (gate/up, SwiGLU, down) as one quant
-     * mlp_forward call (0: never). */
-    int32_t mlp_rows;
 };
 
 /* Load every weight (through the quant plugin for decoder linears when one is given) into

@@ -19,8 +19,7 @@
  * xn = rmsnorm(x)); q/k/v come from one fused projection whose per-head norms, RoPE and
  * cache store are one op (qk_norm_rope_store); gate/up come from one projection and
  * swiglu — or, at decode sizes where the quant plugin folds it (m->glu_rows), the gate/up
- * projection writes silu(gate) * up itself, and where it can (m->mlp_rows) one quant call runs
- * the whole MLP. A decode step of pure one-token sequences needs
+ * projection writes silu(gate) * up itself. A decode step of pure one-token sequences needs
  * no logits-row gather (row s is sequence s). */
 #include <math.h>
 
@@ -102,18 +101,6 @@ static llmrt_status mlp_up(llmrt_model *m, const qwen3_layer *L, int32_t T, llmr
     return be->silu_mul(m->be.b, s->act, s->gate, s->up, (int64_t)T * I, err);
 }
 
-/* proj [T, H] = the MLP of xn: one quant call at decode sizes where the plugin has it
- * (m->mlp_rows), else gate/up + SwiGLU and down */
-static llmrt_status mlp(llmrt_model *m, const qwen3_layer *L, int32_t T, llmrt_error *err)
-{
-    const qwen3_scratch *s = &m->s;
-    if (T <= m->mlp_rows) /* mlp_rows > 0: every gate/up and down is quantized */
-        return m->quant.vt->mlp_forward(m->quant.q, L->gate_up_proj.q, L->down_proj.q, s->proj,
-                                        s->act, s->xn, T, err);
-    llmrt_status st = mlp_up(m, L, T, err);
-    return st ? st : linear(m, &L->down_proj, s->proj, s->act, T, err);
-}
-
 llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
                            float *logits, llmrt_error *err)
 {
@@ -178,7 +165,8 @@ llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt
             (st = be->attention(b, s->attn, s->q, &ap, err)) ||
             (st = linear(m, &L->o_proj, s->proj, s->attn, T, err)) ||
             (st = add_norm(m, s->xn, s->x, s->proj, &L->post_norm, T, err)) ||
-            (st = mlp(m, L, T, err)))
+            (st = mlp_up(m, L, T, err)) ||
+            (st = linear(m, &L->down_proj, s->proj, s->act, T, err)))
             return st;
         pending = s->proj;
     }

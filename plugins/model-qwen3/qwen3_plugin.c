@@ -185,25 +185,6 @@ static int32_t glu_rows(const llmrt_model *m)
     return rows > 0 ? rows : 0;
 }
 
-/* m->mlp_rows: the fewest rows the quant plugin runs a layer's whole MLP for in one call (0
- * when it does not, or some layer's gate/up or down is not quantized). */
-static int32_t mlp_rows(const llmrt_model *m)
-{
-    const llmrt_quant_vtable *qv = m->quant.vt;
-    if (!m->fuse || !m->use_gate_up || !qv || !HAS_MEMBER(qv, llmrt_quant_vtable, mlp_forward) ||
-        !HAS_MEMBER(qv, llmrt_quant_vtable, mlp_max_rows))
-        return 0;
-    int32_t rows = m->params.max_tokens;
-    for (int32_t l = 0; l < m->cfg.n_layers && rows > 0; l++) {
-        const qwen3_layer *L = &m->layers[l];
-        if (!L->fused_gate_up || !L->gate_up_proj.q || !L->down_proj.q)
-            return 0;
-        const int32_t r = qv->mlp_max_rows(m->quant.q, L->gate_up_proj.q, L->down_proj.q);
-        rows = r < rows ? r : rows;
-    }
-    return rows > 0 ? rows : 0;
-}
-
 static void q3_destroy(llmrt_model *m)
 {
     if (!m)
@@ -261,7 +242,6 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
         (st = warm_up(m, err)))
         goto fail;
     m->glu_rows = glu_rows(m);
-    m->mlp_rows = mlp_rows(m);
     *out = m;
     return LLMRT_OK;
 fail:

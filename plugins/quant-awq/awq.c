@@ -482,32 +482,6 @@ static llmrt_status awq_linear_forward_fused(llmrt_quant *q, const llmrt_qlinear
                       n);
 }
 
-/* The one-launch MLP runs on CUDA only, like the folds. */
-static int32_t awq_mlp_max_rows(llmrt_quant *q, const llmrt_qlinear *gate_up,
-                                const llmrt_qlinear *down)
-{
-#ifdef AWQ_HAVE_CUDA
-    if (gate_up->cuda && down->cuda)
-        return awq_cuda_mlp_max_rows(q->cuda, gate_up->cuda, down->cuda);
-#endif
-    (void)q, (void)gate_up, (void)down;
-    return 0;
-}
-
-static llmrt_status awq_mlp_forward(llmrt_quant *q, const llmrt_qlinear *gate_up,
-                                    const llmrt_qlinear *down, float *y, float *act,
-                                    const float *x, int32_t n, llmrt_error *err)
-{
-#ifdef AWQ_HAVE_CUDA
-    if (gate_up->cuda && down->cuda)
-        return awq_cuda_mlp_forward(q->cuda, gate_up->cuda, down->cuda, y, act, x, n, err);
-#endif
-    (void)q, (void)gate_up, (void)down, (void)y, (void)act, (void)x;
-    return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                      "quant-awq: the one-launch MLP is not available on this backend (%d rows)",
-                      n);
-}
-
 static uint64_t awq_linear_bytes(llmrt_quant *q, const llmrt_qlinear *l)
 {
     if (l->cpu)
@@ -546,8 +520,6 @@ static const llmrt_quant_vtable awq_vtable = {
     .linear_load_fused = awq_linear_load_fused,
     .linear_forward_fused = awq_linear_forward_fused,
     .linear_fused_max_rows = awq_linear_fused_max_rows,
-    .mlp_forward = awq_mlp_forward,
-    .mlp_max_rows = awq_mlp_max_rows,
 };
 
 static const llmrt_plugin_desc awq_desc = {

@@ -52,9 +52,6 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-    int mlp;    /* -1: no one-launch MLP (mlp=0: awq_cuda_mlp_max_rows says 0) */
-    int mpf;    /* 1: the MLP kernel prefetches each warp's later down weights into L2 */
-    int coop;   /* 1: launch the MLP kernel as a cooperative kernel */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -68,8 +65,6 @@ struct awq_cuda_ctx {
     size_t staging_bytes;
     __half *deq;              /* dequantised f16 [out, in] for n > AWQ_MAX_N */
     size_t deq_bytes;
-    unsigned long long *mlp_barrier; /* the MLP kernel's grid-barrier count (NULL: no MLP op) */
-    int smem_optin;           /* shared memory a block may opt in to */
 };
 
 struct awq_cuda_linear {
@@ -284,8 +279,6 @@ static unsigned grid_for(const awq_cuda_ctx *ctx, int64_t total, int threads)
     return (unsigned)(b > 0 ? b : 1);
 }
 
-static void awq_mlp_setup(awq_cuda_ctx *ctx);
-
 extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cuda_ctx **out,
                                         llmrt_error *err)
 {
@@ -331,15 +324,8 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "mlp") == 0)
-                ctx->tune.mlp = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "mpf") == 0)
-                ctx->tune.mpf = v;
-            else if (strcmp(tok, "coop") == 0)
-                ctx->tune.coop = v;
         }
     }
-    awq_mlp_setup(ctx);
     *out = ctx;
     return LLMRT_OK;
 }
@@ -350,7 +336,7 @@ extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
         return;
     cudaSetDevice(ctx->device);
     cudaStreamSynchronize(ctx->stream);
-    void *bufs[] = {ctx->staging, ctx->deq, ctx->mlp_barrier};
+    void *bufs[] = {ctx->staging, ctx->deq};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             ctx->be.vt->dev_free(ctx->be.b, bufs[i]);
@@ -1020,332 +1006,4 @@ extern "C" llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda
         return st;
     launch_gemv<128, 1, true>(ctx, l, y, x, n);
     return check_launch(err, "awq_gemv_kernel (SwiGLU)");
-}
-
-/* ---- the MLP in one launch (decode): act = silu(gate) * up, y = act · Wdownᵀ ----
- *
- * Why: as two GEMVs the down projection starts only as the gate/up GEMV's blocks retire on
- * each SM (a down block needs the whole SM's registers), and its weights stream only after
- * that. Here one block per SM stays resident for both: its warps work through the gate/up row
- * blocks as the capped GLU GEMV does (AWQ_MLP_VW warps split each row block's K), each warp
- * loads its first down weights as soon as its gate/up work is done, then all blocks meet at
- * one grid barrier (act complete) and each block computes down's row blocks b, b + grid, ...
- * with its AWQ_MLP_WARPS warps splitting K; every warp stages only its own slice of act.
- * Sums run in a fixed order (deterministic). The grid never exceeds the blocks that can be
- * resident at once (occupancy 1 per SM, checked at create), so the barrier cannot wait on a
- * block that is not running; the next kernel launches (PDL) only after every block has
- * triggered, i.e. once all are resident. */
-#define AWQ_MLP_WARPS 24 /* warps per block: one block per SM at <= 80 registers */
-#define AWQ_MLP_VW 4     /* warps per gate/up row block (its K split) */
-#define AWQ_MLP_MAX_N 8  /* tokens */
-
-/* Words per token of the staged x (gate/up) and of one warp's act slice (down). */
-static int awq_mlp_xs_words(int64_t kpad) { return awq_xs_words(kpad); }
-#define AWQ_MLP_SLICE_WORDS (AWQ_ITK / 2 + 8)
-
-static size_t awq_mlp_smem_bytes(int64_t gu_kpad, int n)
-{
-    const size_t xs = (size_t)n * (size_t)awq_mlp_xs_words(gu_kpad);
-    const size_t slices = (size_t)AWQ_MLP_WARPS * (size_t)n * AWQ_MLP_SLICE_WORDS;
-    const size_t red = (size_t)AWQ_MLP_WARPS * AWQ_MT * 4 * 32;
-    return ((xs > slices ? xs : slices) + red) * 4;
-}
-
-__device__ __forceinline__ void awq_named_barrier(int id, int threads)
-{
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-/* All blocks of the grid meet here; what any block wrote before is visible to every block
- * after. `count` only grows (one arrival per block per launch), so launch k's blocks wait for
- * the count to reach (k + 1) * grid without a reset; launches are serialised on the stream. */
-__device__ __forceinline__ void awq_grid_barrier(unsigned long long *count)
-{
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        unsigned long long old, now;
-        asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;"
-                     : "=l"(old)
-                     : "l"(count)
-                     : "memory");
-        const unsigned long long target = (old / gridDim.x + 1) * gridDim.x;
-        do
-            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(now) : "l"(count) : "memory");
-        while (now < target);
-    }
-    __syncthreads();
-}
-
-/* awq_load_iter for the two m-tiles m0 and m0 + mstep of a linear of kpad inputs (g128),
- * addressed from 32-bit indices (the persistent kernel keeps no pointers between loads). */
-__device__ __forceinline__ void awq_load_rows(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
-                                              uint2 (&m)[AWQ_MT][AWQ_ITK / 128],
-                                              const uint32_t *wq, const uint32_t *meta, int m0,
-                                              int mstep, int kpad, int lane, int it)
-{
-    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / 128;
-    const uint4 *wp = reinterpret_cast<const uint4 *>(wq);
-    const uint2 *mp = reinterpret_cast<const uint2 *>(meta);
-    const int n_super = kpad / 64, n_grp = kpad / 128;
-#pragma unroll
-    for (int mt = 0; mt < AWQ_MT; mt++) {
-        const int mm = m0 + mt * mstep;
-#pragma unroll
-        for (int c = 0; c < LD_IT; c++)
-            w[mt][c] = ld_stream16(wp + ((int64_t)mm * n_super + it * LD_IT + c) * 32 + lane);
-#pragma unroll
-        for (int gi = 0; gi < GPI; gi++)
-            m[mt][gi] = __ldg(mp + ((int64_t)mm * n_grp + it * GPI + gi) * 8 + (lane >> 2));
-    }
-}
-
-__global__ void __launch_bounds__(AWQ_MLP_WARPS * 32, 1)
-awq_mlp_kernel(float *__restrict__ y, float *act, const float *__restrict__ x,
-               const uint32_t *__restrict__ gu_wq, const uint32_t *__restrict__ gu_meta,
-               int gu_out, int gu_in, int gu_kpad, const uint32_t *__restrict__ dn_wq,
-               const uint32_t *__restrict__ dn_meta, int dn_out, int dn_kpad, int n,
-               unsigned long long *barrier, int l2_prefetch)
-{
-    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / 128, NV = AWQ_MT * 4;
-    constexpr int VB = AWQ_MLP_WARPS / AWQ_MLP_VW; /* gate/up row blocks in flight per block */
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int g = lane >> 2, t = lane & 3;
-    const int v = w / AWQ_MLP_VW, wk = w % AWQ_MLP_VW;
-    const int half = gu_out / 2, dn_in = half;
-    const int gu_rows = gu_out / 32, gu_iters = gu_kpad / AWQ_ITK;
-    const int dn_rows = (dn_out + 31) / 32, dn_iters = dn_kpad / AWQ_ITK;
-    extern __shared__ uint32_t awq_xs[];
-    const int xs_words = max(n * (gu_kpad / 2 + 8), AWQ_MLP_WARPS * n * AWQ_MLP_SLICE_WORDS);
-    float(*red)[NV][32] = reinterpret_cast<float(*)[NV][32]>(awq_xs + xs_words); /* [warps] */
-
-    uint4 wv[AWQ_MT][LD_IT];
-    uint2 mv[AWQ_MT][GPI];
-    /* down: this warp's first iteration (row block blockIdx.x, K iteration w) */
-    const bool dn_first = (int)blockIdx.x < dn_rows && w < dn_iters;
-    auto load_down_first = [&]() {
-        if (!dn_first)
-            return;
-        awq_load_rows(wv, mv, dn_wq, dn_meta, blockIdx.x * AWQ_MT, 1, dn_kpad, lane, w);
-        /* optionally the warp's later iterations of that row block into L2: 4 KB each, one
-         * 128-byte line per lane (m-tile lane / 16, 512-byte chunk (lane / 4) % 4) */
-        for (int it = w + AWQ_MLP_WARPS; l2_prefetch && it < dn_iters; it += AWQ_MLP_WARPS) {
-            const uint4 *p = reinterpret_cast<const uint4 *>(dn_wq) +
-                             (((int64_t)blockIdx.x * AWQ_MT + (lane >> 4)) * (dn_kpad / 64)) * 32 +
-                             (int64_t)(it * LD_IT + ((lane >> 2) & 3)) * 32 + (lane & 3) * 8;
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-        }
-    };
-
-    /* gate/up row block rb: gate m-tile rb and up m-tile rb + gu_rows; the first weights are
-     * in flight before the wait for the kernel that writes x */
-    int rb = v * gridDim.x + blockIdx.x;
-    const int rb_step = VB * gridDim.x;
-    if (rb < gu_rows) {
-        if (wk < gu_iters)
-            awq_load_rows(wv, mv, gu_wq, gu_meta, rb, gu_rows, gu_kpad, lane, wk);
-    } else {
-        load_down_first();
-    }
-    pdl_wait();
-    pdl_trigger();
-
-    /* x [n, gu_in] staged once per block as f16 pairs (as the GEMV's SX staging) */
-    const int xstride = gu_kpad / 2 + 8;
-    {
-        const int kq = gu_kpad / 4;
-        for (int i = threadIdx.x; i < n * kq; i += AWQ_MLP_WARPS * 32) {
-            const int tok = i / kq, c = i - tok * kq;
-            float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (4 * c < gu_in)
-                f = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)tok * gu_in + 4 * c));
-            uint32_t *row = awq_xs + tok * xstride;
-            row[awq_stage_word(2 * c)] = h2_bits(__floats2half2_rn(f.x, f.y));
-            row[awq_stage_word(2 * c + 1)] = h2_bits(__floats2half2_rn(f.z, f.w));
-        }
-        __syncthreads();
-    }
-
-    /* phase 1: gate/up + SwiGLU into act */
-    for (; rb < gu_rows; rb += rb_step) {
-        float acc[AWQ_MT][1][4] = {};
-        for (int it = wk; it < gu_iters;) {
-            awq_compute_iter<128, 1, true>(acc, wv, mv, x, it, n, gu_in, g, t, awq_xs, xstride);
-            it += AWQ_MLP_VW;
-            if (it < gu_iters)
-                awq_load_rows(wv, mv, gu_wq, gu_meta, rb, gu_rows, gu_kpad, lane, it);
-        }
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                red[w][mt * 4 + c][lane] = acc[mt][0][c];
-        /* the next weights: this warp's share of the next row block, or its first down ones */
-        if (rb + rb_step < gu_rows) {
-            if (wk < gu_iters)
-                awq_load_rows(wv, mv, gu_wq, gu_meta, rb + rb_step, gu_rows, gu_kpad, lane, wk);
-        } else {
-            load_down_first();
-        }
-        awq_named_barrier(1 + v, AWQ_MLP_VW * 32);
-        const float(*vred)[NV][32] = red + v * AWQ_MLP_VW;
-        for (int idx = wk * 32 + lane; idx < n * 16; idx += AWQ_MLP_VW * 32) {
-            const int tok = idx >> 4, i = idx & 15;
-            const float gate = awq_red_sum<AWQ_MLP_VW, NV>(
-                *reinterpret_cast<const float(*)[AWQ_MLP_VW][NV][32]>(vred), i, tok);
-            const float up = awq_red_sum<AWQ_MLP_VW, NV>(
-                *reinterpret_cast<const float(*)[AWQ_MLP_VW][NV][32]>(vred), 16 + i, tok);
-            act[(int64_t)tok * half + rb * 16 + i] = gate / (1.0f + expf(-gate)) * up;
-        }
-        awq_named_barrier(1 + v, AWQ_MLP_VW * 32); /* red is reused */
-    }
-
-    /* every block's act rows are written and visible */
-    awq_grid_barrier(barrier);
-
-    /* phase 2: down, row blocks blockIdx.x, + gridDim.x, ...; warp w takes K iterations
-     * w, w + AWQ_MLP_WARPS, ... and stages its act slice [n, AWQ_ITK] itself */
-    uint32_t *slice = awq_xs + w * n * AWQ_MLP_SLICE_WORDS;
-    for (int rd = blockIdx.x; rd < dn_rows; rd += gridDim.x) {
-        float acc[AWQ_MT][1][4] = {};
-        for (int it = w; it < dn_iters; it += AWQ_MLP_WARPS) {
-            if (!(rd == (int)blockIdx.x && it == w))
-                awq_load_rows(wv, mv, dn_wq, dn_meta, rd * AWQ_MT, 1, dn_kpad, lane, it);
-            /* act was written by other blocks in this launch: read through L2 (not the nc
-             * path), one float4 per lane at a time (more in flight spills at 80 registers) */
-            constexpr int Q = AWQ_ITK / 4; /* float4 per token */
-#pragma unroll 1
-            for (int i = lane; i < n * Q; i += 32) {
-                const int tok = i / Q, c = i - tok * Q;
-                const int k = it * AWQ_ITK + 4 * c;
-                float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                if (k < dn_in)
-                    f = __ldcg(reinterpret_cast<const float4 *>(act + (int64_t)tok * dn_in + k));
-                uint32_t *row = slice + tok * AWQ_MLP_SLICE_WORDS;
-                row[awq_stage_word(2 * c)] = h2_bits(__floats2half2_rn(f.x, f.y));
-                row[awq_stage_word(2 * c + 1)] = h2_bits(__floats2half2_rn(f.z, f.w));
-            }
-            __syncwarp();
-            /* it = 0: the slice holds this iteration's inputs from its start */
-            awq_compute_iter<128, 1, true>(acc, wv, mv, nullptr, 0, n, dn_in, g, t, slice,
-                                           AWQ_MLP_SLICE_WORDS);
-            __syncwarp();
-        }
-#pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                red[w][mt * 4 + c][lane] = acc[mt][0][c];
-        __syncthreads();
-        for (int idx = threadIdx.x; idx < NV * 32; idx += AWQ_MLP_WARPS * 32) {
-            const int ln = idx & 31, vv = idx >> 5;
-            const int c = vv & 3, mt = vv >> 2;
-            const int r = (rd * AWQ_MT + mt) * 16 + (ln >> 2) + (c >> 1) * 8;
-            const int col = 2 * (ln & 3) + (c & 1);
-            if (r >= dn_out || col >= n)
-                continue;
-            float s = 0.0f;
-#pragma unroll 8
-            for (int k = 0; k < AWQ_MLP_WARPS; k++)
-                s += red[k][vv][ln];
-            y[(int64_t)col * dn_out + r] = s;
-        }
-        __syncthreads();
-    }
-}
-
-/* At create: the barrier count and the kernel's shared-memory opt-in. On any failure the
- * MLP op is simply unavailable (awq_cuda_mlp_max_rows says 0). */
-static void awq_mlp_setup(awq_cuda_ctx *ctx)
-{
-    ctx->mlp_barrier = NULL;
-    if (ctx->tune.mlp < 0 ||
-        cudaDeviceGetAttribute(&ctx->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                               ctx->device) != cudaSuccess ||
-        cudaFuncSetAttribute(awq_mlp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             ctx->smem_optin) != cudaSuccess) {
-        cudaGetLastError();
-        return;
-    }
-    llmrt_error err;
-    memset(&err, 0, sizeof err);
-    void *p = NULL;
-    if (ctx->be.vt->dev_alloc(ctx->be.b, sizeof(unsigned long long), &p, &err) != LLMRT_OK)
-        return;
-    if (cudaMemsetAsync(p, 0, sizeof(unsigned long long), ctx->stream) != cudaSuccess ||
-        cudaStreamSynchronize(ctx->stream) != cudaSuccess) {
-        cudaGetLastError();
-        ctx->be.vt->dev_free(ctx->be.b, p);
-        return;
-    }
-    ctx->mlp_barrier = (unsigned long long *)p;
-}
-
-/* Blocks of the MLP kernel for n tokens: every one resident at once (0: it cannot run). */
-static int awq_mlp_grid(const awq_cuda_ctx *ctx, const awq_cuda_linear *gu, int n)
-{
-    const size_t smem = awq_mlp_smem_bytes(gu->kpad, n);
-    if (smem > (size_t)ctx->smem_optin)
-        return 0;
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, awq_mlp_kernel,
-                                                      AWQ_MLP_WARPS * 32, smem) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return per_sm * ctx->sm_count;
-}
-
-extern "C" int32_t awq_cuda_mlp_max_rows(const awq_cuda_ctx *ctx, const awq_cuda_linear *gu,
-                                         const awq_cuda_linear *dn)
-{
-    if (ctx->tune.mlp < 0 || !ctx->mlp_barrier || gu->group != 128 || dn->group != 128 ||
-        gu->out % 32 != 0 || dn->in != gu->out / 2 || gu->out > INT32_MAX / 64)
-        return 0;
-    for (int n = AWQ_MLP_MAX_N; n >= 1; n--)
-        if (awq_mlp_grid(ctx, gu, n) > 0)
-            return n;
-    return 0;
-}
-
-extern "C" llmrt_status awq_cuda_mlp_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *gu,
-                                             const awq_cuda_linear *dn, float *y, float *act,
-                                             const float *x, int32_t n, llmrt_error *err)
-{
-    const int32_t max_rows = awq_cuda_mlp_max_rows(ctx, gu, dn);
-    if (n < 1 || n > max_rows)
-        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                          "awq cuda: the one-launch MLP over gate/up [%lld, %lld] and down "
-                          "[%lld, %lld] takes 1..%d rows, not %d",
-                          (long long)gu->out, (long long)gu->in, (long long)dn->out,
-                          (long long)dn->in, max_rows, n);
-    if (((uintptr_t)x & 15u) != 0 || ((uintptr_t)act & 15u) != 0)
-        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "awq cuda: the MLP's x and act must be 16-byte aligned");
-    llmrt_status st = use_device(ctx, err);
-    if (st)
-        return st;
-    const int grid = awq_mlp_grid(ctx, gu, n);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)grid);
-    cfg.blockDim = dim3(AWQ_MLP_WARPS * 32);
-    cfg.dynamicSmemBytes = awq_mlp_smem_bytes(gu->kpad, n);
-    cfg.stream = ctx->stream;
-    cudaLaunchAttribute attr[2];
-    int na = 0;
-    if (ctx->pdl) {
-        attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[na++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (ctx->tune.coop > 0) {
-        attr[na].id = cudaLaunchAttributeCooperative;
-        attr[na++].val.cooperative = 1;
-    }
-    cfg.attrs = attr;
-    cfg.numAttrs = (unsigned)na;
-    cudaLaunchKernelEx(&cfg, awq_mlp_kernel, y, act, x, (const uint32_t *)gu->wq,
-                       (const uint32_t *)gu->meta, (int)gu->out, (int)gu->in, (int)gu->kpad,
-                       (const uint32_t *)dn->wq, (const uint32_t *)dn->meta, (int)dn->out,
-                       (int)dn->kpad, (int)n, ctx->mlp_barrier, ctx->tune.mpf);
-    return check_launch(err, "awq_mlp_kernel");
 }

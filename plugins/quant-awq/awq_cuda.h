@@ -72,15 +72,6 @@ llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda_linear *l,
 int32_t awq_cuda_fused_max_rows(const awq_cuda_ctx *ctx, const awq_cuda_linear *l,
                                 uint32_t flags);
 
-/* The MLP in one launch (quant.h mlp_forward): act [n, gu.out / 2] = silu(gate) * up of the
- * [gate; up] linear gu, then y [n, dn.out] = act · dnᵀ, for 1 <= n <=
- * awq_cuda_mlp_max_rows(ctx, gu, dn) (0: not for these linears). x and act 16-byte aligned. */
-llmrt_status awq_cuda_mlp_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *gu,
-                                  const awq_cuda_linear *dn, float *y, float *act,
-                                  const float *x, int32_t n, llmrt_error *err);
-int32_t awq_cuda_mlp_max_rows(const awq_cuda_ctx *ctx, const awq_cuda_linear *gu,
-                              const awq_cuda_linear *dn);
-
 /* Device bytes the linear occupies (for load reports). */
 uint64_t awq_cuda_bytes(const awq_cuda_linear *l);
 

@@ -21,7 +21,7 @@ AWQ_ROLES = ["awq qkv", "awq o_proj", "awq gate_up", "awq down"]
 
 def kind(name):
     n = name.lower()
-    for key, label in (("awq_mlp", "awq mlp (gate_up+down)"), ("awq_gemv", "awq"), ("attn_", "attention"),
+    for key, label in (("awq_gemv", "awq"), ("attn_", "attention"),
                        ("add_rmsnorm", "add_rmsnorm"), ("qk_norm", "qk_norm_rope_store"),
                        ("swiglu", "swiglu"), ("gemv", "lm_head gemv"), ("argmax", "argmax"),
                        ("sample", "sample"), ("embedding", "embedding"), ("rmsnorm", "rmsnorm")):
@@ -59,13 +59,10 @@ def main():
         walls.append((ks[b][1] - ks[a][1]) / 1e3)
         prev_end = ks[a][1]
         awq_i = 0
-        step = ks[a + 1:b + 1]
-        # with the one-launch MLP a layer has two AWQ GEMVs (q/k/v, o_proj), else four
-        roles = AWQ_ROLES[:2] if any("awq_mlp" in k[2] for k in step) else AWQ_ROLES
-        for s, e, name in step:
+        for s, e, name in ks[a + 1:b + 1]:
             k = kind(name)
             if k == "awq":
-                k = roles[awq_i % len(roles)]
+                k = AWQ_ROLES[awq_i % 4]
                 awq_i += 1
             d = per.setdefault(k, [0, 0.0, 0.0])
             d[0] += 1

@@ -20,7 +20,6 @@
 
 #define TOL_AWQ 2e-3
 #define TOL_AWQ_PREFILL 3e-3
-#define TOL_AWQ_MLP 3e-3 /* two GEMVs, act rounded to f16 on the GPU */
 
 typedef struct awq_case {
     int64_t in, out, group;
@@ -363,106 +362,6 @@ START_TEST(test_awq_swiglu)
 }
 END_TEST
 
-/* mlp_forward (the whole gated MLP in one launch) equals the CPU linears with SwiGLU between
- * them, for act and y, over launches that reuse the grid barrier; shapes with one or two
- * rounds of gate/up row blocks per block and one to three down iterations per warp; the
- * CPU has no such op, mismatched linears and rows past the maximum are refused. */
-static const struct {
-    int64_t hidden, inter;
-    const char *tune;
-} mlp_cases[] = {
-    {1024, 1536, NULL},     /* down: 6 K iterations of 256 for 24 warps */
-    {512, 6144, NULL},      /* down: 24 iterations, one per warp */
-    {256, 13312, "mpf=1"},  /* 832 gate/up row blocks (a second round on 132 SMs); down: 52
-                             * iterations, the later ones prefetched into L2 */
-    {4096, 1024, "coop=1"}, /* a cooperative launch */
-};
-
-START_TEST(test_awq_mlp)
-{
-    const int64_t H = mlp_cases[_i].hidden, I = mlp_cases[_i].inter;
-    llmrt_error err = {0};
-    at_linear gu = at_linear_random(H, 2 * I, 128, 6000 + (uint64_t)_i);
-    at_linear dn = at_linear_random(I, H, 128, 6100 + (uint64_t)_i);
-    at_ckpt *ck = at_ckpt_new();
-    at_linear_add(ck, "gu", &gu);
-    at_linear_add(ck, "dn", &dn);
-    const llmrt_quant_vtable *qv = at_awq();
-    ck_assert_ptr_nonnull(qv->mlp_forward);
-    if (mlp_cases[_i].tune)
-        setenv("LLMRT_AWQ_TUNE", mlp_cases[_i].tune, 1);
-    llmrt_quant *q_cuda = at_quant(&CT.cuda, 128);
-    unsetenv("LLMRT_AWQ_TUNE");
-    llmrt_quant *q_cpu = at_quant(&CT.cpu, 128);
-    llmrt_qlinear *gu_cuda = NULL, *dn_cuda = NULL, *gu_cpu = NULL, *dn_cpu = NULL;
-    CT_OK(qv->linear_load(q_cuda, at_ckpt_view(ck), "gu", H, 2 * I, &gu_cuda, &err));
-    CT_OK(qv->linear_load(q_cuda, at_ckpt_view(ck), "dn", I, H, &dn_cuda, &err));
-    CT_OK(qv->linear_load(q_cpu, at_ckpt_view(ck), "gu", H, 2 * I, &gu_cpu, &err));
-    CT_OK(qv->linear_load(q_cpu, at_ckpt_view(ck), "dn", I, H, &dn_cpu, &err));
-    ck_assert_int_eq(qv->mlp_max_rows(q_cpu, gu_cpu, dn_cpu), 0);
-    ck_assert_int_eq(qv->mlp_max_rows(q_cuda, gu_cuda, dn_cuda), 8);
-    ck_assert_int_eq(qv->mlp_max_rows(q_cuda, dn_cuda, gu_cuda), 0); /* shapes do not chain */
-
-    ct_rng r = {91 + (uint64_t)_i};
-    static const int mns[] = {1, 3, 8};
-    for (size_t ni = 0; ni < sizeof mns / sizeof *mns; ni++) {
-        const int n = mns[ni];
-        float *x = ct_rand_f32(&r, (size_t)(n * H), -2, 2);
-        /* the reference: CPU gate/up, silu(gate) * up, CPU down */
-        float *cx = ct_dup(&CT.cpu, x, (size_t)(n * H) * sizeof(float));
-        float *cgu = ct_alloc(&CT.cpu, (size_t)(n * 2 * I) * sizeof(float));
-        CT_OK(qv->linear_forward(q_cpu, gu_cpu, cgu, cx, n, &err));
-        float *h = malloc((size_t)(n * 2 * I) * sizeof(float));
-        ct_download(&CT.cpu, h, cgu, (size_t)(n * 2 * I) * sizeof(float));
-        float *want_act = malloc((size_t)(n * I) * sizeof(float));
-        for (int t = 0; t < n; t++)
-            for (int64_t i = 0; i < I; i++) {
-                const float g = h[t * 2 * I + i];
-                want_act[t * I + i] = g / (1.0f + expf(-g)) * h[t * 2 * I + I + i];
-            }
-        float *cact = ct_dup(&CT.cpu, want_act, (size_t)(n * I) * sizeof(float));
-        float *cy = ct_alloc(&CT.cpu, (size_t)(n * H) * sizeof(float));
-        CT_OK(qv->linear_forward(q_cpu, dn_cpu, cy, cact, n, &err));
-        float *want_y = malloc((size_t)(n * H) * sizeof(float));
-        ct_download(&CT.cpu, want_y, cy, (size_t)(n * H) * sizeof(float));
-
-        float *dx = ct_dup(&CT.cuda, x, (size_t)(n * H) * sizeof(float));
-        float *dact = ct_alloc(&CT.cuda, (size_t)(n * I) * sizeof(float));
-        float *dy = ct_alloc(&CT.cuda, (size_t)(n * H) * sizeof(float));
-        float *got_act = malloc((size_t)(n * I) * sizeof(float));
-        float *got_y = malloc((size_t)(n * H) * sizeof(float));
-        for (int rep = 0; rep < 3; rep++) { /* the barrier count carries over launches */
-            ct_poison(&CT.cuda, dact, (size_t)(n * I));
-            ct_poison(&CT.cuda, dy, (size_t)(n * H));
-            CT_OK(qv->mlp_forward(q_cuda, gu_cuda, dn_cuda, dy, dact, dx, n, &err));
-            ct_download(&CT.cuda, got_act, dact, (size_t)(n * I) * sizeof(float));
-            ct_download(&CT.cuda, got_y, dy, (size_t)(n * H) * sizeof(float));
-            char what[160];
-            snprintf(what, sizeof what, "awq mlp H=%lld I=%lld %s n=%d rep %d: act",
-                     (long long)H, (long long)I, mlp_cases[_i].tune ? mlp_cases[_i].tune : "", n,
-                     rep);
-            ct_assert_close(got_act, want_act, (size_t)(n * I), TOL_AWQ, what);
-            snprintf(what, sizeof what, "awq mlp H=%lld I=%lld %s n=%d rep %d: y", (long long)H,
-                     (long long)I, mlp_cases[_i].tune ? mlp_cases[_i].tune : "", n, rep);
-            ct_assert_close(got_y, want_y, (size_t)(n * H), TOL_AWQ_MLP, what);
-        }
-        free(x), free(h), free(want_act), free(want_y), free(got_act), free(got_y);
-        ct_free(&CT.cpu, cx), ct_free(&CT.cpu, cgu), ct_free(&CT.cpu, cact), ct_free(&CT.cpu, cy);
-        ct_free(&CT.cuda, dx), ct_free(&CT.cuda, dact), ct_free(&CT.cuda, dy);
-    }
-    ck_assert_int_eq(qv->mlp_forward(q_cuda, gu_cuda, dn_cuda, NULL, NULL, NULL, 9, &err),
-                     LLMRT_ERR_UNSUPPORTED);
-    ck_assert_int_eq(qv->mlp_forward(q_cpu, gu_cpu, dn_cpu, NULL, NULL, NULL, 1, &err),
-                     LLMRT_ERR_UNSUPPORTED);
-    qv->linear_free(q_cuda, gu_cuda);
-    qv->linear_free(q_cpu, gu_cpu);
-    free_pair(q_cuda, dn_cuda, q_cpu, dn_cpu);
-    at_ckpt_free(ck);
-    at_linear_free(&gu);
-    at_linear_free(&dn);
-}
-END_TEST
-
 int main(void)
 {
     ct_open(1);
@@ -474,7 +373,6 @@ int main(void)
     tcase_add_loop_test(tc, test_awq_fused, 0, 3);
     tcase_add_loop_test(tc, test_awq_configs, 0, 6);
     tcase_add_loop_test(tc, test_awq_swiglu, 0, (int)(sizeof glu_cases / sizeof *glu_cases));
-    tcase_add_loop_test(tc, test_awq_mlp, 0, (int)(sizeof mlp_cases / sizeof *mlp_cases));
     suite_add_tcase(s, tc);
     int rc = ct_run(s);
     ct_close();
