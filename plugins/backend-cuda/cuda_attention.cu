@@ -13,8 +13,6 @@
 #include "cuda_common.cuh"
 
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #define ATT_WARPS 4          /* decode: warps per block */
 #define ATT_TT 4             /* decode: tokens per row group per iteration (loads in flight) */
@@ -121,30 +119,15 @@ __device__ __forceinline__ void att_load_rows(uint4 (&kraw)[TT][NV], uint4 (&vra
  * (counters[s, blockIdx.y]) merges them all into the output:
  *   part    [n_seqs, n_heads, S, HD]
  *   part_ml [n_seqs, n_heads, S, 2] */
-/* developer trace (LLMRT_CUDA_TUNE att_tr=1): globaltimer at 7 points per block of the last
- * decode launch, printed at destroy */
-#define ATT_TR_POINTS 7
-__device__ unsigned long long att_tr_buf[1024][ATT_TR_POINTS];
-__device__ __forceinline__ void att_stamp(int on, int point)
-{
-    const int b = blockIdx.y * gridDim.x + blockIdx.x;
-    if (on && threadIdx.x == 0 && blockIdx.z == 0 && b < 1024) {
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        att_tr_buf[b][point] = t;
-    }
-}
-
 template <typename T, int HD, int GB>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
                    unsigned int *__restrict__ counters, const float *__restrict__ q, const T *__restrict__ kc, const T *__restrict__ vc,
                    const int32_t *__restrict__ query_start, const int32_t *__restrict__ seq_lens,
                    const int32_t *__restrict__ block_tables, int mbps, int bs, int n_heads,
-                   int n_kv_heads, float scale, int S, int cmin, int stage_t, int tr)
+                   int n_kv_heads, float scale, int S, int cmin, int stage_t)
 {
     using G_ = att_geom<T, HD>;
-    att_stamp(tr, 0);
     constexpr int VEC = G_::VEC, LPR = G_::LPR, EPL = G_::EPL, NV = G_::NV, RPW = G_::RPW,
                   NRG = G_::NRG, TT = G_::TT;
     __shared__ float sm_ml[NRG][GB][2];
@@ -189,15 +172,10 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         cp_async16(att_window + (size_t)stage_t * RV + i, reinterpret_cast<const uint4 *>(vc + at) + c);
     }
     cp_async_commit();
-    att_stamp(tr, 1);
     pdl_wait();
     pdl_trigger();
-    if (!run) {
-        att_stamp(tr, 2);
-        att_stamp(tr, 6); /* point 6 = 2 marks an idle block */
+    if (!run)
         return;
-    }
-    att_stamp(tr, 2);
     const int row = qs0 + qlen - 1; /* decode: the one query token, at position L - 1 */
 
     float qv[GB][EPL];
@@ -208,7 +186,6 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
             qv[g][e] = q[((int64_t)row * n_heads + hq0 + g) * HD + lr * EPL + e] * scale;
     cp_async_wait_all();
     __syncthreads();
-    att_stamp(tr, 3);
 
     float m[GB], l[GB], acc[GB][EPL];
 #pragma unroll
@@ -287,7 +264,6 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         }
     }
 
-    att_stamp(tr, 4);
     /* merge the row groups of this block */
 #pragma unroll
     for (int g = 0; g < GB; g++) {
@@ -326,11 +302,8 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
             }
         }
     }
-    if (active == 1) {
-        att_stamp(tr, 5);
-        att_stamp(tr, 6);
+    if (active == 1)
         return;
-    }
 
     /* publish this split; the last active split of (sequence, head group) merges */
     __threadfence();
@@ -339,11 +312,8 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     if (threadIdx.x == 0)
         s_done = atomicAdd(cnt, 1u);
     __syncthreads();
-    att_stamp(tr, 5);
-    if (s_done != (unsigned int)active - 1) {
-        att_stamp(tr, 6);
+    if (s_done != (unsigned int)active - 1)
         return;
-    }
     __threadfence();
     /* One pass over the partials with a running max (online log-sum-exp), each thread four
      * consecutive elements of one head, eight partials' (m, l) and values in flight at a time:
@@ -704,50 +674,6 @@ template <typename T> static void decode_geom(int hd, int *tpi, int *gb_max)
     }
 }
 
-static int att_tr_grid; /* blocks of the last traced decode launch (z = 0) */
-
-static int cmp_u64(const void *x, const void *y)
-{
-    const unsigned long long a = *(const unsigned long long *)x, b = *(const unsigned long long *)y;
-    return a < b ? -1 : a > b;
-}
-
-void cuda_attention_trace_print(llmrt_backend *b)
-{
-    (void)b;
-    static unsigned long long tr[1024][ATT_TR_POINTS];
-    const int n = att_tr_grid < 1024 ? att_tr_grid : 1024;
-    if (n < 1 || cudaMemcpyFromSymbol(tr, att_tr_buf, sizeof tr) != cudaSuccess) {
-        cudaGetLastError();
-        return;
-    }
-    unsigned long long t0 = ~0ull;
-    int act[1024], na = 0;
-    for (int i = 0; i < n; i++) {
-        t0 = tr[i][0] < t0 ? tr[i][0] : t0;
-        if (tr[i][6] != tr[i][2])
-            act[na++] = i;
-    }
-    static const char *names[ATT_TR_POINTS] = {"entry", "window issued", "after wait", "q + window",
-                                               "loop done", "published", "end"};
-    fprintf(stderr, "attention decode trace: %d blocks, %d active (us from the first entry: min "
-                    "p10 p50 p90 max over active blocks)\n", n, na);
-    for (int p = 0; p < ATT_TR_POINTS && na > 0; p++) {
-        unsigned long long v[1024];
-        for (int i = 0; i < na; i++)
-            v[i] = tr[act[i]][p] - t0;
-        qsort(v, (size_t)na, sizeof *v, cmp_u64);
-        fprintf(stderr, "  %-14s %7.2f %7.2f %7.2f %7.2f %7.2f\n", names[p], v[0] / 1e3,
-                v[na / 10] / 1e3, v[na / 2] / 1e3, v[na * 9 / 10] / 1e3, v[na - 1] / 1e3);
-    }
-    unsigned long long v[1024];
-    for (int i = 0; i < n; i++)
-        v[i] = tr[i][0] - t0;
-    qsort(v, (size_t)n, sizeof *v, cmp_u64);
-    fprintf(stderr, "  entry, all blocks: min %.2f p50 %.2f max %.2f\n", v[0] / 1e3, v[n / 2] / 1e3,
-            v[n - 1] / 1e3);
-}
-
 template <typename T, int HD, int GB>
 static void launch_decode(const att_launch &a)
 {
@@ -767,8 +693,7 @@ static void launch_decode(const att_launch &a)
     cuda_launch(a.b, attn_decode_kernel<T, HD, GB>, a.grid, ATT_WARPS * 32, smem, a.out, a.part,
                 a.part_ml, a.counters, a.q, (const T *)a.kc, (const T *)a.vc, p->query_start,
                 p->seq_lens, p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads,
-                p->n_kv_heads, p->scale, a.S, a.cmin, stage_t, a.b->tune.att_tr > 0);
-    att_tr_grid = (int)(a.grid.x * a.grid.y);
+                p->n_kv_heads, p->scale, a.S, a.cmin, stage_t);
 }
 
 template <typename T, int HD>

@@ -44,7 +44,6 @@ typedef struct cuda_tune {
     int att_maxs; /* decode attention: most splits per sequence and head group */
     int att_win;  /* decode attention: KB of K/V each block stages before its wait (-1: none) */
     int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
-    int att_tr;   /* decode attention: 1 = trace the phases of the last launch (printed at destroy) */
 } cuda_tune;
 
 struct llmrt_backend {
@@ -151,7 +150,6 @@ llmrt_status cuda_swiglu(llmrt_backend *b, float *out, const float *gu, int32_t 
 /* cuda_attention.cu */
 llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
                             const llmrt_attn_params *p, llmrt_error *err);
-void cuda_attention_trace_print(llmrt_backend *b);
 /* Raise the dynamic shared-memory limit of the attention kernels (once, at create). */
 llmrt_status cuda_attention_init(llmrt_backend *b, llmrt_error *err);
 /* cuda_gemm.cu */

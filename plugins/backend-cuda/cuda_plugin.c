@@ -203,8 +203,6 @@ static void parse_tune(const llmrt_host *host, cuda_tune *t)
             t->att_maxs = v;
         else if (strcmp(tok, "att_win") == 0)
             t->att_win = v;
-        else if (strcmp(tok, "att_tr") == 0)
-            t->att_tr = v;
         else if (strcmp(tok, "sample_full") == 0)
             t->sample_full = v;
         else if (host && host->log)
@@ -223,8 +221,6 @@ static void cuda_destroy(llmrt_backend *b)
     cudaSetDevice(b->device);
     if (b->stream)
         cudaStreamSynchronize(b->stream);
-    if (b->tune.att_tr > 0)
-        cuda_attention_trace_print(b);
     if (b->cublas)
         cublasDestroy(b->cublas);
     if (b->cublas_ws)
