@@ -244,11 +244,11 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
             const float mnew = fmaxf(m[g], mx);
             if (mnew == -INFINITY)
                 continue; /* no valid token yet in this row group */
-            const float corr = expf(m[g] - mnew);
+            const float corr = __expf(m[g] - mnew);
             float p[TT], ps = 0.0f;
 #pragma unroll
             for (int u = 0; u < TT; u++) {
-                p[u] = valid[u] ? expf(sc[u][g] - mnew) : 0.0f;
+                p[u] = valid[u] ? __expf(sc[u][g] - mnew) : 0.0f;
                 ps += p[u];
             }
             l[g] = l[g] * corr + ps;
@@ -276,17 +276,28 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
             sm_acc[rg][g][lr * EPL + e] = acc[g][e];
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < GB * HD; idx += blockDim.x) {
-        const int g = idx / HD, d = idx % HD;
+    /* each row group's weight exp(m_r - M) once per head (not once per output element: the
+     * merge then is FMAs only) */
+    __shared__ float sm_w[NRG][GB], sm_m[GB];
+    for (int i = threadIdx.x; i < NRG * GB; i += blockDim.x) {
+        const int r = i / GB, g = i % GB;
         float M = -INFINITY;
 #pragma unroll
-        for (int r = 0; r < NRG; r++)
-            M = fmaxf(M, sm_ml[r][g][0]);
+        for (int r2 = 0; r2 < NRG; r2++)
+            M = fmaxf(M, sm_ml[r2][g][0]);
+        sm_w[r][g] = M == -INFINITY ? 0.0f : __expf(sm_ml[r][g][0] - M); /* -inf → 0 */
+        if (r == 0)
+            sm_m[g] = M;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < GB * HD; idx += blockDim.x) {
+        const int g = idx / HD, d = idx % HD;
+        const float M = sm_m[g];
         float A = 0.0f, Ls = 0.0f;
         if (M != -INFINITY) {
 #pragma unroll
             for (int r = 0; r < NRG; r++) {
-                const float w = expf(sm_ml[r][g][0] - M); /* -inf → 0 */
+                const float w = sm_w[r][g];
                 Ls += sm_ml[r][g][1] * w;
                 A += sm_acc[r][g][d] * w;
             }
@@ -339,7 +350,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
                 const float mn = fmaxf(M, ml[u].x);
                 if (mn == -INFINITY)
                     continue; /* nothing in this split or before */
-                const float c = expf(M - mn), w = expf(ml[u].x - mn);
+                const float c = __expf(M - mn), w = __expf(ml[u].x - mn);
                 ls = ls * c + w * ml[u].y;
                 a = make_float4(fmaf(w, pv[u].x, a.x * c), fmaf(w, pv[u].y, a.y * c),
                                 fmaf(w, pv[u].z, a.z * c), fmaf(w, pv[u].w, a.w * c));
