@@ -9,7 +9,11 @@
  *
  * Grid sizes come only from host values (max_seq_len, max_query_len, counts); the actual
  * lengths are read on the device and surplus blocks exit early, so one launch shape serves
- * every step of a CUDA graph bucket. All math is fp32; caches may be F32/F16/BF16. */
+ * every step of a CUDA graph bucket. All math is fp32; caches may be F32/F16/BF16. The decode
+ * kernel's exponentials are __expf (ex2.approx, a few ulp): a decode block runs one warp per
+ * scheduler, so its softmax is a latency chain and the accurate expf cost ~0.5 us per layer
+ * at ctx 2048 (H200: 2.46 -> 2.40 ms per decode step, with the in-block merge's weights taken
+ * once per head instead of once per output element). */
 #include "cuda_common.cuh"
 
 #include <math.h>
