@@ -18,8 +18,8 @@
 
 #include <math.h>
 
-#define ATT_WARPS 8          /* decode: warps per block */
-#define ATT_TT 1             /* decode: tokens per row group per iteration (loads in flight;
+#define ATT_WARPS 4          /* decode: warps per block */
+#define ATT_TT 2             /* decode: tokens per row group per iteration (loads in flight;
                               * H200, 8B, ctx 2048: 4 -> 2 took 2.40 -> 2.37 ms: a shorter
                               * dependent chain per thread, more splits) */
 #define ATT_MAX_SPLITS 256   /* decode: most splits of one sequence */
@@ -67,11 +67,7 @@ template <typename T, int HD> struct att_geom {
     static constexpr int RPW = 32 / LPR;                       /* rows a warp reads at once */
     static constexpr int NRG = ATT_WARPS * RPW;                /* row groups per block */
     static constexpr int TT = EPL <= 8 ? ATT_TT : 2;           /* tokens per row group per step */
-    static constexpr int GB_REG = att_pow2_floor(64 / EPL >= 8 ? 8 : 64 / EPL >= 1 ? 64 / EPL : 1);
-    static constexpr int GB_SMEM = att_pow2_floor(8192 / (NRG * HD) >= 1 ? 8192 / (NRG * HD) : 1);
-    /* query heads per block: within registers, and the in-block merge's partial sums
-     * [NRG][GB][HD] f32 within 32 KB of static shared memory */
-    static constexpr int GB_MAX = GB_REG < GB_SMEM ? GB_REG : GB_SMEM;
+    static constexpr int GB_MAX = att_pow2_floor(64 / EPL >= 8 ? 8 : 64 / EPL >= 1 ? 64 / EPL : 1); /* query heads per block */
 };
 
 /* The head_dims the kernels are built for. */
