@@ -44,6 +44,7 @@ typedef struct cuda_tune {
     int att_maxs; /* decode attention: most splits per sequence and head group */
     int att_win;  /* decode attention: KB of K/V each block stages before its wait (-1: none) */
     int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
+    int copy_kernel; /* -1: every copy on the copy engine (cuda_copy.cu) */
 } cuda_tune;
 
 struct llmrt_backend {
@@ -147,6 +148,12 @@ llmrt_status cuda_qk_norm_rope_store(llmrt_backend *b, float *q_out, const float
                                      void *v_cache, llmrt_dtype kv_dtype, llmrt_error *err);
 llmrt_status cuda_swiglu(llmrt_backend *b, float *out, const float *gu, int32_t n, int32_t d,
                          llmrt_error *err);
+/* cuda_copy.cu: copies of at most CUDA_COPY_KERNEL_MAX bytes between device memory and
+ * page-locked host memory run as a kernel; returns 1 when it took the copy (*st its status),
+ * 0 when the copy is not one of those (the caller uses cudaMemcpyAsync). */
+#define CUDA_COPY_KERNEL_MAX 65536
+int cuda_copy_by_kernel(llmrt_backend *b, void *dst, const void *src, size_t bytes,
+                        llmrt_copy_kind kind, llmrt_error *err, llmrt_status *st);
 /* cuda_attention.cu */
 llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
                             const llmrt_attn_params *p, llmrt_error *err);

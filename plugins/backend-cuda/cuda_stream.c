@@ -3,9 +3,11 @@
  *
  * Why: everything the engine enqueues (copies, ops, events) goes on one stream, so stream
  * order is program order and a decode step can be captured whole as a graph and replayed
- * with one launch. Copies are cudaMemcpyAsync for every kind: from page-locked memory they
- * are truly asynchronous (and capturable); from pageable memory the driver stages them
- * (and a capture refuses them — memory plugins keep those outside graphs). */
+ * with one launch. Copies are cudaMemcpyAsync, except small ones between device and
+ * page-locked host memory, which a kernel does (cuda_copy.cu: no copy-engine hand-off in the
+ * step); from page-locked memory they are truly asynchronous (and capturable); from pageable
+ * memory the driver stages them (and a capture refuses them — memory plugins keep those
+ * outside graphs). */
 #include "cuda_backend.h"
 
 #include <stdlib.h>
@@ -36,6 +38,8 @@ llmrt_status cuda_copy(llmrt_backend *b, void *dst, const void *src, size_t byte
     }
     llmrt_status st = cuda_use(b, err);
     if (st)
+        return st;
+    if (cuda_copy_by_kernel(b, dst, src, bytes, kind, err, &st))
         return st;
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, k, b->stream);
     if (e != cudaSuccess) {

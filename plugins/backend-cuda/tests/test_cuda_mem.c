@@ -73,6 +73,43 @@ START_TEST(test_host_kinds_roundtrip)
 }
 END_TEST
 
+/* Small copies between page-locked host memory and the device run as a kernel (cuda_copy.cu),
+ * larger ones and pageable ones on the copy engine: every size around the vector width and
+ * the kernel's limit, at aligned and unaligned offsets, arrives intact both ways. */
+START_TEST(test_small_copies)
+{
+    llmrt_error err = {0};
+    static const size_t sizes[] = {1, 4, 15, 16, 17, 100, 4224, 65535, 65536, 65537, 300000};
+    static const size_t offs[] = {0, 1, 16};
+    const size_t cap = 300000 + 32;
+    static const uint32_t kinds[] = {LLMRT_HOST_PINNED, 0};
+    for (size_t k = 0; k < 2; k++) {
+        unsigned char *src = NULL, *dst = NULL;
+        CT_OK(CT.cuda_vt->host_alloc(CT.cuda.b, cap, kinds[k], (void **)&src, &err));
+        CT_OK(CT.cuda_vt->host_alloc(CT.cuda.b, cap, kinds[k], (void **)&dst, &err));
+        unsigned char *dev = ct_alloc(&CT.cuda, cap);
+        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+            for (size_t oi = 0; oi < sizeof offs / sizeof *offs; oi++) {
+                const size_t n = sizes[si], o = offs[oi];
+                for (size_t i = 0; i < cap; i++)
+                    src[i] = (unsigned char)(i * 7 + n + o), dst[i] = 0xa5;
+                CT_OK(CT.cuda_vt->copy(CT.cuda.b, dev + o, src + o, n, LLMRT_COPY_H2D, &err));
+                CT_OK(CT.cuda_vt->copy(CT.cuda.b, dst + o, dev + o, n, LLMRT_COPY_D2H, &err));
+                CT_OK(CT.cuda_vt->synchronize(CT.cuda.b, &err));
+                ck_assert_msg(memcmp(src + o, dst + o, n) == 0,
+                              "host kind %u: %zu bytes at offset %zu differ after the round trip",
+                              kinds[k], n, o);
+                ck_assert_msg(dst[o + n] == 0xa5 && (o == 0 || dst[o - 1] == 0xa5),
+                              "host kind %u: %zu bytes at offset %zu wrote past the range",
+                              kinds[k], n, o);
+            }
+        ct_free(&CT.cuda, dev);
+        CT.cuda_vt->host_free(CT.cuda.b, src);
+        CT.cuda_vt->host_free(CT.cuda.b, dst);
+    }
+}
+END_TEST
+
 /* Kernels read and write mapped host memory through its device pointer (the uva path). */
 START_TEST(test_mapped_zero_copy)
 {
@@ -331,6 +368,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_info);
     tcase_add_test(tc, test_host_kinds_roundtrip);
+    tcase_add_test(tc, test_small_copies);
     tcase_add_test(tc, test_mapped_zero_copy);
     tcase_add_test(tc, test_pinned_refusal_is_limit);
     tcase_add_test(tc, test_events);
