@@ -57,10 +57,7 @@ extern "C" int cuda_copy_by_kernel(llmrt_backend *b, void *dst, const void *src,
         return 0;
     const int threads = 256; /* one 16-byte piece per thread */
     const unsigned blocks = (unsigned)ceil_div64(ceil_div64((int64_t)bytes, 16), threads);
-    if (b->tune.copy_kernel == 2) /* developer A/B: a plain launch, no PDL */
-        copy_small_kernel<<<blocks, threads, 0, b->stream>>>(d, s, bytes);
-    else
-        cuda_launch(b, copy_small_kernel, blocks, threads, 0, d, s, bytes);
+    cuda_launch(b, copy_small_kernel, blocks, threads, 0, d, s, bytes);
     *st = cuda_check_launch(err, kind == LLMRT_COPY_H2D ? "copy kernel (host to device)"
                                                         : "copy kernel (device to host)");
     return 1;

@@ -234,8 +234,24 @@ llmrt_status cuda_scratch_get(llmrt_backend *b, cuda_scratch_slot slot, size_t b
                           "cuda backend: cannot allocate %zu bytes of scratch (slot %d): %s", want,
                           (int)slot, cudaGetErrorString(e));
     }
-    /* zeroed in stream order (inside a capture this becomes a memset node of the graph) */
-    e = cudaMemsetAsync(p, 0, want, b->stream);
+    /* Zeroed before first use (the counters at its start are only ever left at zero by the
+     * kernels that use them). Outside a capture, in stream order. Inside one, on a side stream,
+     * waited for here: as a memset node of the graph it would zero the buffer only when the
+     * graph is replayed (eager work before the first replay read whatever cudaMalloc returned:
+     * backend-cuda.mem's graph-vs-eager test got a garbage argmax after an earlier test had
+     * freed device memory) and again on every replay. */
+    if (b->capturing) {
+        cudaStream_t side = NULL;
+        e = cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+        if (e == cudaSuccess)
+            e = cudaMemsetAsync(p, 0, want, side);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(side);
+        if (side)
+            cudaStreamDestroy(side);
+    } else {
+        e = cudaMemsetAsync(p, 0, want, b->stream);
+    }
     if (e != cudaSuccess) {
         cudaGetLastError();
         cudaFree(p);

@@ -297,7 +297,10 @@ START_TEST(test_graph_equals_eager)
 
     /* Capture first, with no eager warm-up: the engine captures a bucket's first decode step,
      * so scratch buffers are allocated (and kernels loaded) during the capture. This test
-     * must run before any other test of this program that uses attention or argmax. */
+     * must run before any other test of this program that uses attention or argmax.
+     * test_small_copies runs before it and frees device memory it filled with non-zero bytes,
+     * so scratch allocated during this capture must be zeroed at allocation, not by a memset
+     * node of the graph: the eager steps below run before the first replay. */
     for (int i = 0; i < st.d; i++)
         st.x_host[i] = ct_uniform(&r, -1, 1);
     *st.lens_host = 100;
