@@ -7,8 +7,9 @@
  * embedding kernel started ~10 us after the input copy ended, and the ids' copy ~2-9 us after
  * the argmax). Page-locked memory is addressable by the device (unified addressing), so the
  * SMs can move those few bytes themselves over PCIe, as one more kernel in the chain
- * (programmatic dependent launch, like every kernel of this backend). Large copies keep the
- * copy engine: there bandwidth counts, not latency. */
+ * (programmatic dependent launch, like every kernel of this backend): the step boundary's
+ * copies + embedding went from 35 to 19 us per step (decode 2.11 -> 2.10 ms). Large copies
+ * keep the copy engine: there bandwidth counts, not latency. */
 #include "cuda_common.cuh"
 
 __global__ void copy_small_kernel(void *__restrict__ dst, const void *__restrict__ src,
