@@ -22,9 +22,6 @@ enum {
     /* the linear is [gate; up] (out / 2 rows each): y [n, out / 2] = silu(gate) * up, as the
      * backend's swiglu (saves the gate|up buffer's round trip and a launch per MLP) */
     LLMRT_FUSE_OUT_SWIGLU = 1u << 0,
-    /* the residual add and RMSNorm after the linear (linear_forward_add_rmsnorm); only asked
-     * of linear_fused_max_rows */
-    LLMRT_FUSE_OUT_ADD_RMSNORM = 1u << 1,
 };
 
 typedef struct llmrt_quant_vtable {
@@ -72,16 +69,6 @@ typedef struct llmrt_quant_vtable {
                                          const float *x, int32_t n, uint32_t flags,
                                          llmrt_error *err);
     int32_t (*linear_fused_max_rows)(llmrt_quant *q, const llmrt_qlinear *l, uint32_t flags);
-
-    /* Optional: y [n, out] = x · Wᵀ, then the residual add and RMSNorm after it, in the same
-     * launch: h [n, out] += y; xn [n, out] = rmsnorm(h) · norm_w (eps), as the backend's
-     * add_rmsnorm (norm_w f32, f16 or bf16 [out] on the backend). For 1 <= n <=
-     * linear_fused_max_rows(q, l, LLMRT_FUSE_OUT_ADD_RMSNORM); y is the caller's scratch and
-     * holds x · Wᵀ afterwards. */
-    llmrt_status (*linear_forward_add_rmsnorm)(llmrt_quant *q, const llmrt_qlinear *l, float *xn,
-                                               float *h, float *y, const float *x, int32_t n,
-                                               const llmrt_tensor *norm_w, float eps,
-                                               llmrt_error *err);
 } llmrt_quant_vtable;
 
 typedef struct llmrt_quant_ref {

@@ -102,9 +102,6 @@ struct llmrt_model {
     /* A forward of at most glu_rows tokens has the gate/up projection write silu(gate) * up
      * itself (quant linear_forward_fused, LLMRT_FUSE_OUT_SWIGLU; 0: never). */
     int32_t glu_rows;
-    /* A forward of at most anr_rows tokens has o_proj and down_proj do the residual add and
-     * the RMSNorm after them (quant linear_forward_add_rmsnorm; 0: never). */
-    int32_t anr_rows;
 };
 
 /* Load every weight (through the quant plugin for decoder linears when one is given) into

@@ -19,8 +19,7 @@
  * xn = rmsnorm(x)); q/k/v come from one fused projection whose per-head norms, RoPE and
  * cache store are one op (qk_norm_rope_store); gate/up come from one projection and
  * swiglu — or, at decode sizes where the quant plugin folds it (m->glu_rows), the gate/up
- * projection writes silu(gate) * up itself; likewise o_proj and down_proj can finish with the
- * residual add and the next norm (m->anr_rows). A decode step of pure one-token sequences needs
+ * projection writes silu(gate) * up itself. A decode step of pure one-token sequences needs
  * no logits-row gather (row s is sequence s). */
 #include <math.h>
 
@@ -48,21 +47,6 @@ static llmrt_status add_norm(llmrt_model *m, float *out, float *x, const float *
     if (res && (st = be->add(m->be.b, x, x, res, (int64_t)rows * H, err)))
         return st;
     return be->rmsnorm(m->be.b, out, x, w, rows, H, eps, err);
-}
-
-/* x [rows, H] += l(in); xn = rmsnorm(x) * w — as one launch when the quant plugin folds the
- * add and the norm into the linear (m->anr_rows), else the linear into s->proj and add_norm. */
-static llmrt_status linear_add_norm(llmrt_model *m, const qwen3_linear *l, const float *in,
-                                    const llmrt_tensor *w, int32_t rows, llmrt_error *err)
-{
-    const qwen3_scratch *s = &m->s;
-    llmrt_status st;
-    if (rows <= m->anr_rows) /* anr_rows > 0: every o_proj and down_proj is quantized */
-        return m->quant.vt->linear_forward_add_rmsnorm(m->quant.q, l->q, s->xn, s->x, s->proj, in,
-                                                       rows, w, (float)m->cfg.eps, err);
-    if ((st = linear(m, l, s->proj, in, rows, err)))
-        return st;
-    return add_norm(m, s->xn, s->x, s->proj, w, rows, err);
 }
 
 /* The attention block of layer L on xn: q [T, n_heads, D] ready for attention, k and v in
@@ -171,28 +155,28 @@ llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt
 
     if ((st = be->embedding(b, s->x, &m->embed, batch->token_ids, T, err)))
         return st;
-    /* each layer ends with x += the MLP's output and the next norm (the next layer's input
-     * norm, after the last layer the final norm) */
-    if ((st = add_norm(m, s->xn, s->x, NULL, &m->layers[0].input_norm, T, err)))
-        return st;
+    const float *pending = NULL; /* the MLP output not yet added to x */
     for (int32_t l = 0; l < c->n_layers; l++) {
         const qwen3_layer *L = &m->layers[l];
-        const llmrt_tensor *next_norm =
-            l + 1 < c->n_layers ? &m->layers[l + 1].input_norm : &m->final_norm;
         ap.k_cache = kv->k[l];
         ap.v_cache = kv->v[l];
-        if ((st = attn_prologue(m, L, batch, kv, l, err)) ||
+        if ((st = add_norm(m, s->xn, s->x, pending, &L->input_norm, T, err)) ||
+            (st = attn_prologue(m, L, batch, kv, l, err)) ||
             (st = be->attention(b, s->attn, s->q, &ap, err)) ||
-            (st = linear_add_norm(m, &L->o_proj, s->attn, &L->post_norm, T, err)) ||
+            (st = linear(m, &L->o_proj, s->proj, s->attn, T, err)) ||
+            (st = add_norm(m, s->xn, s->x, s->proj, &L->post_norm, T, err)) ||
             (st = mlp_up(m, L, T, err)) ||
-            (st = linear_add_norm(m, &L->down_proj, s->act, next_norm, T, err)))
+            (st = linear(m, &L->down_proj, s->proj, s->act, T, err)))
             return st;
+        pending = s->proj;
     }
 
     /* One-token sequences (a pure decode step): token row s is sequence s, so the logits
      * rows are all rows in order; otherwise gather them (after the norm: it is per row). */
     const int identity = batch->all_logits ||
                          (T == batch->n_seqs && batch->max_query_len == 1);
+    if ((st = add_norm(m, s->xn, s->x, pending, &m->final_norm, T, err)))
+        return st;
     if (identity)
         return be->gemm(b, logits, s->xn, &m->lm_head, batch->all_logits ? T : batch->n_seqs, err);
     /* the embedding op over an f32 view of the normed states is a row gather that stays

@@ -185,29 +185,6 @@ static int32_t glu_rows(const llmrt_model *m)
     return rows > 0 ? rows : 0;
 }
 
-/* m->anr_rows: the fewest rows the quant plugin folds the residual add and RMSNorm into every
- * o_proj and down_proj for (0 when it does not, or some of them is dense). */
-static int32_t anr_rows(const llmrt_model *m)
-{
-    const llmrt_quant_vtable *qv = m->quant.vt;
-    if (!m->use_add_rmsnorm || !qv ||
-        !HAS_MEMBER(qv, llmrt_quant_vtable, linear_forward_add_rmsnorm) ||
-        !HAS_MEMBER(qv, llmrt_quant_vtable, linear_fused_max_rows))
-        return 0;
-    int32_t rows = m->params.max_tokens;
-    for (int32_t l = 0; l < m->cfg.n_layers && rows > 0; l++) {
-        const qwen3_linear *ls[2] = {&m->layers[l].o_proj, &m->layers[l].down_proj};
-        for (int i = 0; i < 2; i++) {
-            if (!ls[i]->q)
-                return 0;
-            const int32_t r =
-                qv->linear_fused_max_rows(m->quant.q, ls[i]->q, LLMRT_FUSE_OUT_ADD_RMSNORM);
-            rows = r < rows ? r : rows;
-        }
-    }
-    return rows > 0 ? rows : 0;
-}
-
 static void q3_destroy(llmrt_model *m)
 {
     if (!m)
@@ -265,7 +242,6 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
         (st = warm_up(m, err)))
         goto fail;
     m->glu_rows = glu_rows(m);
-    m->anr_rows = anr_rows(m);
     *out = m;
     return LLMRT_OK;
 fail:

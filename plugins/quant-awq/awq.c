@@ -482,22 +482,6 @@ static llmrt_status awq_linear_forward_fused(llmrt_quant *q, const llmrt_qlinear
                       n);
 }
 
-static llmrt_status awq_linear_forward_add_rmsnorm(llmrt_quant *q, const llmrt_qlinear *l,
-                                                   float *xn, float *h, float *y, const float *x,
-                                                   int32_t n, const llmrt_tensor *norm_w,
-                                                   float eps, llmrt_error *err)
-{
-#ifdef AWQ_HAVE_CUDA
-    if (l->cuda)
-        return awq_cuda_forward_add_rmsnorm(q->cuda, l->cuda, xn, h, y, x, n, norm_w, eps, err);
-#endif
-    (void)q, (void)l, (void)xn, (void)h, (void)y, (void)x, (void)norm_w, (void)eps;
-    return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                      "quant-awq: the add + RMSNorm fold is not available on this backend (%d "
-                      "rows)",
-                      n);
-}
-
 static uint64_t awq_linear_bytes(llmrt_quant *q, const llmrt_qlinear *l)
 {
     if (l->cpu)
@@ -536,7 +520,6 @@ static const llmrt_quant_vtable awq_vtable = {
     .linear_load_fused = awq_linear_load_fused,
     .linear_forward_fused = awq_linear_forward_fused,
     .linear_fused_max_rows = awq_linear_fused_max_rows,
-    .linear_forward_add_rmsnorm = awq_linear_forward_add_rmsnorm,
 };
 
 static const llmrt_plugin_desc awq_desc = {

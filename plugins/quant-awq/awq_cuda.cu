@@ -52,8 +52,6 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-    int anr;    /* -1: no add + RMSNorm fold (anr=0) */
-    int anr_t;  /* 1: the folded GEMV triggers its dependents when its blocks count out */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -76,7 +74,6 @@ struct awq_cuda_linear {
     int kw;                   /* K-splitting warps per block */
     uint32_t *wq;             /* [n_mtiles][kpad/64][32][4] */
     uint32_t *meta;           /* [n_mtiles][kpad/group][8][2] */
-    unsigned *count;          /* after meta: the add + RMSNorm fold's blocks done (zero between launches) */
     size_t wq_bytes, meta_bytes;
 };
 
@@ -327,10 +324,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "anr") == 0)
-                ctx->tune.anr = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "anr_t") == 0)
-                ctx->tune.anr_t = v;
         }
     }
     *out = ctx;
@@ -399,15 +392,10 @@ extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_pa
     void *wq = NULL, *meta = NULL;
     if ((st = ctx->be.vt->dev_alloc(ctx->be.b, l->wq_bytes, &wq, err)) != LLMRT_OK)
         goto fail;
-    if ((st = ctx->be.vt->dev_alloc(ctx->be.b, l->meta_bytes + 16, &meta, err)) != LLMRT_OK)
+    if ((st = ctx->be.vt->dev_alloc(ctx->be.b, l->meta_bytes, &meta, err)) != LLMRT_OK)
         goto fail;
     l->wq = (uint32_t *)wq;
     l->meta = (uint32_t *)meta;
-    l->count = (unsigned *)((char *)meta + l->meta_bytes);
-    if ((e = cudaMemsetAsync(l->count, 0, 16, ctx->stream)) != cudaSuccess) {
-        st = cfail(err, e, "cudaMemsetAsync");
-        goto fail;
-    }
     {
         const size_t deq = (size_t)out * (size_t)in * sizeof(__half);
         if ((st = grow(ctx, (void **)&ctx->deq, &ctx->deq_bytes, deq, 0, "prefill dequant scratch",
@@ -680,119 +668,15 @@ __device__ __forceinline__ float awq_red_sum(const float (&red)[KW > 1 ? KW : 1]
     return s;
 }
 
-/* What the decode GEMV does with its sums. */
-enum awq_epi {
-    AWQ_EPI_STORE = 0,       /* y = x · Wᵀ */
-    AWQ_EPI_SWIGLU = 1,      /* a [gate; up] linear: y = silu(gate) * up */
-    AWQ_EPI_ADD_RMSNORM = 2, /* y = x · Wᵀ; the last block: h += y, xn = rmsnorm(h) · w */
-};
-
-/* The add + RMSNorm fold's operands (zero for the other epilogues). */
-struct awq_anr {
-    float *xn;       /* [n, out] */
-    float *h;        /* [n, out], the residual stream, updated in place */
-    const void *w;   /* [out] norm weight */
-    int wdt;         /* its dtype: 0 f32, 1 f16, 2 bf16 */
-    float eps;
-    unsigned *count; /* blocks done (the linear's counter; the last block resets it) */
-    int late;        /* trigger the dependent launch when counting out, not after the wait */
-};
-
-#define AWQ_ANR_V 4 /* float4 of a row per thread in the fold's tail: out <= 16 * threads */
-
-__device__ __forceinline__ float4 awq_norm_w4(const awq_anr &a, int c)
-{
-    if (a.wdt == 0)
-        return __ldg(reinterpret_cast<const float4 *>(a.w) + c);
-    const uint2 u = __ldg(reinterpret_cast<const uint2 *>(a.w) + c);
-    if (a.wdt == 1) {
-        const float2 p = __half22float2(bits_h2(u.x)), q = __half22float2(bits_h2(u.y));
-        return make_float4(p.x, p.y, q.x, q.y);
-    }
-    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
-                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
-}
-
-/* The fold's tail, after the block's y stores: each block counts itself out (release), and
- * the last one (acquire) adds y to the residual and normalises the n rows of `out` values —
- * the arithmetic of the backend's add_rmsnorm (f32; 1 / sqrtf(mean of squares + eps); h
- * normalised, then times w). The add + norm then costs no launch and no kernel boundary of
- * its own: the next GEMV's early loads overlap it. */
-template <int NTH>
-__device__ __forceinline__ void awq_add_rmsnorm_tail(const awq_anr &a, const float *y, int n,
-                                                     int out)
-{
-    __shared__ unsigned last;
-    __shared__ float part[NTH / 32];
-    __syncthreads(); /* the block's y stores are issued */
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(a.count, 1u) == gridDim.x - 1;
-        __threadfence();
-    }
-    __syncthreads();
-    if (a.late)
-        pdl_trigger();
-    if (!last)
-        return;
-    const int lane = threadIdx.x & 31, n4 = out / 4;
-    float4 wv[AWQ_ANR_V];
-#pragma unroll
-    for (int i = 0; i < AWQ_ANR_V; i++) {
-        const int c = i * NTH + threadIdx.x;
-        if (c < n4)
-            wv[i] = awq_norm_w4(a, c);
-    }
-    for (int tok = 0; tok < n; tok++) {
-        const float4 *yr = reinterpret_cast<const float4 *>(y + (int64_t)tok * out);
-        float4 *hr = reinterpret_cast<float4 *>(a.h + (int64_t)tok * out);
-        float4 *xr = reinterpret_cast<float4 *>(a.xn + (int64_t)tok * out);
-        float4 v[AWQ_ANR_V];
-        float ss = 0.0f;
-#pragma unroll
-        for (int i = 0; i < AWQ_ANR_V; i++) {
-            const int c = i * NTH + threadIdx.x;
-            if (c < n4) {
-                const float4 r = __ldcg(yr + c), hv = __ldcg(hr + c);
-                v[i] = make_float4(hv.x + r.x, hv.y + r.y, hv.z + r.z, hv.w + r.w);
-                hr[c] = v[i];
-                ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
-            }
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (lane == 0)
-            part[threadIdx.x >> 5] = ss;
-        __syncthreads();
-        ss = 0.0f;
-#pragma unroll
-        for (int k = 0; k < NTH / 32; k++)
-            ss += part[k];
-        __syncthreads(); /* part is reused by the next row */
-        const float inv = 1.0f / sqrtf(ss / (float)out + a.eps);
-#pragma unroll
-        for (int i = 0; i < AWQ_ANR_V; i++) {
-            const int c = i * NTH + threadIdx.x;
-            if (c < n4)
-                xr[c] = make_float4((v[i].x * inv) * wv[i].x, (v[i].y * inv) * wv[i].y,
-                                    (v[i].z * inv) * wv[i].z, (v[i].w * inv) * wv[i].w);
-        }
-    }
-    if (threadIdx.x == 0)
-        *a.count = 0; /* the next launch counts from zero (it starts after this grid ends) */
-}
-
 /* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
  * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
  * warp order. y [n, out]. */
-template <int GROUP, int NT, int KW, bool SX, int EPI>
+template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
-                                              int in, int kpad, int xstride, const awq_anr &anr)
+                                              int in, int kpad, int xstride)
 {
-    constexpr bool GLU = EPI == AWQ_EPI_SWIGLU;
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
     __shared__ float red[KW > 1 ? KW : 1][NV][32];
@@ -831,8 +715,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     if (DB && it + KW < n_iters)
         awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW);
     pdl_wait();
-    if (EPI != AWQ_EPI_ADD_RMSNORM || !anr.late)
-        pdl_trigger();
+    pdl_trigger();
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
      * words, padded so token rows start in different banks; zeros up to kpad), so each k-tile
      * reads its B fragment with one 8-byte shared load instead of two global loads and
@@ -925,44 +808,40 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             }
         }
     }
-    if constexpr (EPI == AWQ_EPI_ADD_RMSNORM)
-        awq_add_rmsnorm_tail<KW * 32>(anr, y, n, out);
 }
 
 /* The kernel: with a register cap where ptxas then still needs no spills (decode at g128,
  * 2..8 warps: 80 registers, 24 warps per SM; sm_90 -Xptxas -v), else ptxas's own choice (a
  * minimum block count there makes it take every register it may). */
-template <int GROUP, int NT, int KW, bool SX, int EPI>
+template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
-                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride,
-                const awq_anr anr)
+                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX, EPI>(y, x, wq, meta, n, out, in, kpad, xstride, anr);
+    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
-template <int KW, bool SX, int EPI>
+template <int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                       int out, int in, int kpad, int xstride, const awq_anr anr)
+                       int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, EPI>(y, x, wq, meta, n, out, in, kpad, xstride, anr);
+    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
-                            int, int, int, awq_anr);
+                            int, int, int);
 
-/* The kernel function for (GROUP, NT, KW, SX, EPI). SX (x staged in shared memory) exists for
- * the decode shapes, NT = 1; the folding epilogues for those at groups of 128. */
-template <int GROUP, int NT, int KW, bool SX = false, int EPI = AWQ_EPI_STORE>
-static awq_gemv_fn gemv_fn()
+/* The kernel function for (GROUP, NT, KW, SX, GLU). SX (x staged in shared memory) exists for
+ * the decode shapes, NT = 1; GLU for those at groups of 128. */
+template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false> static awq_gemv_fn gemv_fn()
 {
-    static_assert(EPI == AWQ_EPI_STORE || (GROUP == 128 && NT == 1), "folds: decode at g128 only");
+    static_assert(!GLU || (GROUP == 128 && NT == 1), "GLU: decode at g128 only");
     if constexpr (GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8)
-        return awq_gemv_capped_kernel<KW, SX, EPI>;
+        return awq_gemv_capped_kernel<KW, SX, GLU>;
     else
-        return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1, EPI>;
+        return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1, GLU>;
 }
 
 
@@ -1021,37 +900,37 @@ static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, i
     }
 }
 
-template <int GROUP, int NT, int KW, int EPI>
+template <int GROUP, int NT, int KW, bool GLU>
 static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
-                           const float *x, int n, const awq_anr &anr)
+                           const float *x, int n)
 {
     const int xstride = awq_xs_words(l->kpad);
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
-        awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, EPI>(), (unsigned)(l->n_mtiles / AWQ_MT),
+        awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
                    KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
-                   (int)l->kpad, xstride, anr);
+                   (int)l->kpad, xstride);
         return;
     }
-    awq_launch(ctx, gemv_fn<GROUP, NT, KW, false, EPI>(), (unsigned)(l->n_mtiles / AWQ_MT),
-               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0, anr);
+    awq_launch(ctx, gemv_fn<GROUP, NT, KW, false, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
+               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0);
 }
 
-template <int GROUP, int NT, int EPI = AWQ_EPI_STORE>
+template <int GROUP, int NT, bool GLU = false>
 static void launch_gemv(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y, const float *x,
-                        int n, const awq_anr &anr = awq_anr{})
+                        int n)
 {
     switch (l->kw) {
     case 16: /* NT = 4 with 16 warps would need 64 KB of shared memory: 8 warps */
         if constexpr (NT >= 4)
-            launch_gemv_kw<GROUP, NT, 8, EPI>(ctx, l, y, x, n, anr);
+            launch_gemv_kw<GROUP, NT, 8, GLU>(ctx, l, y, x, n);
         else
-            launch_gemv_kw<GROUP, NT, 16, EPI>(ctx, l, y, x, n, anr);
+            launch_gemv_kw<GROUP, NT, 16, GLU>(ctx, l, y, x, n);
         break;
-    case 8: launch_gemv_kw<GROUP, NT, 8, EPI>(ctx, l, y, x, n, anr); break;
-    case 4: launch_gemv_kw<GROUP, NT, 4, EPI>(ctx, l, y, x, n, anr); break;
-    case 2: launch_gemv_kw<GROUP, NT, 2, EPI>(ctx, l, y, x, n, anr); break;
-    default: launch_gemv_kw<GROUP, NT, 1, EPI>(ctx, l, y, x, n, anr); break;
+    case 8: launch_gemv_kw<GROUP, NT, 8, GLU>(ctx, l, y, x, n); break;
+    case 4: launch_gemv_kw<GROUP, NT, 4, GLU>(ctx, l, y, x, n); break;
+    case 2: launch_gemv_kw<GROUP, NT, 2, GLU>(ctx, l, y, x, n); break;
+    default: launch_gemv_kw<GROUP, NT, 1, GLU>(ctx, l, y, x, n); break;
     }
 }
 
@@ -1104,16 +983,11 @@ extern "C" llmrt_status awq_cuda_forward(awq_cuda_ctx *ctx, const awq_cuda_linea
 extern "C" int32_t awq_cuda_fused_max_rows(const awq_cuda_ctx *ctx, const awq_cuda_linear *l,
                                            uint32_t flags)
 {
-    if (ctx->tune.fx < 0 || l->group != 128)
-        return 0;
     /* SwiGLU: the decode kernel at groups of 128 (the AWQ checkpoints' size), each block a
      * gate m-tile and its up m-tile (halves of whole m-tiles: out % 32 == 0) */
-    if (flags == LLMRT_FUSE_OUT_SWIGLU)
-        return l->out % 32 == 0 ? 8 : 0;
-    /* add + RMSNorm: the last block's threads hold a row in registers, AWQ_ANR_V float4 each */
-    if (flags == LLMRT_FUSE_OUT_ADD_RMSNORM && ctx->tune.anr >= 0)
-        return l->out % 4 == 0 && l->out / 4 <= (int64_t)AWQ_ANR_V * 32 * l->kw ? 8 : 0;
-    return 0;
+    if (ctx->tune.fx < 0 || flags != LLMRT_FUSE_OUT_SWIGLU || l->group != 128 || l->out % 32 != 0)
+        return 0;
+    return 8;
 }
 
 extern "C" llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda_linear *l,
@@ -1130,40 +1004,6 @@ extern "C" llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda
     llmrt_status st = use_device(ctx, err);
     if (st)
         return st;
-    launch_gemv<128, 1, AWQ_EPI_SWIGLU>(ctx, l, y, x, n);
+    launch_gemv<128, 1, true>(ctx, l, y, x, n);
     return check_launch(err, "awq_gemv_kernel (SwiGLU)");
-}
-
-extern "C" llmrt_status awq_cuda_forward_add_rmsnorm(awq_cuda_ctx *ctx, const awq_cuda_linear *l,
-                                                     float *xn, float *h, float *y, const float *x,
-                                                     int32_t n, const llmrt_tensor *norm_w,
-                                                     float eps, llmrt_error *err)
-{
-    const int32_t max_rows = awq_cuda_fused_max_rows(ctx, l, LLMRT_FUSE_OUT_ADD_RMSNORM);
-    if (n < 1 || n > max_rows)
-        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                          "awq cuda: the add + RMSNorm fold on linear [%lld, %lld] takes 1..%d "
-                          "rows, not %d",
-                          (long long)l->out, (long long)l->in, max_rows, n);
-    const int wdt = norm_w->dtype == LLMRT_DTYPE_F32   ? 0
-                    : norm_w->dtype == LLMRT_DTYPE_F16 ? 1
-                    : norm_w->dtype == LLMRT_DTYPE_BF16 ? 2
-                                                        : -1;
-    const uintptr_t wal = wdt == 0 ? 15u : 7u;
-    if (wdt < 0 || llmrt_tensor_numel(norm_w) != l->out ||
-        ((uintptr_t)norm_w->data & wal) != 0)
-        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "awq cuda: the add + RMSNorm fold needs an f32/f16/bf16 norm weight "
-                          "[%lld], aligned to 4 elements",
-                          (long long)l->out);
-    if ((((uintptr_t)xn | (uintptr_t)h | (uintptr_t)y) & 15u) != 0 || ((uintptr_t)x & 7u) != 0)
-        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "awq cuda: the add + RMSNorm fold needs xn, h and y 16-byte aligned, x "
-                          "8-byte aligned");
-    llmrt_status st = use_device(ctx, err);
-    if (st)
-        return st;
-    awq_anr anr = {xn, h, norm_w->data, wdt, eps, l->count, ctx->tune.anr_t > 0};
-    launch_gemv<128, 1, AWQ_EPI_ADD_RMSNORM>(ctx, l, y, x, n, anr);
-    return check_launch(err, "awq_gemv_kernel (add + RMSNorm)");
 }

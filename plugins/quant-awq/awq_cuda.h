@@ -72,14 +72,6 @@ llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda_linear *l,
 int32_t awq_cuda_fused_max_rows(const awq_cuda_ctx *ctx, const awq_cuda_linear *l,
                                 uint32_t flags);
 
-/* The linear, then h [n, out] += y and xn = rmsnorm(h) · norm_w (quant.h
- * linear_forward_add_rmsnorm), one launch: the block that finishes last does the add and the
- * norm. For 1 <= n <= awq_cuda_fused_max_rows(ctx, l, LLMRT_FUSE_OUT_ADD_RMSNORM); xn, h, y
- * 16-byte aligned; norm_w f32, f16 or bf16 [out]. */
-llmrt_status awq_cuda_forward_add_rmsnorm(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *xn,
-                                          float *h, float *y, const float *x, int32_t n,
-                                          const llmrt_tensor *norm_w, float eps, llmrt_error *err);
-
 /* Device bytes the linear occupies (for load reports). */
 uint64_t awq_cuda_bytes(const awq_cuda_linear *l);
 
