@@ -687,12 +687,13 @@ struct awq_pf {
     int n;                      /* m-tiles */
 };
 
-/* One bulk L2 prefetch per (m-tile, tensor), spread over the grid's threads: a few
- * instructions per thread, fire and forget (Hopper's cp.async.bulk; nothing elsewhere). */
+/* One bulk L2 prefetch per (m-tile, tensor), dealt round robin over the blocks (each SM's
+ * bulk-copy unit works through its own block's requests; the first blocks issuing all of them
+ * took 14 us) — fire and forget (Hopper's cp.async.bulk; nothing elsewhere). */
 __device__ __forceinline__ void awq_prefetch(const awq_pf &pf)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t i = (int64_t)threadIdx.x * gridDim.x + blockIdx.x;
     if (i >= 2 * (int64_t)pf.n)
         return;
     const bool meta = i >= pf.n;
