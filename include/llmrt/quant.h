@@ -69,12 +69,6 @@ typedef struct llmrt_quant_vtable {
                                          const float *x, int32_t n, uint32_t flags,
                                          llmrt_error *err);
     int32_t (*linear_fused_max_rows)(llmrt_quant *q, const llmrt_qlinear *l, uint32_t flags);
-
-    /* Optional hint: `next` runs soon after `l`, with latency-bound work between them (the
-     * attention between o_proj and the MLP), so l's forward may use its wait for its input to
-     * pull some of next's weights into the device's cache. NULL next: no prefetch. Called at
-     * load time; the results are the same either way. */
-    void (*linear_set_prefetch)(llmrt_quant *q, llmrt_qlinear *l, const llmrt_qlinear *next);
 } llmrt_quant_vtable;
 
 typedef struct llmrt_quant_ref {

@@ -185,21 +185,6 @@ static int32_t glu_rows(const llmrt_model *m)
     return rows > 0 ? rows : 0;
 }
 
-/* Each layer's o_proj may use its wait for attention to pull some of the MLP's first weights
- * into the device cache (quant linear_set_prefetch; a hint, results unchanged). */
-static void link_prefetch(llmrt_model *m)
-{
-    const llmrt_quant_vtable *qv = m->quant.vt;
-    if (!qv || !HAS_MEMBER(qv, llmrt_quant_vtable, linear_set_prefetch))
-        return;
-    for (int32_t l = 0; l < m->cfg.n_layers; l++) {
-        qwen3_layer *L = &m->layers[l];
-        const llmrt_qlinear *next = L->fused_gate_up ? L->gate_up_proj.q : L->gate_proj.q;
-        if (L->o_proj.q && next)
-            qv->linear_set_prefetch(m->quant.q, L->o_proj.q, next);
-    }
-}
-
 static void q3_destroy(llmrt_model *m)
 {
     if (!m)
@@ -257,7 +242,6 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
         (st = warm_up(m, err)))
         goto fail;
     m->glu_rows = glu_rows(m);
-    link_prefetch(m);
     *out = m;
     return LLMRT_OK;
 fail:

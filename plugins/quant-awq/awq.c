@@ -482,15 +482,6 @@ static llmrt_status awq_linear_forward_fused(llmrt_quant *q, const llmrt_qlinear
                       n);
 }
 
-static void awq_linear_set_prefetch(llmrt_quant *q, llmrt_qlinear *l, const llmrt_qlinear *next)
-{
-#ifdef AWQ_HAVE_CUDA
-    if (l->cuda)
-        awq_cuda_set_prefetch(q->cuda, l->cuda, next ? next->cuda : NULL);
-#endif
-    (void)q, (void)l, (void)next;
-}
-
 static uint64_t awq_linear_bytes(llmrt_quant *q, const llmrt_qlinear *l)
 {
     if (l->cpu)
@@ -529,7 +520,6 @@ static const llmrt_quant_vtable awq_vtable = {
     .linear_load_fused = awq_linear_load_fused,
     .linear_forward_fused = awq_linear_forward_fused,
     .linear_fused_max_rows = awq_linear_fused_max_rows,
-    .linear_set_prefetch = awq_linear_set_prefetch,
 };
 
 static const llmrt_plugin_desc awq_desc = {

@@ -52,8 +52,6 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-    int pf;     /* -1: no prefetch of the linked linear's weights (pf=0) */
-    int pf0, pf1; /* its rounds of K iterations [pf0, pf1) (default [1, 2)) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -77,7 +75,6 @@ struct awq_cuda_linear {
     uint32_t *wq;             /* [n_mtiles][kpad/64][32][4] */
     uint32_t *meta;           /* [n_mtiles][kpad/group][8][2] */
     size_t wq_bytes, meta_bytes;
-    const awq_cuda_linear *pf_next; /* awq_cuda_set_prefetch: whose weights the GEMV prefetches */
 };
 
 /* ---- errors and device selection ---- */
@@ -327,12 +324,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "pf") == 0)
-                ctx->tune.pf = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "pf0") == 0)
-                ctx->tune.pf0 = v;
-            else if (strcmp(tok, "pf1") == 0)
-                ctx->tune.pf1 = v;
         }
     }
     *out = ctx;
@@ -677,34 +668,6 @@ __device__ __forceinline__ float awq_red_sum(const float (&red)[KW > 1 ? KW : 1]
     return s;
 }
 
-/* Weights of another linear for the GEMV to pull into L2 while it waits for its input
- * (awq_cuda_set_prefetch): per m-tile of that linear, w_len bytes of its weights at w_off
- * and m_len bytes of its meta at m_off (16-byte multiples). n = 0: none. */
-struct awq_pf {
-    const char *w, *m;
-    int64_t w_stride, m_stride; /* bytes per m-tile */
-    int w_off, w_len, m_off, m_len;
-    int n;                      /* m-tiles */
-};
-
-/* One bulk L2 prefetch per (m-tile, tensor), dealt round robin over the blocks (each SM's
- * bulk-copy unit works through its own block's requests; the first blocks issuing all of them
- * took 14 us) — fire and forget (Hopper's cp.async.bulk; nothing elsewhere). */
-__device__ __forceinline__ void awq_prefetch(const awq_pf &pf)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const int64_t i = (int64_t)threadIdx.x * gridDim.x + blockIdx.x;
-    if (i >= 2 * (int64_t)pf.n)
-        return;
-    const bool meta = i >= pf.n;
-    const int64_t mt = meta ? i - pf.n : i;
-    const char *p = meta ? pf.m + mt * pf.m_stride + pf.m_off : pf.w + mt * pf.w_stride + pf.w_off;
-    const unsigned len = (unsigned)(meta ? pf.m_len : pf.w_len);
-    if (len)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(len) : "memory");
-#endif
-}
-
 /* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
  * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
  * warp order. y [n, out]. */
@@ -712,7 +675,7 @@ template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
-                                              int in, int kpad, int xstride, const awq_pf &pf)
+                                              int in, int kpad, int xstride)
 {
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
@@ -751,8 +714,6 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
         awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
     if (DB && it + KW < n_iters)
         awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW);
-    if (pf.n)
-        awq_prefetch(pf);
     pdl_wait();
     pdl_trigger();
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
@@ -855,23 +816,22 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
-                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride,
-                const awq_pf pf)
+                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride, pf);
+    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 template <int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                       int out, int in, int kpad, int xstride, const awq_pf pf)
+                       int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride, pf);
+    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
-                            int, int, int, awq_pf);
+                            int, int, int);
 
 /* The kernel function for (GROUP, NT, KW, SX, GLU). SX (x staged in shared memory) exists for
  * the decode shapes, NT = 1; GLU for those at groups of 128. */
@@ -940,52 +900,20 @@ static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, i
     }
 }
 
-/* The prefetch of l's linked linear (awq_cuda_set_prefetch): per m-tile of it, the weights
- * and meta of its K iterations in rounds [pf0, pf1) — a round being one iteration per
- * K-splitting warp, so round 0 is what its warps load before their own wait and round 1 the
- * first they would otherwise wait for. */
-static awq_pf prefetch_args(const awq_cuda_ctx *ctx, const awq_cuda_linear *l)
-{
-    awq_pf pf = {};
-    const awq_cuda_linear *nx = l->pf_next;
-    if (!nx || ctx->tune.pf < 0 || !ctx->pdl)
-        return pf;
-    const int r0 = ctx->tune.pf0 > 0 ? ctx->tune.pf0 : 1;
-    const int r1 = ctx->tune.pf1 > r0 ? ctx->tune.pf1 : r0 + 1;
-    const int64_t n_iters = nx->kpad / AWQ_ITK;
-    const int64_t it0 = r0 * (int64_t)nx->kw, it1 = r1 * (int64_t)nx->kw;
-    if (it0 >= n_iters)
-        return pf;
-    const int64_t it_end = it1 < n_iters ? it1 : n_iters;
-    const int64_t w_it = AWQ_ITK / 64 * 32 * 16;                 /* bytes per iteration, m-tile */
-    const int64_t m_it = AWQ_ITK / nx->group * 8 * 2 * 4;
-    pf.w = (const char *)nx->wq;
-    pf.m = (const char *)nx->meta;
-    pf.w_stride = n_iters * w_it;
-    pf.m_stride = n_iters * m_it;
-    pf.w_off = (int)(it0 * w_it);
-    pf.w_len = (int)((it_end - it0) * w_it);
-    pf.m_off = (int)(it0 * m_it);
-    pf.m_len = (int)((it_end - it0) * m_it);
-    pf.n = (int)nx->n_mtiles;
-    return pf;
-}
-
 template <int GROUP, int NT, int KW, bool GLU>
 static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
 {
     const int xstride = awq_xs_words(l->kpad);
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
-    const awq_pf pf = prefetch_args(ctx, l);
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
         awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
                    KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
-                   (int)l->kpad, xstride, pf);
+                   (int)l->kpad, xstride);
         return;
     }
     awq_launch(ctx, gemv_fn<GROUP, NT, KW, false, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
-               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0, pf);
+               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0);
 }
 
 template <int GROUP, int NT, bool GLU = false>
@@ -1078,11 +1006,4 @@ extern "C" llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda
         return st;
     launch_gemv<128, 1, true>(ctx, l, y, x, n);
     return check_launch(err, "awq_gemv_kernel (SwiGLU)");
-}
-
-extern "C" void awq_cuda_set_prefetch(awq_cuda_ctx *ctx, awq_cuda_linear *l,
-                                      const awq_cuda_linear *next)
-{
-    (void)ctx;
-    l->pf_next = next;
 }

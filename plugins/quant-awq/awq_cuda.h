@@ -72,10 +72,6 @@ llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda_linear *l,
 int32_t awq_cuda_fused_max_rows(const awq_cuda_ctx *ctx, const awq_cuda_linear *l,
                                 uint32_t flags);
 
-/* While its GEMV waits for its input, l pulls part of next's weights into L2 (quant.h
- * linear_set_prefetch; NULL: none). A hint: results do not change. */
-void awq_cuda_set_prefetch(awq_cuda_ctx *ctx, awq_cuda_linear *l, const awq_cuda_linear *next);
-
 /* Device bytes the linear occupies (for load reports). */
 uint64_t awq_cuda_bytes(const awq_cuda_linear *l);
 

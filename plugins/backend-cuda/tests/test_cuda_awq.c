@@ -362,58 +362,6 @@ START_TEST(test_awq_swiglu)
 }
 END_TEST
 
-/* A linear that prefetches another's weights into L2 while it waits (linear_set_prefetch)
- * computes bit for bit what it computes without, whatever rounds of the other's iterations
- * it prefetches (the default, all of them clipped to the linear, none past its end), and so
- * does the prefetched linear. */
-START_TEST(test_awq_prefetch)
-{
-    static const char *tunes[] = {NULL, "pf0=0,pf1=100", "pf0=50"};
-    llmrt_error err = {0};
-    at_linear la = at_linear_random(4096, 4096, 128, 41), lb = at_linear_random(4096, 6144, 128, 42);
-    at_ckpt *ck = at_ckpt_new();
-    at_linear_add(ck, "a", &la);
-    at_linear_add(ck, "b", &lb);
-    const llmrt_quant_vtable *qv = at_awq();
-    ck_assert_ptr_nonnull(qv->linear_set_prefetch);
-    if (tunes[_i])
-        setenv("LLMRT_AWQ_TUNE", tunes[_i], 1);
-    llmrt_quant *q = at_quant(&CT.cuda, 128);
-    unsetenv("LLMRT_AWQ_TUNE");
-    llmrt_qlinear *a = NULL, *b = NULL;
-    CT_OK(qv->linear_load(q, at_ckpt_view(ck), "a", 4096, 4096, &a, &err));
-    CT_OK(qv->linear_load(q, at_ckpt_view(ck), "b", 4096, 6144, &b, &err));
-    ct_rng r = {43};
-    float *xh = ct_rand_f32(&r, 4096, -1, 1);
-    float *x = ct_dup(&CT.cuda, xh, 4096 * 4), *ya = ct_alloc(&CT.cuda, 4096 * 4);
-    float *yb = ct_alloc(&CT.cuda, 6144 * 4);
-    float *want[2] = {malloc(4096 * 4), malloc(6144 * 4)}, *got = malloc(6144 * 4);
-    for (int linked = 0; linked < 2; linked++) {
-        if (linked)
-            qv->linear_set_prefetch(q, a, b);
-        ct_poison(&CT.cuda, ya, 4096);
-        ct_poison(&CT.cuda, yb, 6144);
-        CT_OK(qv->linear_forward(q, a, ya, x, 1, &err));
-        CT_OK(qv->linear_forward(q, b, yb, ya, 1, &err));
-        for (int o = 0; o < 2; o++) {
-            const size_t n = o ? 6144 : 4096;
-            ct_download(&CT.cuda, linked ? got : want[o], o ? yb : ya, n * 4);
-            if (linked)
-                ct_assert_close(got, want[o], n, 0.0, o ? "prefetched linear" : "prefetching linear");
-        }
-    }
-    qv->linear_set_prefetch(q, a, NULL);
-    qv->linear_free(q, a);
-    qv->linear_free(q, b);
-    qv->destroy(q);
-    ct_free(&CT.cuda, x), ct_free(&CT.cuda, ya), ct_free(&CT.cuda, yb);
-    free(xh), free(want[0]), free(want[1]), free(got);
-    at_ckpt_free(ck);
-    at_linear_free(&la);
-    at_linear_free(&lb);
-}
-END_TEST
-
 int main(void)
 {
     ct_open(1);
@@ -425,7 +373,6 @@ int main(void)
     tcase_add_loop_test(tc, test_awq_fused, 0, 3);
     tcase_add_loop_test(tc, test_awq_configs, 0, 6);
     tcase_add_loop_test(tc, test_awq_swiglu, 0, (int)(sizeof glu_cases / sizeof *glu_cases));
-    tcase_add_loop_test(tc, test_awq_prefetch, 0, 3);
     suite_add_tcase(s, tc);
     int rc = ct_run(s);
     ct_close();
