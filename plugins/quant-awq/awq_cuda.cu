@@ -52,7 +52,6 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-    int rb;     /* force row blocks per block (1, 3 or 24 / kw; see choose_rb) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -73,7 +72,6 @@ struct awq_cuda_linear {
     int64_t kpad, outp;       /* padded inputs and rows */
     int64_t n_mtiles;
     int kw;                   /* K-splitting warps per block */
-    int rb;                   /* row blocks per block of the decode kernel (choose_rb) */
     uint32_t *wq;             /* [n_mtiles][kpad/64][32][4] */
     uint32_t *meta;           /* [n_mtiles][kpad/group][8][2] */
     size_t wq_bytes, meta_bytes;
@@ -326,8 +324,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "rb") == 0)
-                ctx->tune.rb = v;
         }
     }
     *out = ctx;
@@ -349,7 +345,6 @@ extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
 }
 
 static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, int64_t n_iters);
-static int choose_rb(const awq_cuda_ctx *ctx, int kw, int64_t group, int64_t n_rb);
 
 extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_part *parts,
                                             int32_t n_parts, int64_t in, int64_t group,
@@ -392,7 +387,6 @@ extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_pa
     l->wq_bytes = (size_t)l->n_mtiles * (size_t)(l->kpad / 16) * 32 * sizeof(uint32_t);
     l->meta_bytes = (size_t)l->n_mtiles * (size_t)(l->kpad / group) * 8 * 2 * sizeof(uint32_t);
     l->kw = choose_kw(ctx, l->group, l->n_mtiles / AWQ_MT, l->kpad / AWQ_ITK);
-    l->rb = choose_rb(ctx, l->kw, l->group, l->n_mtiles / AWQ_MT);
 
     cudaError_t e;
     void *wq = NULL, *meta = NULL;
@@ -674,14 +668,10 @@ __device__ __forceinline__ float awq_red_sum(const float (&red)[KW > 1 ? KW : 1]
     return s;
 }
 
-/* Kernel 2 (default). Row block mb = 32 rows (two m-tiles); its KW warps take the K
- * iterations w, w + KW, ...; their partial sums meet in shared memory and are added in warp
- * order. y [n, out]. A block holds RB row blocks (RB x KW warps) that share one staged x:
- * every block reads all of x from L2, so at decode the staging traffic is blocks x 16 KB —
- * 12.6 MB for the 768 row blocks of Qwen3-8B's gate/up, as much as a quarter of its
- * weights, and a per-block trace on the H200 put its staging at 1.8 us (p90 3.7) of 12.5
- * after the wait. */
-template <int GROUP, int NT, int KW, bool SX, bool GLU, int RB = 1>
+/* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
+ * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
+ * warp order. y [n, out]. */
+template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
@@ -689,13 +679,10 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 {
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
-    __shared__ float red[RB][KW > 1 ? KW : 1][NV][32];
+    __shared__ float red[KW > 1 ? KW : 1][NV][32];
 
-    const int lane = threadIdx.x & 31, rb = (threadIdx.x >> 5) / KW, w = (threadIdx.x >> 5) % KW;
-    const int gt = threadIdx.x - rb * KW * 32; /* thread index within the row block's warps */
-    const int mb = blockIdx.x * RB + rb;
-    /* a last block may hold fewer row blocks: the others' warps only join its barriers */
-    const bool live = RB == 1 || mb < (GLU ? out / 32 : (out + 31) / 32);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int mb = blockIdx.x;
     const int g = lane >> 2, t = lane & 3;
     const int n_iters = kpad / AWQ_ITK;
     const int64_t n_super = kpad / 64; /* 16-byte loads per lane per m-tile over all of K */
@@ -722,7 +709,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     /* the first weights are in flight before the wait for the kernel that writes x */
     uint4 wv[AWQ_MT][LD_IT], wv2[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI], mv2[AWQ_MT][GPI];
-    int it = live ? w : n_iters;
+    int it = w;
     if (it < n_iters)
         awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
     if (DB && it + KW < n_iters)
@@ -736,7 +723,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     extern __shared__ uint32_t awq_xs[];
     if constexpr (SX) {
         const int kq = kpad / 4;
-        for (int i = threadIdx.x; i < n * kq; i += RB * KW * 32) {
+        for (int i = threadIdx.x; i < n * kq; i += KW * 32) {
             const int tok = i / kq, c = i - tok * kq;
             float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (4 * c < in)
@@ -794,19 +781,19 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int c = 0; c < 4; c++)
-                    red[rb][w][(mt * NT + nt) * 4 + c][lane] = acc[mt][nt][c];
+                    red[w][(mt * NT + nt) * 4 + c][lane] = acc[mt][nt][c];
         __syncthreads();
         if constexpr (GLU) { /* per token 16 outputs: gate row 16 mb + i with up row out/2 + ... */
             static_assert(NT == 1, "GLU: decode kernel only");
             const int half = out / 2;
-            for (int idx = gt; live && idx < n * 16; idx += KW * 32) {
+            for (int idx = threadIdx.x; idx < n * 16; idx += KW * 32) {
                 const int tok = idx >> 4, i = idx & 15;
-                const float gate = awq_red_sum<KW, NV>(red[rb], i, tok);
-                const float up = awq_red_sum<KW, NV>(red[rb], 16 + i, tok);
+                const float gate = awq_red_sum<KW, NV>(red, i, tok);
+                const float up = awq_red_sum<KW, NV>(red, 16 + i, tok);
                 y[(int64_t)tok * half + mb * 16 + i] = gate / (1.0f + expf(-gate)) * up;
             }
         } else {
-            for (int idx = gt; idx < NV * 32; idx += KW * 32) {
+            for (int idx = threadIdx.x; idx < NV * 32; idx += KW * 32) {
                 const int ln = idx & 31, v = idx >> 5;
                 const int c = v & 3, nt = (v >> 2) % NT, mt = (v >> 2) / NT;
                 const int r = (mb * AWQ_MT + mt) * 16 + (ln >> 2) + (c >> 1) * 8;
@@ -816,7 +803,7 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
                 float s = 0.0f;
 #pragma unroll
                 for (int k = 0; k < KW; k++)
-                    s += red[rb][k][v][ln];
+                    s += red[k][v][ln];
                 y[(int64_t)col * out + r] = s;
             }
         }
@@ -834,48 +821,27 @@ awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32
     awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
-template <int KW, bool SX, bool GLU, int RB>
-__global__ void __launch_bounds__(RB * KW * 32, 24 / (RB * KW))
+template <int KW, bool SX, bool GLU>
+__global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
                        int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, GLU, RB>(y, x, wq, meta, n, out, in, kpad, xstride);
+    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
                             int, int, int);
 
-/* The kernel function for (GROUP, NT, KW, SX, GLU, RB). SX (x staged in shared memory) exists
- * for the decode shapes, NT = 1; GLU for those at groups of 128; RB > 1 for the capped ones. */
-template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false, int RB = 1>
-static awq_gemv_fn gemv_fn()
+/* The kernel function for (GROUP, NT, KW, SX, GLU). SX (x staged in shared memory) exists for
+ * the decode shapes, NT = 1; GLU for those at groups of 128. */
+template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false> static awq_gemv_fn gemv_fn()
 {
     static_assert(!GLU || (GROUP == 128 && NT == 1), "GLU: decode at g128 only");
-    if constexpr (GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8) {
-        static_assert(24 % (RB * KW) == 0, "capped kernel: RB x KW warps divide 24");
-        return awq_gemv_capped_kernel<KW, SX, GLU, RB>;
-    } else {
-        static_assert(RB == 1, "row blocks per block: capped kernels only");
+    if constexpr (GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8)
+        return awq_gemv_capped_kernel<KW, SX, GLU>;
+    else
         return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1, GLU>;
-    }
-}
-
-/* Row blocks per block for the decode kernel of a linear with n_rb row blocks at KW
- * K-splitting warps: the most (24 / KW, else 3) that still leave about one block per SM, so
- * blocks share one staged x; 1 where that would idle SMs (q/k/v's 192 row blocks) and for
- * the uncapped kernels. Occupancy is unchanged: RB x KW warps divide the 24 per SM. */
-static int choose_rb(const awq_cuda_ctx *ctx, int kw, int64_t group, int64_t n_rb)
-{
-    if (group != 128 || kw < 2 || kw > 8)
-        return 1;
-    if (ctx->tune.rb > 0)
-        return ctx->tune.rb == 3 || ctx->tune.rb == 24 / kw ? ctx->tune.rb : 1;
-    const int cands[2] = {24 / kw, 3};
-    for (int i = 0; i < 2; i++)
-        if (cands[i] > 1 && (n_rb + cands[i] - 1) / cands[i] >= (int64_t)ctx->sm_count * 95 / 100)
-            return cands[i];
-    return 1;
 }
 
 
@@ -934,16 +900,6 @@ static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, i
     }
 }
 
-template <int GROUP, int NT, int KW, bool GLU, int RB>
-static void launch_gemv_staged(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
-                               const float *x, int n, int xstride, size_t xs_bytes)
-{
-    const int64_t n_rb = l->n_mtiles / AWQ_MT;
-    awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU, RB>(), (unsigned)((n_rb + RB - 1) / RB),
-               RB * KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
-               (int)l->kpad, xstride);
-}
-
 template <int GROUP, int NT, int KW, bool GLU>
 static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
@@ -951,18 +907,9 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
     const int xstride = awq_xs_words(l->kpad);
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
-        if constexpr (GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8) {
-            if (l->rb == 3 && 24 % (3 * KW) == 0) {
-                launch_gemv_staged<GROUP, NT, KW, GLU, (24 % (3 * KW) == 0 ? 3 : 1)>(
-                    ctx, l, y, x, n, xstride, xs_bytes);
-                return;
-            }
-            if (l->rb == 24 / KW) {
-                launch_gemv_staged<GROUP, NT, KW, GLU, 24 / KW>(ctx, l, y, x, n, xstride, xs_bytes);
-                return;
-            }
-        }
-        launch_gemv_staged<GROUP, NT, KW, GLU, 1>(ctx, l, y, x, n, xstride, xs_bytes);
+        awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
+                   KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
+                   (int)l->kpad, xstride);
         return;
     }
     awq_launch(ctx, gemv_fn<GROUP, NT, KW, false, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
