@@ -45,7 +45,6 @@ typedef struct cuda_tune {
     int att_win;  /* decode attention: KB of K/V each block stages before its wait (-1: none) */
     int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
     int copy_kernel; /* -1: every copy on the copy engine (cuda_copy.cu) */
-    int l2_normal;   /* 1: GEMV weights with the default L2 policy, not evict_first */
 } cuda_tune;
 
 struct llmrt_backend {

@@ -70,27 +70,13 @@ __device__ __forceinline__ uint4 ldg16(const void *p)
     return __ldg(reinterpret_cast<const uint4 *>(p));
 }
 
-/* An L2 cache policy for streamed weights: evict_first (first = 1) lets the gigabytes of
- * weights a decode step streams pass through L2 without evicting what the step reuses (the
- * KV cache, activations, norm weights); evict_normal is the default behaviour. */
-__device__ __forceinline__ uint64_t l2_stream_policy(int first)
-{
-    uint64_t p;
-    if (first)
-        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-    else
-        asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
-
-/* 16-byte load that streams past L1 (data read exactly once: GEMV weights), with an L2
- * policy from l2_stream_policy. */
-__device__ __forceinline__ uint4 ld_stream16(const void *p, uint64_t pol)
+/* 16-byte load that streams past L1 (data read exactly once: GEMV weights). */
+__device__ __forceinline__ uint4 ld_stream16(const void *p)
 {
     uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p), "l"(pol));
+                 : "l"(p));
     return r;
 }
 

@@ -21,10 +21,9 @@
 template <typename T, int N, int R>
 __global__ void __launch_bounds__(GEMV_WARPS * 32)
 gemv_vec_kernel(float *__restrict__ y, const float *__restrict__ x, const T *__restrict__ w,
-                int32_t out, int32_t in, int l2_first)
+                int32_t out, int32_t in)
 {
     constexpr int VEC = 16 / sizeof(T);
-    const uint64_t pol = l2_stream_policy(l2_first);
     pdl_wait();
     pdl_trigger();
     const int lane = threadIdx.x & 31;
@@ -51,7 +50,7 @@ gemv_vec_kernel(float *__restrict__ y, const float *__restrict__ x, const T *__r
         for (int u = 0; u < GEMV_UNROLL; u++)
 #pragma unroll
             for (int r = 0; r < R; r++)
-                wv[u][r] = ld_stream16(wr[r] + k + u * step, pol);
+                wv[u][r] = ld_stream16(wr[r] + k + u * step);
 #pragma unroll
         for (int u = 0; u < GEMV_UNROLL; u++) {
             const int kk = k + u * step;
@@ -88,7 +87,7 @@ gemv_vec_kernel(float *__restrict__ y, const float *__restrict__ x, const T *__r
 #pragma unroll
         for (int r = 0; r < R; r++) {
             float wf[VEC];
-            vec_to_f32<T>(ld_stream16(wr[r] + k, pol), wf);
+            vec_to_f32<T>(ld_stream16(wr[r] + k), wf);
 #pragma unroll
             for (int j = 0; j < N; j++)
 #pragma unroll
@@ -146,8 +145,7 @@ static void launch_gemv_n(const llmrt_backend *s, float *y, const float *x, cons
 {
     constexpr int R = N >= 4 ? 4 : 2; /* more rows per warp at larger n: x reuse from registers */
     const unsigned blocks = (unsigned)ceil_div64(out, (int64_t)GEMV_WARPS * R);
-    cuda_launch(s, gemv_vec_kernel<T, N, R>, blocks, GEMV_WARPS * 32, 0, y, x, w, out, in,
-                s->tune.l2_normal ? 0 : 1);
+    cuda_launch(s, gemv_vec_kernel<T, N, R>, blocks, GEMV_WARPS * 32, 0, y, x, w, out, in);
 }
 
 template <typename T>

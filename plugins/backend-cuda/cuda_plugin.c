@@ -205,8 +205,6 @@ static void parse_tune(const llmrt_host *host, cuda_tune *t)
             t->att_win = v;
         else if (strcmp(tok, "copy_k") == 0)
             t->copy_kernel = v;
-        else if (strcmp(tok, "l2") == 0)
-            t->l2_normal = v == 0;
         else if (strcmp(tok, "sample_full") == 0)
             t->sample_full = v;
         else if (host && host->log)

@@ -52,9 +52,6 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-    int l2n;    /* 1 (l2=0): weights with the default L2 policy, not evict_first */
-    int mh;     /* experiment: 1 = meta loads with the policy too */
-    int nh;     /* experiment: 1 = weights loaded without a policy */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -327,12 +324,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "l2") == 0)
-                ctx->tune.l2n = v == 0;
-            else if (strcmp(tok, "mh") == 0)
-                ctx->tune.mh = v;
-            else if (strcmp(tok, "nh") == 0)
-                ctx->tune.nh = v;
         }
     }
     *out = ctx;
@@ -532,42 +523,12 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t *>(&h); }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2 *>(&u); }
 
-/* The L2 policy for the weights: evict_first (first = 1) lets the step's 4.7 GB of weights
- * pass through L2 without evicting what it reuses (KV cache, activations); else the default. */
-__device__ __forceinline__ uint64_t awq_l2_policy(int first)
-{
-    uint64_t p;
-    if (first)
-        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-    else
-        asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
-
-__device__ __forceinline__ uint4 ld_stream16(const void *p, uint64_t pol)
-{
-    uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p), "l"(pol));
-    return r;
-}
-
-__device__ __forceinline__ uint4 ld_stream16_plain(const void *p)
+__device__ __forceinline__ uint4 ld_stream16(const void *p)
 {
     uint4 r;
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                  : "l"(p));
-    return r;
-}
-
-__device__ __forceinline__ uint2 ld_meta8(const uint2 *p, uint64_t pol)
-{
-    uint2 r;
-    asm volatile("ld.global.nc.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
-                 : "=r"(r.x), "=r"(r.y)
-                 : "l"(p), "l"(pol));
     return r;
 }
 
@@ -581,22 +542,19 @@ template <int GROUP>
 __device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
                                               uint2 (&m)[AWQ_MT][AWQ_ITK / GROUP],
                                               const uint4 *const (&wbase)[AWQ_MT],
-                                              const uint2 *const (&mbase)[AWQ_MT], int it,
-                                              uint64_t pol, int mhint = 1)
+                                              const uint2 *const (&mbase)[AWQ_MT], int it)
 {
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
 #pragma unroll
     for (int mt = 0; mt < AWQ_MT; mt++)
 #pragma unroll
         for (int c = 0; c < LD_IT; c++)
-            w[mt][c] = (mhint & 2) ? ld_stream16_plain(wbase[mt] + (int64_t)(it * LD_IT + c) * 32)
-                                   : ld_stream16(wbase[mt] + (int64_t)(it * LD_IT + c) * 32, pol);
+            w[mt][c] = ld_stream16(wbase[mt] + (int64_t)(it * LD_IT + c) * 32);
 #pragma unroll
     for (int mt = 0; mt < AWQ_MT; mt++)
 #pragma unroll
         for (int gi = 0; gi < GPI; gi++)
-            m[mt][gi] = (mhint & 1) ? ld_meta8(mbase[mt] + (int64_t)(it * GPI + gi) * 8, pol)
-                              : __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
+            m[mt][gi] = __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
 }
 
 /* Word of the staged x row holding input pair p (inputs 2p, 2p + 1): per k-tile of 16 inputs
@@ -717,9 +675,8 @@ template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
-                                              int in, int kpad, int xstride, int l2_first)
+                                              int in, int kpad, int xstride)
 {
-    const uint64_t pol = awq_l2_policy(l2_first & 1);
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
     __shared__ float red[KW > 1 ? KW : 1][NV][32];
@@ -754,9 +711,9 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     uint2 mv[AWQ_MT][GPI], mv2[AWQ_MT][GPI];
     int it = w;
     if (it < n_iters)
-        awq_load_iter<GROUP>(wv, mv, wbase, mbase, it, pol, l2_first >> 1);
+        awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
     if (DB && it + KW < n_iters)
-        awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW, pol, l2_first >> 1);
+        awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW);
     pdl_wait();
     pdl_trigger();
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
@@ -790,18 +747,18 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
         awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
         if constexpr (DB) { /* refill the set just used, then compute the other */
             if (it + 2 * KW < n_iters)
-                awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW, pol, l2_first >> 1);
+                awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
             it += KW;
             if (it >= n_iters)
                 break;
             awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
             if (it + 2 * KW < n_iters)
-                awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW, pol, l2_first >> 1);
+                awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
             it += KW;
         } else {
             it += KW;
             if (it < n_iters)
-                awq_load_iter<GROUP>(wv, mv, wbase, mbase, it, pol, l2_first >> 1);
+                awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
         }
     }
 
@@ -859,23 +816,22 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
-                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride,
-                int l2_first)
+                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride, l2_first);
+    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 template <int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                       int out, int in, int kpad, int xstride, int l2_first)
+                       int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride, l2_first);
+    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
-                            int, int, int, int);
+                            int, int, int);
 
 /* The kernel function for (GROUP, NT, KW, SX, GLU). SX (x staged in shared memory) exists for
  * the decode shapes, NT = 1; GLU for those at groups of 128. */
@@ -944,7 +900,6 @@ static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, i
     }
 }
 
-#define L2ARG ((ctx->tune.l2n ? 0 : 1) | (ctx->tune.mh ? 2 : 0) | (ctx->tune.nh ? 4 : 0))
 template <int GROUP, int NT, int KW, bool GLU>
 static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                            const float *x, int n)
@@ -954,12 +909,11 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
         awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
                    KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
-                   (int)l->kpad, xstride, L2ARG);
+                   (int)l->kpad, xstride);
         return;
     }
     awq_launch(ctx, gemv_fn<GROUP, NT, KW, false, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
-               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0,
-               L2ARG);
+               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0);
 }
 
 template <int GROUP, int NT, bool GLU = false>
