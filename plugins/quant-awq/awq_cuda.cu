@@ -722,31 +722,15 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
      * conversions */
     extern __shared__ uint32_t awq_xs[];
     if constexpr (SX) {
-        /* each thread has SXU of its 16-byte loads in flight before it converts and stores any
-         * (one L2 round trip per SXU chunks, not one per chunk) */
-        constexpr int SXU = 4;
         const int kq = kpad / 4;
-        for (int tok = 0; tok < n; tok++) {
-            const float *xr = x + (int64_t)tok * in;
+        for (int i = threadIdx.x; i < n * kq; i += KW * 32) {
+            const int tok = i / kq, c = i - tok * kq;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (4 * c < in)
+                v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)tok * in + 4 * c));
             uint32_t *row = awq_xs + tok * xstride;
-            for (int c0 = threadIdx.x; c0 < kq; c0 += SXU * KW * 32) {
-                float4 v[SXU];
-#pragma unroll
-                for (int u = 0; u < SXU; u++) {
-                    const int c = c0 + u * KW * 32;
-                    v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                    if (4 * c < in)
-                        v[u] = __ldg(reinterpret_cast<const float4 *>(xr + 4 * c));
-                }
-#pragma unroll
-                for (int u = 0; u < SXU; u++) {
-                    const int c = c0 + u * KW * 32;
-                    if (c < kq) {
-                        row[awq_stage_word(2 * c)] = h2_bits(__floats2half2_rn(v[u].x, v[u].y));
-                        row[awq_stage_word(2 * c + 1)] = h2_bits(__floats2half2_rn(v[u].z, v[u].w));
-                    }
-                }
-            }
+            row[awq_stage_word(2 * c)] = h2_bits(__floats2half2_rn(v.x, v.y));
+            row[awq_stage_word(2 * c + 1)] = h2_bits(__floats2half2_rn(v.z, v.w));
         }
         __syncthreads();
     }
