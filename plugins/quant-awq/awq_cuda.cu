@@ -330,8 +330,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
     return LLMRT_OK;
 }
 
-static void awq_trace_print(void);
-
 extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
 {
     if (!ctx)
