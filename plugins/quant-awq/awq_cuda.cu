@@ -725,8 +725,9 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     if (pw) {
         const int nit = it + (DB ? 2 : 1) * KW;
         if (nit < n_iters) {
-            const int mt = lane >> 4;
-            const char *line = reinterpret_cast<const char *>(wbase[mt] - lane) +
+            static_assert(AWQ_MT == 2, "one m-tile per half warp");
+            const uint4 *wb = (lane >> 4) ? wbase[1] : wbase[0]; /* no dynamic register index */
+            const char *line = reinterpret_cast<const char *>(wb - lane) +
                                (int64_t)nit * LD_IT * 32 * 16 + (lane & 15) * 128;
             asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
         }
