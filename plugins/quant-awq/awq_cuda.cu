@@ -52,7 +52,6 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-    int two;    /* -1 (two=0): one mma chain per group in the 16-warp decode kernel */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -325,8 +324,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "two") == 0)
-                ctx->tune.two = v > 0 ? 1 : -1;
         }
     }
     *out = ctx;
@@ -572,7 +569,7 @@ __device__ __forceinline__ int awq_stage_word(int p)
 /* acc += the iteration's weights (w, m) times x [n, in] at inputs it * AWQ_ITK ... Each lane
  * holds, per m-tile and n-tile, the C fragment: rows r0 = 16 mt + g and r0 + 8, tokens
  * 8 nt + 2 t and + 1. */
-template <int GROUP, int NT, bool SX = false, bool TWO = false>
+template <int GROUP, int NT, bool SX = false>
 __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
                                                  const uint4 (&wv)[AWQ_MT][AWQ_ITK / 64],
                                                  const uint2 (&mv)[AWQ_MT][AWQ_ITK / GROUP],
@@ -587,8 +584,7 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
     const __half2 h960 = __float2half2_rn(960.0f);
 #pragma unroll
     for (int gi = 0; gi < GPI; gi++) {
-        /* TWO: odd k-tiles accumulate into a second set, halving the chain of dependent mma */
-        float pacc[AWQ_MT][NT][4], pacc2[AWQ_MT][NT][4];
+        float pacc[AWQ_MT][NT][4];
         __half2 zlo[AWQ_MT], nzhi[AWQ_MT];
 #pragma unroll
         for (int mt = 0; mt < AWQ_MT; mt++) {
@@ -599,7 +595,7 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int c = 0; c < 4; c++)
-                    pacc[mt][nt][c] = pacc2[mt][nt][c] = 0.0f;
+                    pacc[mt][nt][c] = 0.0f;
         }
 #pragma unroll
         for (int kk = 0; kk < KPG; kk++) {
@@ -635,22 +631,9 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
                 a[2] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 2)), zlo[mt]));
                 a[3] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 3)), sixteenth, nzhi[mt]));
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    if (TWO && (kk & 1))
-                        mma_16816(pacc2[mt][nt], a, b[nt][0], b[nt][1]);
-                    else
-                        mma_16816(pacc[mt][nt], a, b[nt][0], b[nt][1]);
-                }
-            }
-        }
-        if constexpr (TWO) {
-#pragma unroll
-            for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
                 for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                    for (int c = 0; c < 4; c++)
-                        pacc[mt][nt][c] += pacc2[mt][nt][c];
+                    mma_16816(pacc[mt][nt], a, b[nt][0], b[nt][1]);
+            }
         }
         /* the group's scales, in f32 */
 #pragma unroll
@@ -688,7 +671,7 @@ __device__ __forceinline__ float awq_red_sum(const float (&red)[KW > 1 ? KW : 1]
 /* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
  * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
  * warp order. y [n, out]. */
-template <int GROUP, int NT, int KW, bool SX, bool GLU, bool TWOC = true>
+template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
@@ -723,8 +706,6 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
      * scale registers) it would spill, and with x read from global memory (n = 4..8) it was
      * ~4% slower. */
     constexpr bool DB = KW == 16 && NT == 1 && GROUP == 128 && SX;
-    /* two mma chains per group where registers allow (the uncapped 16-warp decode kernel) */
-    constexpr bool TWO = DB && TWOC;
     /* the first weights are in flight before the wait for the kernel that writes x */
     uint4 wv[AWQ_MT][LD_IT], wv2[AWQ_MT][LD_IT];
     uint2 mv[AWQ_MT][GPI], mv2[AWQ_MT][GPI];
@@ -763,14 +744,14 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
     while (it < n_iters) {
-        awq_compute_iter<GROUP, NT, SX, TWO>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
+        awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
         if constexpr (DB) { /* refill the set just used, then compute the other */
             if (it + 2 * KW < n_iters)
                 awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
             it += KW;
             if (it >= n_iters)
                 break;
-            awq_compute_iter<GROUP, NT, SX, TWO>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
+            awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
             if (it + 2 * KW < n_iters)
                 awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
             it += KW;
@@ -832,12 +813,12 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 /* The kernel: with a register cap where ptxas then still needs no spills (decode at g128,
  * 2..8 warps: 80 registers, 24 warps per SM; sm_90 -Xptxas -v), else ptxas's own choice (a
  * minimum block count there makes it take every register it may). */
-template <int GROUP, int NT, int KW, bool SX, bool GLU, bool TWOC = true>
+template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
                 const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX, GLU, TWOC>(y, x, wq, meta, n, out, in, kpad, xstride);
+    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 template <int KW, bool SX, bool GLU>
@@ -926,11 +907,7 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
     const int xstride = awq_xs_words(l->kpad);
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
-        awq_gemv_fn k = gemv_fn<GROUP, NT, KW, true, GLU>();
-        if constexpr (KW == 16 && GROUP == 128 && NT == 1)
-            if (ctx->tune.two < 0)
-                k = awq_gemv_kernel<GROUP, NT, KW, true, GLU, false>;
-        awq_launch(ctx, k, (unsigned)(l->n_mtiles / AWQ_MT),
+        awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
                    KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
                    (int)l->kpad, xstride);
         return;
