@@ -707,15 +707,21 @@ __device__ __forceinline__ float awq_red_sum(const float (&red)[KW > 1 ? KW : 1]
 /* One staging pass of a warp: token tok's inputs [128 pass, 128 pass + 128) (32 float4, one
  * per lane) into the staged row as f16 pairs; with OFS, the group's sum of the f16 values
  * into xsum [pass][8] (slots n..7 repeat token 0's, as the B columns past n do). */
-template <bool OFS>
-__device__ __forceinline__ void awq_stage_pass(uint32_t *xs, float *xsum, const float *__restrict__ x,
-                                               int tok, int pass, int n, int in, int xstride,
-                                               int lane)
+__device__ __forceinline__ float4 awq_stage_load(const float *__restrict__ x, int tok, int pass,
+                                                 int in, int lane)
 {
     const int c = pass * 32 + lane;
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (4 * c < in)
         v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)tok * in + 4 * c));
+    return v;
+}
+
+template <bool OFS>
+__device__ __forceinline__ void awq_stage_pass(uint32_t *xs, float *xsum, float4 v, int tok,
+                                               int pass, int n, int xstride, int lane)
+{
+    const int c = pass * 32 + lane;
     const __half2 h0 = __floats2half2_rn(v.x, v.y), h1 = __floats2half2_rn(v.z, v.w);
     uint32_t *row = xs + tok * xstride;
     row[awq_stage_word(2 * c)] = h2_bits(h0);
@@ -741,8 +747,10 @@ __device__ __forceinline__ void awq_stage_iter(uint32_t *xs, float *xsum, const 
                                                int it, int n, int in, int xstride, int lane)
 {
     for (int tok = 0; tok < n; tok++) {
-        awq_stage_pass<OFS>(xs, xsum, x, tok, 2 * it, n, in, xstride, lane);
-        awq_stage_pass<OFS>(xs, xsum, x, tok, 2 * it + 1, n, in, xstride, lane);
+        const float4 v0 = awq_stage_load(x, tok, 2 * it, in, lane);
+        const float4 v1 = awq_stage_load(x, tok, 2 * it + 1, in, lane);
+        awq_stage_pass<OFS>(xs, xsum, v0, tok, 2 * it, n, xstride, lane);
+        awq_stage_pass<OFS>(xs, xsum, v1, tok, 2 * it + 1, n, xstride, lane);
     }
 }
 
@@ -816,10 +824,22 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             }
             __syncthreads();
         } else if (ws == 0) { /* OFS, block-wide: warp w takes passes w, w + KW, ... */
-            const int ppt = kpad / 128;
-#pragma unroll 2
-            for (int i = w; i < n * ppt; i += KW)
-                awq_stage_pass<OFS>(awq_xs, xsum, x, i / ppt, i % ppt, n, in, xstride, lane);
+            const int ppt = kpad / 128, total = n * ppt;
+            for (int i0 = w; i0 < total; i0 += 4 * KW) { /* four loads in flight */
+                float4 v[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const int i = i0 + u * KW;
+                    v[u] = i < total ? awq_stage_load(x, i / ppt, i % ppt, in, lane)
+                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const int i = i0 + u * KW;
+                    if (i < total)
+                        awq_stage_pass<OFS>(awq_xs, xsum, v[u], i / ppt, i % ppt, n, xstride, lane);
+                }
+            }
             __syncthreads();
         } else { /* each warp its own iterations (ws = 2: the first now, the rest in turn) */
             for (int i = it; i < n_iters; i += KW) {
@@ -969,8 +989,8 @@ template <int GROUP, int KW, bool GLU> static awq_gemv_fn gemv_fn_opt(int opt)
         case 8: return gemv_fn<GROUP, 1, KW, true, GLU, 8>();
         case 1: return gemv_fn<GROUP, 1, KW, true, GLU, 1>();
         case 3: return gemv_fn<GROUP, 1, KW, true, GLU, 3>();
-        case 7: return gemv_fn<GROUP, 1, KW, true, GLU, 7>();
-        case 11: return gemv_fn<GROUP, 1, KW, true, GLU, 11>();
+        case 5: return gemv_fn<GROUP, 1, KW, true, GLU, 5>();
+        case 9: return gemv_fn<GROUP, 1, KW, true, GLU, 9>();
         default: return gemv_fn<GROUP, 1, KW, true, GLU, 0>();
         }
 }

@@ -241,7 +241,7 @@ START_TEST(test_awq_configs)
 {
     static const char *const tunes[] = {"kw=1", "kw=2", "kw=4", "kw=8", "kw=16", "sx=0,kw=4",
                                         "ws=1,kw=4", "ws=2,kw=16", "ofs=1,kw=8", "ofs=1,mh=1,kw=16",
-                                        "ofs=1,mh=1,ws=2,kw=4", "ofs=1,mh=1,ws=1,kw=2",
+                                        "ofs=1,ws=2,kw=4", "ofs=1,ws=1,kw=2",
                                         "ofs=1,kw=1"};
     const char *tune = tunes[_i];
     llmrt_error err = {0};
@@ -300,7 +300,7 @@ static const struct {
     {2048, 512, "kw=1"},       /* one warp per block (no split) */
     {2048, 512, "kw=4"},
     {2048, 512, "sx=0,kw=8"},  /* x from global memory */
-    {4096, 3072, "ofs=1,mh=1,ws=2"},
+    {4096, 3072, "ofs=1,ws=2"},
     {4096, 3072, "ofs=1,ws=1,kw=16"},
 };
 
