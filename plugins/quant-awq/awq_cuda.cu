@@ -52,9 +52,6 @@ typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
     int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
     int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-    int ws;     /* EXPERIMENT: 1 = each warp stages its own iterations' x; 2 = one at a time */
-    int ofs;    /* EXPERIMENT: raw 1024 + q through the mma, zero point per group via sum(x) */
-    int mh;     /* EXPERIMENT: w >> 8 as a mul.hi (FMA pipe) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -327,12 +324,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cu
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "ws") == 0)
-                ctx->tune.ws = v;
-            else if (strcmp(tok, "ofs") == 0)
-                ctx->tune.ofs = v;
-            else if (strcmp(tok, "mh") == 0)
-                ctx->tune.mh = v;
         }
     }
     *out = ctx;
@@ -578,17 +569,14 @@ __device__ __forceinline__ int awq_stage_word(int p)
 /* acc += the iteration's weights (w, m) times x [n, in] at inputs it * AWQ_ITK ... Each lane
  * holds, per m-tile and n-tile, the C fragment: rows r0 = 16 mt + g and r0 + 8, tokens
  * 8 nt + 2 t and + 1. */
-template <int GROUP, int NT, bool SX = false, int OPT = 0>
+template <int GROUP, int NT, bool SX = false>
 __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
                                                  const uint4 (&wv)[AWQ_MT][AWQ_ITK / 64],
                                                  const uint2 (&mv)[AWQ_MT][AWQ_ITK / GROUP],
                                                  const float *__restrict__ x, int it, int n,
                                                  int in, int g, int t,
-                                                 const uint32_t *xs = nullptr, int xstride = 0,
-                                                 const float *xsum = nullptr, uint32_t mulk = 0)
+                                                 const uint32_t *xs = nullptr, int xstride = 0)
 {
-    constexpr bool OFS = (OPT & 1) != 0, MH = (OPT & 2) != 0;
-    static_assert(!OFS || (NT == 1 && SX && GROUP == 128), "ofs: decode at g128 only");
     constexpr int KT_IT = AWQ_ITK / 16; /* k-tiles per iteration (16) */
     constexpr int GPI = AWQ_ITK / GROUP;
     constexpr int KPG = GROUP / 16;     /* k-tiles per group */
@@ -637,39 +625,15 @@ __device__ __forceinline__ void awq_compute_iter(float (&acc)[AWQ_MT][NT][4],
 #pragma unroll
             for (int mt = 0; mt < AWQ_MT; mt++) {
                 const uint32_t w = word_of(wv[mt][j / 4], j % 4);
-                const uint32_t wh = MH ? __umulhi(w, mulk) : (w >> 8);
                 uint32_t a[4];
-                if constexpr (OFS) { /* 1024 + q (r0), 1024 + 16 q (r1): removed per group */
-                    a[0] = awq_cl_frag_raw(w, 0);
-                    a[1] = awq_cl_frag_raw(w, 1);
-                    a[2] = awq_cl_frag_raw(wh, 0);
-                    a[3] = awq_cl_frag_raw(wh, 1);
-                } else {
-                    a[0] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 0)), zlo[mt]));
-                    a[1] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 1)), sixteenth, nzhi[mt]));
-                    a[2] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(wh, 0)), zlo[mt]));
-                    a[3] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(wh, 1)), sixteenth, nzhi[mt]));
-                }
+                a[0] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 0)), zlo[mt]));
+                a[1] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 1)), sixteenth, nzhi[mt]));
+                a[2] = h2_bits(__hsub2(bits_h2(awq_cl_frag_raw(w, 2)), zlo[mt]));
+                a[3] = h2_bits(__hfma2(bits_h2(awq_cl_frag_raw(w, 3)), sixteenth, nzhi[mt]));
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
                     mma_16816(pacc[mt][nt], a, b[nt][0], b[nt][1]);
             }
-        }
-        if constexpr (OFS) {
-            /* sum(x) of the group for tokens 2t, 2t + 1 (slots past n hold token 0's) */
-            const float2 sx = *reinterpret_cast<const float2 *>(xsum + (it * GPI + gi) * 8 + 2 * t);
-#pragma unroll
-            for (int mt = 0; mt < AWQ_MT; mt++) {
-                const float2 s = __half22float2(bits_h2(mv[mt][gi].x));
-                const float2 zz = __half22float2(bits_h2(mv[mt][gi].y)); /* 1024 + z */
-                const float c1 = fmaf(16.0f, zz.y, -15360.0f);           /* 1024 + 16 z */
-                const float s1 = 0.0625f * s.y;
-                acc[mt][0][0] = fmaf(s.x, fmaf(-zz.x, sx.x, pacc[mt][0][0]), acc[mt][0][0]);
-                acc[mt][0][1] = fmaf(s.x, fmaf(-zz.x, sx.y, pacc[mt][0][1]), acc[mt][0][1]);
-                acc[mt][0][2] = fmaf(s1, fmaf(-c1, sx.x, pacc[mt][0][2]), acc[mt][0][2]);
-                acc[mt][0][3] = fmaf(s1, fmaf(-c1, sx.y, pacc[mt][0][3]), acc[mt][0][3]);
-            }
-            continue;
         }
         /* the group's scales, in f32 */
 #pragma unroll
@@ -704,67 +668,15 @@ __device__ __forceinline__ float awq_red_sum(const float (&red)[KW > 1 ? KW : 1]
     return s;
 }
 
-/* One staging pass of a warp: token tok's inputs [128 pass, 128 pass + 128) (32 float4, one
- * per lane) into the staged row as f16 pairs; with OFS, the group's sum of the f16 values
- * into xsum [pass][8] (slots n..7 repeat token 0's, as the B columns past n do). */
-__device__ __forceinline__ float4 awq_stage_load(const float *__restrict__ x, int tok, int pass,
-                                                 int in, int lane)
-{
-    const int c = pass * 32 + lane;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (4 * c < in)
-        v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)tok * in + 4 * c));
-    return v;
-}
-
-template <bool OFS>
-__device__ __forceinline__ void awq_stage_pass(uint32_t *xs, float *xsum, float4 v, int tok,
-                                               int pass, int n, int xstride, int lane)
-{
-    const int c = pass * 32 + lane;
-    const __half2 h0 = __floats2half2_rn(v.x, v.y), h1 = __floats2half2_rn(v.z, v.w);
-    uint32_t *row = xs + tok * xstride;
-    row[awq_stage_word(2 * c)] = h2_bits(h0);
-    row[awq_stage_word(2 * c + 1)] = h2_bits(h1);
-    if constexpr (OFS) {
-        const float2 f0 = __half22float2(h0), f1 = __half22float2(h1);
-        float sum = (f0.x + f0.y) + (f1.x + f1.y);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (lane == 0) {
-            xsum[pass * 8 + tok] = sum;
-            if (tok == 0)
-                for (int j = n; j < 8; j++)
-                    xsum[pass * 8 + j] = sum;
-        }
-    }
-}
-
-/* A warp stages the x of its iteration it (both passes, every token). */
-template <bool OFS>
-__device__ __forceinline__ void awq_stage_iter(uint32_t *xs, float *xsum, const float *__restrict__ x,
-                                               int it, int n, int in, int xstride, int lane)
-{
-    for (int tok = 0; tok < n; tok++) {
-        const float4 v0 = awq_stage_load(x, tok, 2 * it, in, lane);
-        const float4 v1 = awq_stage_load(x, tok, 2 * it + 1, in, lane);
-        awq_stage_pass<OFS>(xs, xsum, v0, tok, 2 * it, n, xstride, lane);
-        awq_stage_pass<OFS>(xs, xsum, v1, tok, 2 * it + 1, n, xstride, lane);
-    }
-}
-
 /* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
  * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
  * warp order. y [n, out]. */
-template <int GROUP, int NT, int KW, bool SX, bool GLU, int OPT>
+template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
-                                              int in, int kpad, int xstride, uint32_t mulk)
+                                              int in, int kpad, int xstride)
 {
-    constexpr bool OFS = (OPT & 1) != 0;
-    constexpr int ws = (OPT & 4) ? 1 : (OPT & 8) ? 2 : 0;
     constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
     __shared__ float red[KW > 1 ? KW : 1][NV][32];
@@ -809,46 +721,18 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
      * reads its B fragment with one 8-byte shared load instead of two global loads and
      * conversions */
     extern __shared__ uint32_t awq_xs[];
-    float *xsum = reinterpret_cast<float *>(awq_xs + n * xstride); /* OFS: [kpad / 128][8] */
     if constexpr (SX) {
-        if (ws == 0 && !OFS) {
-            const int kq = kpad / 4;
-            for (int i = threadIdx.x; i < n * kq; i += KW * 32) {
-                const int tok = i / kq, c = i - tok * kq;
-                float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                if (4 * c < in)
-                    v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)tok * in + 4 * c));
-                uint32_t *row = awq_xs + tok * xstride;
-                row[awq_stage_word(2 * c)] = h2_bits(__floats2half2_rn(v.x, v.y));
-                row[awq_stage_word(2 * c + 1)] = h2_bits(__floats2half2_rn(v.z, v.w));
-            }
-            __syncthreads();
-        } else if (ws == 0) { /* OFS, block-wide: warp w takes passes w, w + KW, ... */
-            const int ppt = kpad / 128, total = n * ppt;
-            for (int i0 = w; i0 < total; i0 += 4 * KW) { /* four loads in flight */
-                float4 v[4];
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    const int i = i0 + u * KW;
-                    v[u] = i < total ? awq_stage_load(x, i / ppt, i % ppt, in, lane)
-                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                }
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    const int i = i0 + u * KW;
-                    if (i < total)
-                        awq_stage_pass<OFS>(awq_xs, xsum, v[u], i / ppt, i % ppt, n, xstride, lane);
-                }
-            }
-            __syncthreads();
-        } else { /* each warp its own iterations (ws = 2: the first now, the rest in turn) */
-            for (int i = it; i < n_iters; i += KW) {
-                awq_stage_iter<OFS>(awq_xs, xsum, x, i, n, in, xstride, lane);
-                if (ws == 2)
-                    break;
-            }
-            __syncwarp();
+        const int kq = kpad / 4;
+        for (int i = threadIdx.x; i < n * kq; i += KW * 32) {
+            const int tok = i / kq, c = i - tok * kq;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (4 * c < in)
+                v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)tok * in + 4 * c));
+            uint32_t *row = awq_xs + tok * xstride;
+            row[awq_stage_word(2 * c)] = h2_bits(__floats2half2_rn(v.x, v.y));
+            row[awq_stage_word(2 * c + 1)] = h2_bits(__floats2half2_rn(v.z, v.w));
         }
+        __syncthreads();
     }
 
     float acc[AWQ_MT][NT][4];
@@ -860,36 +744,21 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
     while (it < n_iters) {
-        awq_compute_iter<GROUP, NT, SX, OPT>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride,
-                                             xsum, mulk);
+        awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
         if constexpr (DB) { /* refill the set just used, then compute the other */
             if (it + 2 * KW < n_iters)
                 awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
             it += KW;
             if (it >= n_iters)
                 break;
-            if (SX && ws == 2) {
-                awq_stage_iter<OFS>(awq_xs, xsum, x, it, n, in, xstride, lane);
-                __syncwarp();
-            }
-            awq_compute_iter<GROUP, NT, SX, OPT>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs,
-                                                 xstride, xsum, mulk);
+            awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
             if (it + 2 * KW < n_iters)
                 awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
             it += KW;
-            if (SX && ws == 2 && it < n_iters) {
-                awq_stage_iter<OFS>(awq_xs, xsum, x, it, n, in, xstride, lane);
-                __syncwarp();
-            }
         } else {
             it += KW;
-            if (it < n_iters) {
+            if (it < n_iters)
                 awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
-                if (SX && ws == 2) {
-                    awq_stage_iter<OFS>(awq_xs, xsum, x, it, n, in, xstride, lane);
-                    __syncwarp();
-                }
-            }
         }
     }
 
@@ -944,55 +813,35 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 /* The kernel: with a register cap where ptxas then still needs no spills (decode at g128,
  * 2..8 warps: 80 registers, 24 warps per SM; sm_90 -Xptxas -v), else ptxas's own choice (a
  * minimum block count there makes it take every register it may). */
-template <int GROUP, int NT, int KW, bool SX, bool GLU, int OPT>
+template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
-                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride,
-                uint32_t mulk)
+                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX, GLU, OPT>(y, x, wq, meta, n, out, in, kpad, xstride, mulk);
+    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
-template <int KW, bool SX, bool GLU, int OPT>
+template <int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                       int out, int in, int kpad, int xstride, uint32_t mulk)
+                       int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, GLU, OPT>(y, x, wq, meta, n, out, in, kpad, xstride, mulk);
+    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
-                            int, int, int, uint32_t);
+                            int, int, int);
 
 /* The kernel function for (GROUP, NT, KW, SX, GLU). SX (x staged in shared memory) exists for
  * the decode shapes, NT = 1; GLU for those at groups of 128. */
-template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false, int OPT = 0>
-static awq_gemv_fn gemv_fn()
+template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false> static awq_gemv_fn gemv_fn()
 {
     static_assert(!GLU || (GROUP == 128 && NT == 1), "GLU: decode at g128 only");
     if constexpr (GROUP == 128 && NT == 1 && KW >= 2 && KW <= 8)
-        return awq_gemv_capped_kernel<KW, SX, GLU, OPT>;
+        return awq_gemv_capped_kernel<KW, SX, GLU>;
     else
-        return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1, GLU, OPT>;
-}
-
-/* The decode kernel with the experiment's options (ofs: bit 0, mh: bit 1, ws=1: bit 2,
- * ws=2: bit 3); combinations not built run the plain kernel. */
-template <int GROUP, int KW, bool GLU> static awq_gemv_fn gemv_fn_opt(int opt)
-{
-    if constexpr (GROUP != 128)
-        return gemv_fn<GROUP, 1, KW, true, GLU, 0>();
-    else
-        switch (opt) {
-        case 4: return gemv_fn<GROUP, 1, KW, true, GLU, 4>();
-        case 8: return gemv_fn<GROUP, 1, KW, true, GLU, 8>();
-        case 1: return gemv_fn<GROUP, 1, KW, true, GLU, 1>();
-        case 3: return gemv_fn<GROUP, 1, KW, true, GLU, 3>();
-        case 5: return gemv_fn<GROUP, 1, KW, true, GLU, 5>();
-        case 9: return gemv_fn<GROUP, 1, KW, true, GLU, 9>();
-        default: return gemv_fn<GROUP, 1, KW, true, GLU, 0>();
-        }
+        return awq_gemv_kernel<GROUP, NT, KW, SX && NT == 1, GLU>;
 }
 
 
@@ -1056,20 +905,15 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
                            const float *x, int n)
 {
     const int xstride = awq_xs_words(l->kpad);
-    const int opt = GROUP == 128 ? (ctx->tune.ofs > 0 ? 1 : 0) | (ctx->tune.mh > 0 ? 2 : 0) |
-                                       (ctx->tune.ws == 1 ? 4 : ctx->tune.ws == 2 ? 8 : 0)
-                                 : 0;
-    const size_t xs_bytes = (size_t)n * (size_t)xstride * 4 + ((opt & 1) ? l->kpad / 128 * 32 : 0);
-    const uint32_t mulk = 1u << 24;
+    const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
-        awq_launch(ctx, gemv_fn_opt<GROUP, KW, GLU>(opt), (unsigned)(l->n_mtiles / AWQ_MT),
+        awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
                    KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
-                   (int)l->kpad, xstride, mulk);
+                   (int)l->kpad, xstride);
         return;
     }
     awq_launch(ctx, gemv_fn<GROUP, NT, KW, false, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
-               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0,
-               mulk);
+               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0);
 }
 
 template <int GROUP, int NT, bool GLU = false>
