@@ -20,6 +20,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -854,17 +855,34 @@ static int pick_device_op(const llmrt_engine *e, const flight *f)
     return e->bvt->argmax ? 1 : 2;
 }
 
+/* The model's forward_argmax, when its vtable has it (an optional, appended member). */
+static int model_has_forward_argmax(const llmrt_model_vtable *vt)
+{
+    return vt->struct_size >= offsetof(llmrt_model_vtable, forward_argmax) +
+                                  sizeof vt->forward_argmax &&
+           vt->forward_argmax;
+}
+
 static llmrt_status enqueue_device_work(llmrt_engine *e, flight *f, const llmrt_batch *batch,
                                         llmrt_error *err)
 {
-    llmrt_status st = e->parts.model_vt->forward(e->parts.model, batch, &e->kv.view,
-                                                 e->sb.logits, err);
+    int32_t *out = e->sb.out.device[f->half];
+    llmrt_status st;
+    if (f->device_op == 1 && model_has_forward_argmax(e->parts.model_vt)) {
+        /* every row greedy: the model may find the argmax without all the logits */
+        st = e->parts.model_vt->forward_argmax(e->parts.model, batch, &e->kv.view, e->sb.logits,
+                                               out, err);
+        if (st)
+            llmrt_error_prefix(err, "model forward_argmax (%d tokens, %d sequences)",
+                               batch->n_tokens, batch->n_seqs);
+        return st;
+    }
+    st = e->parts.model_vt->forward(e->parts.model, batch, &e->kv.view, e->sb.logits, err);
     if (st) {
         llmrt_error_prefix(err, "model forward (%d tokens, %d sequences)", batch->n_tokens,
                            batch->n_seqs);
         return st;
     }
-    int32_t *out = e->sb.out.device[f->half];
     if (f->device_op == 1)
         st = e->bvt->argmax(e->b, out, e->sb.logits, f->n_rows, e->info.vocab, err);
     else if (f->device_op == 2)

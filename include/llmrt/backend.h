@@ -24,6 +24,7 @@ extern "C" {
 typedef struct llmrt_backend llmrt_backend; /* a backend instance, opaque */
 typedef struct llmrt_event llmrt_event;     /* a timing / ordering point on the stream */
 typedef struct llmrt_graph llmrt_graph;     /* a captured, replayable op sequence */
+typedef struct llmrt_argmax_head llmrt_argmax_head; /* a prepared output projection (optional ops) */
 
 typedef struct llmrt_device_info {
     char name[128];             /* "NVIDIA H200", "x86_64 CPU (2 threads)" */
@@ -208,6 +209,22 @@ typedef struct llmrt_backend_vtable {
      * — silu_mul over the two halves of each row. */
     llmrt_status (*swiglu)(llmrt_backend *b, float *out, const float *gu, int32_t n, int32_t d,
                            llmrt_error *err);
+
+    /* ---- optional: greedy decoding's output projection (appended; NULL or beyond
+     * struct_size = absent, all three or none) ----
+     * A backend may find the argmax of each row of x · wᵀ without computing every logit.
+     * argmax_head_create prepares w [vocab, d] (its memory must outlive the head; the backend
+     * may keep a compact copy of it) for calls of up to max_rows rows, or returns
+     * LLMRT_ERR_UNSUPPORTED for a w it cannot take. argmax_head_forward then writes, for
+     * x [n, d], 0 < n <= max_rows,
+     *   out[r] = argmax_j (x[r, :] · w[j, :]), lowest j on ties
+     * — the ids that gemm followed by argmax give: every row that could be the argmax has its
+     * logit computed as gemm computes it. Enqueued like the ops above, capturable in a graph. */
+    llmrt_status (*argmax_head_create)(llmrt_backend *b, const llmrt_tensor *w, int32_t max_rows,
+                                       llmrt_argmax_head **out, llmrt_error *err);
+    llmrt_status (*argmax_head_forward)(llmrt_backend *b, llmrt_argmax_head *h, int32_t *out,
+                                        const float *x, int32_t n, llmrt_error *err);
+    void (*argmax_head_destroy)(llmrt_backend *b, llmrt_argmax_head *h);
 } llmrt_backend_vtable;
 
 /* A backend instance together with its vtable, as handed to other plugins. */

@@ -79,6 +79,13 @@ typedef struct llmrt_model_vtable {
     /* logits: device buffer [n_seqs, vocab] (or [n_tokens, vocab] with all_logits), f32. */
     llmrt_status (*forward)(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
                             float *logits, llmrt_error *err);
+    /* Optional (appended; NULL or beyond struct_size = absent): forward for a step whose every
+     * row is decoded greedily — out[s] (device, [n_seqs]) = the argmax of sequence s's logits
+     * row, lowest index on ties: the ids forward followed by the backend's argmax give. logits
+     * is scratch of forward's size; the model may leave it unwritten. Not for all_logits. */
+    llmrt_status (*forward_argmax)(llmrt_model *m, const llmrt_batch *batch,
+                                   const llmrt_kv_cache *kv, float *logits, int32_t *out,
+                                   llmrt_error *err);
 } llmrt_model_vtable;
 
 #ifdef __cplusplus

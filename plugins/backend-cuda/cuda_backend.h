@@ -45,6 +45,7 @@ typedef struct cuda_tune {
     int att_win;  /* decode attention: KB of K/V each block stages before its wait (-1: none) */
     int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
     int copy_kernel; /* -1: every copy on the copy engine (cuda_copy.cu) */
+    int ah_stats;    /* argmax_head: count candidates, print per row at destroy */
 } cuda_tune;
 
 struct llmrt_backend {
@@ -168,6 +169,13 @@ llmrt_status cuda_argmax(llmrt_backend *b, int32_t *out, const float *logits, in
 llmrt_status cuda_sample(llmrt_backend *b, int32_t *out, const float *logits,
                          const llmrt_sample_params *params, int32_t rows, int32_t vocab,
                          llmrt_error *err);
+
+/* cuda_argmax_head.cu (the optional argmax_head ops of backend.h) */
+llmrt_status cuda_argmax_head_create(llmrt_backend *b, const llmrt_tensor *w, int32_t max_rows,
+                                     llmrt_argmax_head **out, llmrt_error *err);
+llmrt_status cuda_argmax_head_forward(llmrt_backend *b, llmrt_argmax_head *h, int32_t *out,
+                                      const float *x, int32_t n, llmrt_error *err);
+void cuda_argmax_head_destroy(llmrt_backend *b, llmrt_argmax_head *h);
 
 /* 1 when t is a float dtype a weight or cache may have. */
 static inline int cuda_is_float_dtype(llmrt_dtype t)

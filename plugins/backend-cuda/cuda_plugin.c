@@ -207,6 +207,8 @@ static void parse_tune(const llmrt_host *host, cuda_tune *t)
             t->copy_kernel = v;
         else if (strcmp(tok, "sample_full") == 0)
             t->sample_full = v;
+        else if (strcmp(tok, "ah_stats") == 0)
+            t->ah_stats = v;
         else if (host && host->log)
             host->log(host->ctx, LLMRT_LOG_WARN, "cuda", "LLMRT_CUDA_TUNE: unknown key '%s'", tok);
     }
@@ -421,6 +423,9 @@ static const llmrt_backend_vtable cuda_vtable = {
     .add_rmsnorm = cuda_add_rmsnorm,
     .qk_norm_rope_store = cuda_qk_norm_rope_store,
     .swiglu = cuda_swiglu,
+    .argmax_head_create = cuda_argmax_head_create,
+    .argmax_head_forward = cuda_argmax_head_forward,
+    .argmax_head_destroy = cuda_argmax_head_destroy,
 };
 
 static const llmrt_plugin_desc cuda_desc = {

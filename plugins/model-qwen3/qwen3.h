@@ -102,6 +102,12 @@ struct llmrt_model {
     /* A forward of at most glu_rows tokens has the gate/up projection write silu(gate) * up
      * itself (quant linear_forward_fused, LLMRT_FUSE_OUT_SWIGLU; 0: never). */
     int32_t glu_rows;
+    /* [model.qwen3] greedy_head = auto: when the backend has the argmax_head ops, greedy steps
+     * of at most head_rows sequences find each argmax through them (CUDA: an int8 copy of
+     * lm_head screens, the candidates are recomputed exactly); off: lm_head + argmax. */
+    int greedy_head;
+    llmrt_argmax_head *head;  /* NULL: none */
+    int32_t head_rows;
 };
 
 /* Load every weight (through the quant plugin for decoder linears when one is given) into
@@ -111,5 +117,9 @@ void qwen3_weights_free(llmrt_model *m);
 
 llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
                            float *logits, llmrt_error *err);
+/* forward, then out[s] = argmax of sequence s's logits (model.h forward_argmax). */
+llmrt_status qwen3_forward_argmax(llmrt_model *m, const llmrt_batch *batch,
+                                  const llmrt_kv_cache *kv, float *logits, int32_t *out,
+                                  llmrt_error *err);
 
 #endif

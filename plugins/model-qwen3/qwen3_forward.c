@@ -101,8 +101,11 @@ static llmrt_status mlp_up(llmrt_model *m, const qwen3_layer *L, int32_t T, llmr
     return be->silu_mul(m->be.b, s->act, s->gate, s->up, (int64_t)T * I, err);
 }
 
-llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
-                           float *logits, llmrt_error *err)
+/* Everything before the lm_head: *rows = the final-normed hidden states whose logits the
+ * batch asks for, *n of them (every token row with all_logits, else one per sequence). */
+static llmrt_status forward_hidden(llmrt_model *m, const llmrt_batch *batch,
+                                   const llmrt_kv_cache *kv, const float *logits,
+                                   const float **rows, int32_t *n, llmrt_error *err)
 {
     const qwen3_config *c = &m->cfg;
     const llmrt_backend_vtable *be = m->be.vt;
@@ -177,13 +180,50 @@ llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt
                          (T == batch->n_seqs && batch->max_query_len == 1);
     if ((st = add_norm(m, s->xn, s->x, pending, &m->final_norm, T, err)))
         return st;
-    if (identity)
-        return be->gemm(b, logits, s->xn, &m->lm_head, batch->all_logits ? T : batch->n_seqs, err);
+    if (identity) {
+        *rows = s->xn;
+        *n = batch->all_logits ? T : batch->n_seqs;
+        return LLMRT_OK;
+    }
     /* the embedding op over an f32 view of the normed states is a row gather that stays
      * inside a captured graph */
-    llmrt_tensor rows = {.dtype = LLMRT_DTYPE_F32, .ndim = 2, .shape = {T, H}, .data = s->xn};
+    llmrt_tensor hs = {.dtype = LLMRT_DTYPE_F32, .ndim = 2, .shape = {T, H}, .data = s->xn};
     const int32_t S = batch->n_seqs;
-    if ((st = be->embedding(b, s->rows, &rows, batch->logits_rows, S, err)))
+    if ((st = be->embedding(b, s->rows, &hs, batch->logits_rows, S, err)))
         return st;
-    return be->gemm(b, logits, s->rows, &m->lm_head, S, err);
+    *rows = s->rows;
+    *n = S;
+    return LLMRT_OK;
+}
+
+llmrt_status qwen3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
+                           float *logits, llmrt_error *err)
+{
+    const float *rows = NULL;
+    int32_t n = 0;
+    llmrt_status st = forward_hidden(m, batch, kv, logits, &rows, &n, err);
+    if (st)
+        return st;
+    return m->be.vt->gemm(m->be.b, logits, rows, &m->lm_head, n, err);
+}
+
+llmrt_status qwen3_forward_argmax(llmrt_model *m, const llmrt_batch *batch,
+                                  const llmrt_kv_cache *kv, float *logits, int32_t *out,
+                                  llmrt_error *err)
+{
+    if (!out || (batch && batch->all_logits))
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "qwen3 forward_argmax: an output buffer is required, and all_logits "
+                          "is not supported");
+    const float *rows = NULL;
+    int32_t n = 0;
+    llmrt_status st = forward_hidden(m, batch, kv, logits, &rows, &n, err);
+    if (st)
+        return st;
+    const llmrt_backend_vtable *be = m->be.vt;
+    if (m->head && n <= m->head_rows)
+        return be->argmax_head_forward(m->be.b, m->head, out, rows, n, err);
+    if ((st = be->gemm(m->be.b, logits, rows, &m->lm_head, n, err)))
+        return st;
+    return be->argmax(m->be.b, out, logits, n, m->cfg.vocab, err);
 }

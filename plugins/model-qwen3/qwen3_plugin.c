@@ -1,5 +1,6 @@
 /* qwen3_plugin.c — the model-qwen3 plugin's descriptor and vtable: probe, create (config,
- * backend op check, weights, scratch), destroy, info, forward.
+ * backend op check, weights, scratch, the greedy argmax_head), destroy, info, forward,
+ * forward_argmax.
  *
  * Why check ops at create: a backend may leave ops NULL (a partial third-party backend); a
  * clear "backend 'x' lacks op 'rope'" at load time beats a crash in the first forward. */
@@ -55,29 +56,63 @@ static llmrt_status check_quant(const llmrt_quant_ref *q, llmrt_error *err)
     return LLMRT_OK;
 }
 
-/* [model.qwen3] fuse = auto | off (see llmrt_model.fuse); anything else is a typo worth
- * reporting. */
-static llmrt_status parse_section(const llmrt_section *cfg, int *fuse, llmrt_error *err)
+/* [model.qwen3] fuse = auto | off (see llmrt_model.fuse), greedy_head = auto | off (see
+ * llmrt_model.greedy_head); anything else is a typo worth reporting. */
+static llmrt_status parse_section(const llmrt_section *cfg, int *fuse, int *greedy_head,
+                                  llmrt_error *err)
 {
     *fuse = 1;
+    *greedy_head = 1;
     for (size_t i = 0; cfg && i < cfg->n; i++) {
         const char *where = cfg->where && cfg->where[i] ? cfg->where[i] : "runtime.ini";
         const char *sec = cfg->name ? cfg->name : "model.qwen3";
-        if (strcmp(cfg->keys[i], "fuse") != 0)
+        int *flag = strcmp(cfg->keys[i], "fuse") == 0          ? fuse
+                    : strcmp(cfg->keys[i], "greedy_head") == 0 ? greedy_head
+                                                               : NULL;
+        if (!flag)
             return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                              "%s: unknown key '%s' in [%s] (the qwen3 model plugin's only key "
-                              "is fuse = auto|off)",
+                              "%s: unknown key '%s' in [%s] (the qwen3 model plugin's keys are "
+                              "fuse = auto|off and greedy_head = auto|off)",
                               where, cfg->keys[i], sec);
         if (strcmp(cfg->values[i], "auto") == 0)
-            *fuse = 1;
+            *flag = 1;
         else if (strcmp(cfg->values[i], "off") == 0)
-            *fuse = 0;
+            *flag = 0;
         else
             return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                              "%s: [%s] fuse = '%s': expected auto (fused ops and projections "
-                              "where the backend has them) or off",
-                              where, sec, cfg->values[i]);
+                              "%s: [%s] %s = '%s': expected auto (%s where the backend has "
+                              "them) or off",
+                              where, sec, cfg->keys[i], cfg->values[i],
+                              flag == fuse ? "fused ops and projections" : "the argmax_head ops");
     }
+    return LLMRT_OK;
+}
+
+/* greedy_head = auto: the backend's argmax_head over lm_head for steps of up to 8 sequences,
+ * when it has the ops and takes this lm_head (LLMRT_ERR_UNSUPPORTED: go without). */
+static llmrt_status make_head(llmrt_model *m, llmrt_error *err)
+{
+    const llmrt_backend_vtable *be = m->be.vt;
+    if (!m->greedy_head || !HAS_MEMBER(be, llmrt_backend_vtable, argmax_head_create) ||
+        !HAS_MEMBER(be, llmrt_backend_vtable, argmax_head_forward) ||
+        !HAS_MEMBER(be, llmrt_backend_vtable, argmax_head_destroy))
+        return LLMRT_OK;
+    const int32_t rows = m->params.max_seqs < 8 ? m->params.max_seqs : 8;
+    llmrt_error e = {0};
+    llmrt_status st = be->argmax_head_create(m->be.b, &m->lm_head, rows, &m->head, &e);
+    if (st == LLMRT_ERR_UNSUPPORTED) {
+        if (m->has_host)
+            m->host.log(m->host.ctx, LLMRT_LOG_INFO, "qwen3", "greedy_head: not used (%s)", e.msg);
+        return LLMRT_OK;
+    }
+    if (st)
+        return llmrt_fail(err, st, "qwen3: greedy_head: %s", e.msg);
+    m->head_rows = rows;
+    if (m->has_host)
+        m->host.log(m->host.ctx, LLMRT_LOG_INFO, "qwen3",
+                    "greedy_head: greedy steps of up to %d sequences take their argmax through "
+                    "the backend's argmax_head",
+                    rows);
     return LLMRT_OK;
 }
 
@@ -189,6 +224,8 @@ static void q3_destroy(llmrt_model *m)
 {
     if (!m)
         return;
+    if (m->head)
+        m->be.vt->argmax_head_destroy(m->be.b, m->head);
     qwen3_weights_free(m);
     if (m->s.base)
         m->be.vt->dev_free(m->be.b, m->s.base);
@@ -209,8 +246,8 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                           "qwen3 create: max_tokens (%d) and max_seqs (%d) must be at least 1",
                           params->max_tokens, params->max_seqs);
-    int fuse = 1;
-    if ((st = parse_section(cfg, &fuse, err)) || (st = check_backend(backend, err)) ||
+    int fuse = 1, greedy_head = 1;
+    if ((st = parse_section(cfg, &fuse, &greedy_head, err)) || (st = check_backend(backend, err)) ||
         (quant && quant->vt && (st = check_quant(quant, err))))
         return st;
 
@@ -228,6 +265,7 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
     /* Fused ops are optional backend members; fused projections need the op that consumes
      * their output (qk_norm_rope_store splits q|k|v, swiglu splits gate|up). */
     m->fuse = fuse;
+    m->greedy_head = greedy_head;
     m->use_add_rmsnorm = fuse && HAS_MEMBER(backend->vt, llmrt_backend_vtable, add_rmsnorm);
     m->use_qkv = fuse && HAS_MEMBER(backend->vt, llmrt_backend_vtable, qk_norm_rope_store);
     m->use_gate_up = fuse && HAS_MEMBER(backend->vt, llmrt_backend_vtable, swiglu);
@@ -239,7 +277,7 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
         goto fail;
     }
     if ((st = qwen3_weights_load(m, ckpt, err)) || (st = alloc_scratch(m, err)) ||
-        (st = warm_up(m, err)))
+        (st = make_head(m, err)) || (st = warm_up(m, err)))
         goto fail;
     m->glu_rows = glu_rows(m);
     *out = m;
@@ -271,6 +309,13 @@ static llmrt_status q3_forward(llmrt_model *m, const llmrt_batch *batch, const l
     return qwen3_forward(m, batch, kv, logits, err);
 }
 
+static llmrt_status q3_forward_argmax(llmrt_model *m, const llmrt_batch *batch,
+                                      const llmrt_kv_cache *kv, float *logits, int32_t *out,
+                                      llmrt_error *err)
+{
+    return qwen3_forward_argmax(m, batch, kv, logits, out, err);
+}
+
 static const llmrt_model_vtable qwen3_vtable = {
     .struct_size = sizeof(llmrt_model_vtable),
     .probe = q3_probe,
@@ -278,6 +323,7 @@ static const llmrt_model_vtable qwen3_vtable = {
     .destroy = q3_destroy,
     .info = q3_info,
     .forward = q3_forward,
+    .forward_argmax = q3_forward_argmax,
 };
 
 static const llmrt_plugin_desc qwen3_desc = {

@@ -11,7 +11,8 @@
 # Steps: tests bench gen ttft load ncu nsys timeline (default: all); quick variants:
 #   qtests (the CUDA op/AWQ/generate tests only), qbench (AWQ rows and their sweep only).
 # GEN_VARIANTS: the switched-off variants the gen step also runs (default: fuse-off pdl-off;
-# also sx0 = AWQ without x in shared memory, awq:K=V,... = LLMRT_AWQ_TUNE, cuda:K=V,... =
+# also head-off = model.qwen3.greedy_head=off, sx0 = AWQ without x in shared memory,
+# awq:K=V,... = LLMRT_AWQ_TUNE, cuda:K=V,... =
 # LLMRT_CUDA_TUNE).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -104,6 +105,7 @@ if want gen && [[ -f $model8b/config.json ]]; then
   for v in ${GEN_VARIANTS:-fuse-off pdl-off}; do
     case $v in
       fuse-off) EXTRA="--set model.qwen3.fuse=off" gen pinned-128-$v 128 LLMRT_MEMORY=pinned ;;
+      head-off) EXTRA="--set model.qwen3.greedy_head=off" gen pinned-128-$v 128 LLMRT_MEMORY=pinned ;;
       pdl-off) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_CUDA_PDL=off ;;
       sx0) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_AWQ_TUNE=sx=0 ;;
       awq:*) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_AWQ_TUNE="${v#awq:}" ;;

@@ -9,6 +9,7 @@
  *              and the angle is position x inv_freq
  *   2e-3 / 8e-3  gemm n > 8 with F16 / BF16 weights: cuBLAS multiplies the activations cast
  *              to the weight dtype (2^-11 / 2^-9 relative rounding per element)
+ * argmax_head has no CPU counterpart either: its ids must equal CUDA gemm + argmax exactly.
  * sample has no CPU counterpart (backend-cpu leaves it NULL): it is checked against a
  * double-precision reference of the same rules (cuda_test_common.c) and core's host sampler,
  * and its fast path against its one-block path, token for token.
@@ -726,6 +727,100 @@ START_TEST(test_argmax)
 }
 END_TEST
 
+/* ---- argmax_head ---- */
+
+/* argmax_head_forward gives the ids of gemm + argmax on the same backend, bit for bit (every
+ * candidate's logit is computed as the GEMV computes it): random weights of every float
+ * dtype, x with an outlier, n = 1..8, exact ties (lowest index wins), a near tie one f16 ulp
+ * apart, and a flat matrix where every row is a candidate; three calls each (the maxima must
+ * reset). Refusals: rows per call, a width that is not a multiple of 16, too many rows. */
+static void check_head_case(llmrt_dtype dt, int vocab, int d, int n, int pattern, uint64_t seed)
+{
+    llmrt_error err = {0};
+    const llmrt_backend_ref *cu = &CT.cuda;
+    ct_rng r = {seed};
+    float *w = ct_rand_f32(&r, (size_t)vocab * d, -1, 1);
+    float *x = ct_rand_f32(&r, (size_t)n * d, -1, 1);
+    x[d / 3] *= 40.0f; /* an outlier activation */
+    if (pattern == 1) { /* rows 10 and vocab-3 equal, both the best for x row 0 */
+        for (int k = 0; k < d; k++)
+            w[(size_t)10 * d + k] = w[(size_t)(vocab - 3) * d + k] = x[k] > 0 ? 1.0f : -1.0f;
+    } else if (pattern == 2) { /* row 7 = row 5 one step larger in one element */
+        for (int k = 0; k < d; k++)
+            w[(size_t)5 * d + k] = w[(size_t)7 * d + k] = x[k] > 0 ? 0.5f : -0.5f;
+        w[(size_t)7 * d + d / 3] += x[d / 3] > 0 ? 0.00048828125f : -0.00048828125f; /* 2^-11 */
+    } else if (pattern == 3) { /* every row the same */
+        for (size_t i = (size_t)d; i < (size_t)vocab * d; i++)
+            w[i] = w[i % (size_t)d];
+    }
+    llmrt_tensor t = make_tensor(cu, w, dt, vocab, d);
+    float *dx = ct_dup(cu, x, (size_t)n * d * sizeof(float));
+    float *logits = ct_alloc(cu, (size_t)n * vocab * sizeof(float));
+    int32_t *dout = ct_alloc(cu, 8 * sizeof(int32_t));
+    int32_t want[8], got[8];
+    CT_OK(cu->vt->gemm(cu->b, logits, dx, &t, n, &err));
+    CT_OK(cu->vt->argmax(cu->b, dout, logits, n, vocab, &err));
+    ct_download(cu, want, dout, (size_t)n * sizeof(int32_t));
+    llmrt_argmax_head *h = NULL;
+    CT_OK(cu->vt->argmax_head_create(cu->b, &t, 8, &h, &err));
+    for (int rep = 0; rep < 3; rep++) {
+        int32_t junk[8] = {-7, -7, -7, -7, -7, -7, -7, -7};
+        ct_upload(cu, dout, junk, sizeof junk);
+        CT_OK(cu->vt->argmax_head_forward(cu->b, h, dout, dx, n, &err));
+        ct_download(cu, got, dout, (size_t)n * sizeof(int32_t));
+        for (int i = 0; i < n; i++)
+            ck_assert_msg(got[i] == want[i],
+                          "argmax_head %s [%d, %d] n=%d pattern %d call %d row %d: %d, gemm + "
+                          "argmax %d",
+                          llmrt_dtype_name(dt), vocab, d, n, pattern, rep, i, got[i], want[i]);
+    }
+    if (pattern == 1)
+        ck_assert_int_eq(got[0], 10);
+    if (pattern == 2)
+        ck_assert_int_eq(got[0], 7);
+    if (pattern == 3)
+        for (int i = 0; i < n; i++)
+            ck_assert_int_eq(got[i], 0);
+    cu->vt->argmax_head_destroy(cu->b, h);
+    ct_free(cu, t.data), ct_free(cu, dx), ct_free(cu, logits), ct_free(cu, dout);
+    free(w), free(x);
+}
+
+START_TEST(test_argmax_head)
+{
+    ck_assert_ptr_nonnull(CT.cuda.vt->argmax_head_create);
+    static const int ns[] = {1, 2, 3, 5, 8};
+    for (int di = 0; di < 3; di++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+            check_head_case(float_types[di], 1000, 256, ns[ni], 0, 100 + (uint64_t)(di * 10 + ni));
+    for (int p = 1; p <= 3; p++)
+        check_head_case(LLMRT_DTYPE_F16, 2000, 128, 2, p, 200 + (uint64_t)p);
+    check_head_case(LLMRT_DTYPE_F16, 32768, 4096, 1, 0, 301); /* Qwen3-8B's width */
+    check_head_case(LLMRT_DTYPE_BF16, 151936, 64, 3, 0, 302); /* Qwen3's vocabulary */
+
+    llmrt_error err = {0};
+    const llmrt_backend_ref *cu = &CT.cuda;
+    float vals[48 * 40];
+    for (int i = 0; i < 48 * 40; i++)
+        vals[i] = (float)(i % 7) - 3.0f;
+    llmrt_argmax_head *h = NULL;
+    llmrt_tensor t = make_tensor(cu, vals, LLMRT_DTYPE_F16, 48, 40); /* 40 columns */
+    ck_assert_int_eq(cu->vt->argmax_head_create(cu->b, &t, 1, &h, &err), LLMRT_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "multiple of 16"), "%s", err.msg);
+    ct_free(cu, t.data);
+    t = make_tensor(cu, vals, LLMRT_DTYPE_F16, 40, 48);
+    ck_assert_int_eq(cu->vt->argmax_head_create(cu->b, &t, 9, &h, &err), LLMRT_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "9 rows"), "%s", err.msg);
+    CT_OK(cu->vt->argmax_head_create(cu->b, &t, 2, &h, &err));
+    float *dx = ct_alloc(cu, 3 * 48 * sizeof(float));
+    int32_t *dout = ct_alloc(cu, 3 * sizeof(int32_t));
+    ck_assert_int_eq(cu->vt->argmax_head_forward(cu->b, h, dout, dx, 3, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "1..2"), "%s", err.msg);
+    cu->vt->argmax_head_destroy(cu->b, h);
+    ct_free(cu, t.data), ct_free(cu, dx), ct_free(cu, dout);
+}
+END_TEST
+
 /* ---- sample ---- */
 
 START_TEST(test_sample)
@@ -1034,6 +1129,7 @@ int main(void)
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_argmax);
+    tcase_add_test(tc, test_argmax_head);
     tcase_add_test(tc, test_sample);
     tcase_add_test(tc, test_sample_distribution);
     tcase_add_test(tc, test_sample_paths_agree);

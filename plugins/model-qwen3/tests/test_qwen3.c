@@ -5,6 +5,9 @@
  *   forward_quant     decoder linears through a fake quant plugin, one linear left dense
  *   forward_gather    two sequences prefilled in one batch (logits_rows), then a decode step
  *   fused             fuse = auto (fused projections and ops) equals fuse = off, prefill + decode
+ *   greedy_head       forward_argmax equals the argmax of forward's logits, with the backend's
+ *                     argmax_head ops (faked over backend-cpu), with greedy_head = off, and when
+ *                     the backend refuses the lm_head
  *   errors            probe, config rejections, missing op, missing tensor, shape and dtype
  *                     mismatches, unknown [model.qwen3] key, forward argument checks
  * The forward groups run on the real backend-cpu.so (exit 77 until it is built) and compare
@@ -515,9 +518,21 @@ static int32_t *dev_ints(const llmrt_backend_ref *be, const int32_t *a, int n)
 /* A step: sequences s = 0..n_seqs-1 with context length seq_lens[s] after the step and
  * qlens[s] new tokens (ids concatenated in `ids`). Block tables are fixed per sequence and
  * deliberately out of order. Fills logits (host) with [rows, vocab]. */
+static void run_step_ex(llmrt_model *m, const llmrt_backend_ref *be, kvbuf *kb, const tcfg *c,
+                        int n_seqs, const int *seq_lens, const int *qlens, const int32_t *ids,
+                        int all_logits, float *logits, int32_t *argmax_out);
+
 static void run_step(llmrt_model *m, const llmrt_backend_ref *be, kvbuf *kb, const tcfg *c,
                      int n_seqs, const int *seq_lens, const int *qlens, const int32_t *ids,
                      int all_logits, float *logits)
+{
+    run_step_ex(m, be, kb, c, n_seqs, seq_lens, qlens, ids, all_logits, logits, NULL);
+}
+
+/* As run_step; with argmax_out, through forward_argmax: the ids (host) instead of logits. */
+static void run_step_ex(llmrt_model *m, const llmrt_backend_ref *be, kvbuf *kb, const tcfg *c,
+                        int n_seqs, const int *seq_lens, const int *qlens, const int32_t *ids,
+                        int all_logits, float *logits, int32_t *argmax_out)
 {
     enum { MAXB = 8 };
     int32_t tok[64], pos[64], slot[64], qs[9], sl[8], bt[8 * MAXB], rows[8];
@@ -551,10 +566,22 @@ static void run_step(llmrt_model *m, const llmrt_backend_ref *be, kvbuf *kb, con
     void *d_logits = NULL;
     llmrt_error err = {0};
     ck_assert(be->vt->dev_alloc(be->b, (size_t)out_rows * c->vocab * 4, &d_logits, &err) == LLMRT_OK);
-    ck_assert_msg(mvt->forward(m, &b, &kb->kv, d_logits, &err) == LLMRT_OK, "forward: %s", err.msg);
-    ck_assert(be->vt->copy(be->b, logits, d_logits, (size_t)out_rows * c->vocab * 4, LLMRT_COPY_D2H,
-                           &err) == LLMRT_OK);
-    ck_assert(be->vt->synchronize(be->b, &err) == LLMRT_OK);
+    if (argmax_out) {
+        void *d_ids = NULL;
+        ck_assert(be->vt->dev_alloc(be->b, (size_t)n_seqs * 4, &d_ids, &err) == LLMRT_OK);
+        ck_assert_msg(mvt->forward_argmax(m, &b, &kb->kv, d_logits, d_ids, &err) == LLMRT_OK,
+                      "forward_argmax: %s", err.msg);
+        ck_assert(be->vt->copy(be->b, argmax_out, d_ids, (size_t)n_seqs * 4, LLMRT_COPY_D2H,
+                               &err) == LLMRT_OK);
+        ck_assert(be->vt->synchronize(be->b, &err) == LLMRT_OK);
+        be->vt->dev_free(be->b, d_ids);
+    } else {
+        ck_assert_msg(mvt->forward(m, &b, &kb->kv, d_logits, &err) == LLMRT_OK, "forward: %s",
+                      err.msg);
+        ck_assert(be->vt->copy(be->b, logits, d_logits, (size_t)out_rows * c->vocab * 4,
+                               LLMRT_COPY_D2H, &err) == LLMRT_OK);
+        ck_assert(be->vt->synchronize(be->b, &err) == LLMRT_OK);
+    }
     be->vt->dev_free(be->b, d_logits);
     int32_t *bufs[] = {d_tok, d_pos, d_slot, d_qs, d_sl, d_bt, d_rows};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
@@ -787,6 +814,126 @@ START_TEST(test_fused)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ greedy_head */
+
+/* backend-cpu plus fake argmax_head ops (gemm + argmax underneath) that count their calls, so
+ * the test sees when the model uses them: qwen3's forward_argmax must give the argmax of
+ * forward's logits whether it takes the head (greedy_head = auto, the backend has the ops),
+ * or lm_head + argmax (greedy_head = off, or the backend refuses this lm_head). */
+static llmrt_backend_vtable head_vt;
+static struct {
+    int creates, forwards, last_n, refuse;
+    const llmrt_tensor *w;
+} hs;
+struct llmrt_argmax_head {
+    llmrt_tensor w;
+    int32_t max_rows;
+};
+
+static llmrt_status fh_create(llmrt_backend *b, const llmrt_tensor *w, int32_t max_rows,
+                              llmrt_argmax_head **out, llmrt_error *err)
+{
+    if (hs.refuse)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED, "fake head: refused");
+    llmrt_argmax_head *h = malloc(sizeof *h);
+    h->w = *w;
+    h->max_rows = max_rows;
+    hs.creates++;
+    *out = h;
+    return LLMRT_OK;
+}
+
+static llmrt_status fh_forward(llmrt_backend *b, llmrt_argmax_head *h, int32_t *out,
+                               const float *x, int32_t n, llmrt_error *err)
+{
+    ck_assert(n >= 1 && n <= h->max_rows);
+    hs.forwards++;
+    hs.last_n = n;
+    float *logits = malloc((size_t)n * (size_t)h->w.shape[0] * sizeof *logits);
+    llmrt_status st = cpu_vt->gemm(b, logits, x, &h->w, n, err);
+    if (st == LLMRT_OK)
+        st = cpu_vt->argmax(b, out, logits, n, (int32_t)h->w.shape[0], err);
+    free(logits);
+    return st;
+}
+
+static void fh_destroy(llmrt_backend *b, llmrt_argmax_head *h) { free(h); }
+
+static int32_t host_argmax(const float *row, int n)
+{
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (row[i] > row[best])
+            best = i;
+    return best;
+}
+
+/* Two sequences prefilled, then two decode steps, on a model made with `value` for
+ * greedy_head: forward_argmax's ids equal the argmax of forward's logits every step. */
+static void check_greedy_head(const char *value, int refuse, int expect_head)
+{
+    cpu_open();
+    head_vt = *cpu_vt;
+    head_vt.argmax_head_create = fh_create;
+    head_vt.argmax_head_forward = fh_forward;
+    head_vt.argmax_head_destroy = fh_destroy;
+    llmrt_backend_ref be = {&head_vt, cpu.b, "cpu+head"};
+    memset(&hs, 0, sizeof hs);
+    hs.refuse = refuse;
+    tcfg c = tiny(LLMRT_DTYPE_BF16);
+    fckpt *f = make_ckpt(&c, 4321);
+    enum { L0 = 5, L1 = 3, STEPS = 2 };
+    llmrt_model_params params = {.max_tokens = L0 + L1, .max_seqs = 2};
+    const char *keys[] = {"greedy_head"}, *vals[] = {value}, *where[] = {"test"};
+    llmrt_section sec = {"model.qwen3", 1, keys, vals, where};
+    llmrt_model *m = NULL;
+    llmrt_error err = {0};
+    ck_assert_msg(mvt->create(&host, &sec, &f->ck, &be, NULL, &params, &m, &err) == LLMRT_OK,
+                  "create (greedy_head = %s): %s", value, err.msg);
+    fk_free(f);
+    ck_assert_int_eq(hs.creates, expect_head);
+    kvbuf kb;
+    kv_alloc(&be, &c, &kb);
+    float logits[2 * 96];
+    ck_assert_int_le(c.vocab, 96);
+    for (int step = 0; step <= STEPS; step++) {
+        int32_t ids[L0 + L1];
+        int lens[2], q[2];
+        for (int i = 0; i < L0 + L1; i++)
+            ids[i] = (i * 31 + step * 7 + 3) % c.vocab;
+        if (step == 0)
+            lens[0] = q[0] = L0, lens[1] = q[1] = L1;
+        else
+            lens[0] = L0 + step, lens[1] = L1 + step, q[0] = q[1] = 1;
+        int32_t got[2] = {-1, -1};
+        run_step(m, &be, &kb, &c, 2, lens, q, ids, 0, logits);
+        run_step_ex(m, &be, &kb, &c, 2, lens, q, ids, 0, NULL, got);
+        for (int sq = 0; sq < 2; sq++)
+            ck_assert_msg(got[sq] == host_argmax(logits + sq * c.vocab, c.vocab),
+                          "greedy_head = %s, step %d, sequence %d: forward_argmax %d, argmax %d",
+                          value, step, sq, got[sq], host_argmax(logits + sq * c.vocab, c.vocab));
+    }
+    ck_assert_int_eq(hs.forwards, expect_head ? STEPS + 1 : 0);
+    if (expect_head)
+        ck_assert_int_eq(hs.last_n, 2);
+    /* all_logits is not an argmax step */
+    int32_t dummy[2];
+    llmrt_batch b = {.n_tokens = 1, .n_seqs = 1, .all_logits = 1};
+    ck_assert_int_eq(mvt->forward_argmax(m, &b, &kb.kv, logits, dummy, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "all_logits"), "%s", err.msg);
+    kv_free(&be, &c, &kb);
+    mvt->destroy(m);
+    cpu_close();
+}
+
+START_TEST(test_greedy_head)
+{
+    check_greedy_head("auto", 0, 1);
+    check_greedy_head("off", 0, 0);
+    check_greedy_head("auto", 1, 0); /* the backend refuses this lm_head: lm_head + argmax */
+}
+END_TEST
+
 /* ------------------------------------------------------------------ errors */
 
 /* A mock backend whose ops exist but do nothing: creation gets past the op check, and
@@ -917,6 +1064,10 @@ START_TEST(test_load_errors)
     const char *keys[] = {"threads"}, *vals[] = {"2"}, *where[] = {"conf/test.ini:7"};
     llmrt_section sec = {"model.qwen3", 1, keys, vals, where};
     expect_fail(f, &be, NULL, &sec, LLMRT_ERR_INVALID_ARG, "conf/test.ini:7", "threads", NULL);
+    const char *gkeys[] = {"greedy_head"}, *gvals[] = {"always"};
+    llmrt_section gsec = {"model.qwen3", 1, gkeys, gvals, where};
+    expect_fail(f, &be, NULL, &gsec, LLMRT_ERR_INVALID_ARG, "conf/test.ini:7", "greedy_head",
+                "always", "auto", NULL);
 
     /* config variants the plugin does not implement */
     char *json = strdup(f->config);
@@ -1028,6 +1179,8 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_forward_gather);
         else if (strcmp(group, "fused") == 0)
             tcase_add_test(tc, test_fused);
+        else if (strcmp(group, "greedy_head") == 0)
+            tcase_add_test(tc, test_greedy_head);
         else {
             fprintf(stderr, "unknown test group %s\n", group);
             return 2;
