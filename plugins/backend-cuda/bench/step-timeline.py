@@ -6,7 +6,7 @@ overlaps its predecessor's tail (programmatic dependent launch) and waits on it,
 in-situ numbers differ. This reads a kernel trace CSV ("Start (ns)", "Duration (ns)", "Name":
 what bench/cupti_trace.c writes, or `nsys stats -r cuda_gpu_trace -f csv` of a run made with
 `nsys profile --cuda-graph-trace=node`) and, over the last STEPS decode steps (a step ends with
-its argmax/sample kernel), prints per kernel kind: launches per step, mean duration, and the
+its argmax/sample kernel or argmax_head's finish), prints per kernel kind: launches per step, mean duration, and the
 step time it accounts for (end of the kernel minus end of the kernel before it, so the rows add
 up to the step time: a kernel that finishes inside its predecessor's shadow costs nothing).
 
@@ -21,7 +21,8 @@ AWQ_ROLES = ["awq qkv", "awq o_proj", "awq gate_up", "awq down"]
 
 def kind(name):
     n = name.lower()
-    for key, label in (("awq_gemv", "awq"), ("attn_", "attention"),
+    for key, label in (("ah_screen", "argmax_head screen"), ("ah_select", "argmax_head select"),
+                       ("ah_finish", "argmax_head finish"), ("awq_gemv", "awq"), ("attn_", "attention"),
                        ("add_rmsnorm", "add_rmsnorm"), ("qk_norm", "qk_norm_rope_store"),
                        ("swiglu", "swiglu"), ("gemv", "lm_head gemv"), ("argmax", "argmax"),
                        ("sample", "sample"), ("embedding", "embedding"), ("rmsnorm", "rmsnorm")):
@@ -49,7 +50,8 @@ def main():
         s = int(float(r[col_start]))
         ks.append((s, s + int(float(r[col_dur])), name))
     ks.sort()
-    ends = [i for i, k in enumerate(ks) if kind(k[2]) in ("argmax", "sample")]
+    ends = [i for i, k in enumerate(ks)
+            if kind(k[2]) in ("argmax", "sample", "argmax_head finish")]
     if len(ends) < 3:
         sys.exit("step-timeline: fewer than 3 decode steps in %s" % path)
     ends = ends[-(steps_wanted + 1):]
