@@ -3,23 +3,28 @@
  *
  * Why: at batch-1 decode the lm_head GEMV reads the whole [vocab, d] matrix every token
  * (Qwen3-8B, f16: 1.245 GB, 0.27 ms of a 2.1 ms step on the H200), yet a greedy step needs only
- * the argmax. An int8 copy of the matrix (one scale per row) is half the bytes of f16, and its
- * logit A_j of row j is provably close to the logit L_j that cuda_gemm computes:
- *   |L_j - A_j| <= c_j ||x||_2,  c_j = ||e_j|| + 2 gamma (||w_j|| + ||s_j q_j||)
- * (Cauchy-Schwarz on the quantisation error e_j = w_j - s_j q_j, plus the f32 rounding of both
- * sums of d products, gamma = d u / (1 - d u), u = 2^-24). So the argmax of L is among the rows
- * with A_j + b_j >= T = max_i (A_i - b_i), b_j = c_j ||x|| — on a trained or random model a
- * handful to a few hundred of 152k — and only those are recomputed from w, in the order of
- * cuda_gemm's GEMV, bit for bit. The result is the id gemm + argmax give; the bytes read are
- * about half.
+ * the argmax. An int8 copy of the matrix (one scale per row) is half the bytes of f16; with x
+ * quantised to int8 too (one scale per 32 inputs) a screen logit is four IDP4A per 16 bytes,
+ * and it is provably close to the logit L_j that cuda_gemm computes:
+ *   |L_j - A_j| <= b_j = c1_j ||x|| + c2_j ||x - x'||
+ *   c1_j = ||e_j|| + 2 gamma (||w_j|| + ||w'_j||),  c2_j = ||w'_j|| (1 + 2 gamma)
+ * (Cauchy-Schwarz on the weight error e_j = w_j - w'_j, w'_j = s_j q_j, and on the activation
+ * error x - x'; gamma = d u / (1 - d u), u = 2^-24, bounds the f32 rounding of the GEMV's sum
+ * and of the screen's; the screen's integer sums are exact). So the argmax of L is among the
+ * rows with A_j + b_j >= T = max_i (A_i - b_i) — on the Qwen3-8B-shaped random model ~14 of
+ * 152k — and only those are recomputed from w, in the order of cuda_gemm's GEMV, bit for bit:
+ * the ids gemm + argmax give, from about half the bytes.
  *
- *   create:  q [vocab, d] u8 = round(w / s) + 128 with s_j = max|w_j| / 127; c_j (in double)
- *   screen:  A [n, vocab] = s_j * sum_k q_jk x_rk; per block and row r, max_j (A - b)
- *   select:  T_r = max of those; each row j with A + b >= T_r: L_j exactly, then the largest
+ *   create:  q [vocab, d] s8 = round(w / s), s_j = max|w_j| / 127; c1, c2 in double
+ *   screen:  each block quantises x (s8, a scale per 32 inputs, ||x||, ||x - x'||) into shared
+ *            memory; A [n, vocab] = s_j * sum_groups s_g * dp4a(q, x'); per block and row r,
+ *            max_j (A - b)
+ *   select:  T_r = max of those; each row j with A + b >= T_r: L_j exactly, the largest
  *            (L_j, -j) by a 64-bit atomicMax (lowest index on ties)
  *   finish:  out[r] = the j of that maximum; the maxima reset for the next call
- * b_j = c_j ||x|| (1 + 1e-3) + |A_j| 2^-20: slack for the f32 rounding of ||x|| and of A ± b.
- * A row whose weights are not finite is always a candidate (c_j = inf). */
+ * Slack: b is taken x (1 + 1e-3) plus |A| 2^-20, for the f32 rounding of the norms and of A ± b.
+ * A row whose weights are not finite is always a candidate (c1 = inf); a row of x that is not
+ * finite gets id 0. */
 #include "cuda_common.cuh"
 
 #include <math.h>
@@ -32,20 +37,22 @@
 #define AH_R 2                     /* screen: weight rows per warp at once */
 #define AH_UNROLL 4                /* screen: 16-byte loads per row and lane in flight */
 #define AH_BLOCKS_PER_SM 4         /* screen: resident blocks per SM (grid-stride over rows) */
+#define AH_XG 32                   /* screen: inputs per activation scale */
 
 struct llmrt_argmax_head {
     int32_t vocab, d, max_rows;
     llmrt_dtype dtype;
     const void *w;                  /* [vocab, d] the caller's weights (exact logits) */
-    uint8_t *q;                     /* [vocab, d] round(w / s) + 128 */
+    int8_t *q;                      /* [vocab, d] round(w / s) */
     float *scale;                   /* [vocab] s_j */
-    float *cbound;                  /* [vocab] c_j */
+    float2 *cb;                     /* [vocab] (c1_j, c2_j) */
     float *approx;                  /* [max_rows, vocab] A */
     float *part;                    /* [max_rows, blocks] per-block max (A - b) */
-    float *xnorm;                   /* [max_rows] ||x_r|| */
+    float2 *xnorm;                  /* [max_rows] (||x_r||, ||x_r - x'_r||) */
     unsigned long long *best;       /* [max_rows] packed (L, -j) maxima; 0 between calls */
     unsigned long long *stats;      /* [2] candidates, rows (LLMRT_CUDA_TUNE ah_stats=1) */
     int blocks;                     /* screen grid */
+    size_t smem;                    /* screen: x' and its scales for max_rows rows */
 };
 
 /* ---- create ---- */
@@ -58,10 +65,10 @@ __device__ __forceinline__ double warp_sum_d(double v)
     return v;
 }
 
-/* One warp per row: s_j, q_j and c_j. */
+/* One warp per row: s_j, q_j, c1_j and c2_j. */
 template <typename T>
-__global__ void ah_prepare_kernel(uint8_t *__restrict__ q, float *__restrict__ scale,
-                                  float *__restrict__ cbound, const T *__restrict__ w, int vocab,
+__global__ void ah_prepare_kernel(int8_t *__restrict__ q, float *__restrict__ scale,
+                                  float2 *__restrict__ cb, const T *__restrict__ w, int vocab,
                                   int d, double gamma)
 {
     const int lane = threadIdx.x & 31;
@@ -69,7 +76,7 @@ __global__ void ah_prepare_kernel(uint8_t *__restrict__ q, float *__restrict__ s
     for (int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; row < vocab;
          row += n_warps) {
         const T *wr = w + row * d;
-        uint8_t *qr = q + row * d;
+        int8_t *qr = q + row * d;
         float mx = 0.0f;
         for (int k = lane; k < d; k += 32)
             mx = fmaxf(mx, fabsf(to_f32(wr[k])));
@@ -81,7 +88,7 @@ __global__ void ah_prepare_kernel(uint8_t *__restrict__ q, float *__restrict__ s
             const float v = to_f32(wr[k]);
             float qi = s > 0.0f ? rintf(v / s) : 0.0f;
             qi = fminf(fmaxf(qi, -127.0f), 127.0f);
-            qr[k] = (uint8_t)(int)(qi + 128.0f);
+            qr[k] = (int8_t)qi;
             const double ws = (double)s * (double)qi; /* exact: 24 x 8 bits */
             const double e = (double)v - ws;          /* exact */
             ee = fma(e, e, ee);
@@ -91,50 +98,47 @@ __global__ void ah_prepare_kernel(uint8_t *__restrict__ q, float *__restrict__ s
         ee = warp_sum_d(ee), ww = warp_sum_d(ww), qq = warp_sum_d(qq);
         if (lane == 0) {
             scale[row] = s;
-            const double c = sqrt(ee) + 2.0 * gamma * (sqrt(ww) + sqrt(qq));
-            cbound[row] = finite ? __double2float_ru(c * 1.0001) : INFINITY;
+            const double c1 = sqrt(ee) + 2.0 * gamma * (sqrt(ww) + sqrt(qq));
+            const double c2 = sqrt(qq) * (1.0 + 2.0 * gamma);
+            cb[row] = finite ? make_float2(__double2float_ru(c1 * 1.0001), __double2float_ru(c2 * 1.0001))
+                             : make_float2(INFINITY, 0.0f);
         }
     }
 }
 
 /* ---- forward ---- */
 
-/* The four u8 of word, each minus 128, as exact floats: 0x4B0000uu is 2^23 + uu. */
-__device__ __forceinline__ void ah_unpack4(uint32_t word, float (&f)[4])
+__device__ __forceinline__ float ah_slack(float2 c, float2 xn, float a)
 {
-#pragma unroll
-    for (int c = 0; c < 4; c++)
-        f[c] = __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7650u | c)) - 8388736.0f;
+    return fmaf(c.x, xn.x, c.y * xn.y) * 1.001f + fabsf(a) * 0x1p-20f;
 }
 
-__device__ __forceinline__ uint32_t ah_word(const uint4 &v, int c)
-{
-    return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
-}
-
-__device__ __forceinline__ float ah_slack(float c, float xn, float a)
-{
-    return c * xn * 1.001f + fabsf(a) * 0x1p-20f;
-}
-
-/* Screen: warps walk row pairs grid-stride; lane l takes bytes [16 l, 16 l + 16) of each
- * 512-byte stretch, AH_UNROLL stretches per round. The first round's loads are issued before
- * the wait on the previous kernel (the copy never changes). */
+/* Screen. Each block first quantises the n rows of x into shared memory: x' = s_g * round(x /
+ * s_g), s_g = max |x| / 127 over each group of AH_XG inputs (xq [n][d] s8, then xs [n][d / AH_XG]
+ * f32), and ||x||, ||x - x'|| per row. Then warps walk row pairs grid-stride; lane l takes bytes
+ * [16 l, 16 l + 16) of each 512-byte stretch of a weight row, AH_UNROLL stretches per round:
+ * four IDP4A against x' per 16 bytes, exact in int32, scaled by s_g into an f32 sum. The first
+ * round's weight loads are issued before the wait on the previous kernel (the copy never
+ * changes). */
 template <int N>
 __global__ void __launch_bounds__(AH_THREADS)
-ah_screen_kernel(float *__restrict__ approx, float *__restrict__ part, float *__restrict__ xnorm,
-                 const uint8_t *__restrict__ q, const float *__restrict__ scale,
-                 const float *__restrict__ cbound, const float *__restrict__ x, int vocab, int d)
+ah_screen_kernel(float *__restrict__ approx, float *__restrict__ part, float2 *__restrict__ xnorm,
+                 const int8_t *__restrict__ q, const float *__restrict__ scale,
+                 const float2 *__restrict__ cb, const float *__restrict__ x, int vocab, int d)
 {
-    __shared__ float sh_xn[N];
+    extern __shared__ uint4 ah_smem[];
+    int8_t *xq = reinterpret_cast<int8_t *>(ah_smem);            /* [N][d] */
+    float *xs = reinterpret_cast<float *>(xq + (size_t)N * d);   /* [N][d / AH_XG] */
+    __shared__ float sh_red[AH_WARPS][N][2];
     __shared__ float sh_max[AH_WARPS][N];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t n_groups = (vocab + AH_R - 1) / AH_R;
     const int64_t nw = (int64_t)gridDim.x * AH_WARPS;
+    const int ng = d / AH_XG;
     constexpr int STRETCH = 32 * 16;
 
     int64_t grp = (int64_t)blockIdx.x * AH_WARPS + warp;
-    const uint8_t *wr[AH_R];
+    const int8_t *wr[AH_R];
     uint4 wv[AH_UNROLL][AH_R];
     auto rows_of = [&](int64_t g) {
 #pragma unroll
@@ -158,24 +162,41 @@ ah_screen_kernel(float *__restrict__ approx, float *__restrict__ part, float *__
     pdl_wait();
     pdl_trigger();
 
-    if (warp < N) { /* ||x_r|| of row r = warp */
-        float ss = 0.0f;
-        for (int k = lane * 4; k < d; k += 128) {
-            const float4 v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)warp * d + k));
-            ss = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, ss))));
+    /* x' in shared memory; warp w takes groups w, w + AH_WARPS, ... of every row */
+    float xx[N], dd[N];
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        xx[j] = dd[j] = 0.0f;
+        for (int g = warp; g < ng; g += AH_WARPS) {
+            const float v = x[(int64_t)j * d + g * AH_XG + lane];
+            const float sg = warp_max(fabsf(v)) / 127.0f;
+            const float qv = sg > 0.0f ? fminf(fmaxf(rintf(v / sg), -127.0f), 127.0f) : 0.0f;
+            xq[j * d + g * AH_XG + lane] = (int8_t)qv;
+            if (lane == 0)
+                xs[j * ng + g] = sg;
+            const float diff = fmaf(-sg, qv, v);
+            xx[j] = fmaf(v, v, xx[j]);
+            dd[j] = fmaf(diff, diff, dd[j]);
         }
-        ss = warp_sum(ss);
-        if (lane == 0) {
-            sh_xn[warp] = sqrtf(ss);
-            if (blockIdx.x == 0)
-                xnorm[warp] = sqrtf(ss);
-        }
+        xx[j] = warp_sum(xx[j]);
+        dd[j] = warp_sum(dd[j]);
+        if (lane == 0)
+            sh_red[warp][j][0] = xx[j], sh_red[warp][j][1] = dd[j];
     }
     __syncthreads();
-    float xn[N], lo[N];
+    float2 xn[N];
+    float lo[N];
 #pragma unroll
-    for (int j = 0; j < N; j++)
-        xn[j] = sh_xn[j], lo[j] = -INFINITY;
+    for (int j = 0; j < N; j++) {
+        float a = 0.0f, b = 0.0f;
+#pragma unroll
+        for (int w = 0; w < AH_WARPS; w++)
+            a += sh_red[w][j][0], b += sh_red[w][j][1];
+        xn[j] = make_float2(sqrtf(a), sqrtf(b));
+        lo[j] = -INFINITY;
+        if (blockIdx.x == 0 && threadIdx.x == 0)
+            xnorm[j] = xn[j];
+    }
 
     for (bool first = true; grp < n_groups; grp += nw, first = false) {
         if (!first)
@@ -195,19 +216,17 @@ ah_screen_kernel(float *__restrict__ approx, float *__restrict__ part, float *__
                 if (kk >= d)
                     break;
 #pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    float4 xv[N];
-#pragma unroll
-                    for (int j = 0; j < N; j++)
-                        xv[j] = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)j * d + kk + 4 * c));
+                for (int j = 0; j < N; j++) {
+                    const uint4 xv = *reinterpret_cast<const uint4 *>(xq + j * d + kk);
+                    const float sg = xs[j * ng + kk / AH_XG];
 #pragma unroll
                     for (int r = 0; r < AH_R; r++) {
-                        float f[4];
-                        ah_unpack4(ah_word(wv[u][r], c), f);
-#pragma unroll
-                        for (int j = 0; j < N; j++)
-                            acc[r][j] = fmaf(f[0], xv[j].x, fmaf(f[1], xv[j].y,
-                                        fmaf(f[2], xv[j].z, fmaf(f[3], xv[j].w, acc[r][j]))));
+                        const uint4 wq = wv[u][r];
+                        int t = __dp4a((int)wq.x, (int)xv.x, 0);
+                        t = __dp4a((int)wq.y, (int)xv.y, t);
+                        t = __dp4a((int)wq.z, (int)xv.z, t);
+                        t = __dp4a((int)wq.w, (int)xv.w, t);
+                        acc[r][j] = fmaf((float)t, sg, acc[r][j]);
                     }
                 }
             }
@@ -217,7 +236,8 @@ ah_screen_kernel(float *__restrict__ approx, float *__restrict__ part, float *__
             const int64_t row = grp * AH_R + r;
             if (row >= vocab)
                 break;
-            const float s = scale[row], c = cbound[row];
+            const float s = scale[row];
+            const float2 c = cb[row];
 #pragma unroll
             for (int j = 0; j < N; j++) {
                 const float a = s * warp_sum(acc[r][j]);
@@ -281,7 +301,7 @@ template <typename T>
 __global__ void __launch_bounds__(AH_THREADS)
 ah_select_kernel(unsigned long long *__restrict__ best, unsigned long long *stats,
                  const float *__restrict__ approx, const float *__restrict__ part,
-                 const float *__restrict__ xnorm, const float *__restrict__ cbound,
+                 const float2 *__restrict__ xnorm, const float2 *__restrict__ cb,
                  const T *__restrict__ w, const float *__restrict__ x, int vocab, int d,
                  int screen_blocks)
 {
@@ -294,7 +314,7 @@ ah_select_kernel(unsigned long long *__restrict__ best, unsigned long long *stat
     for (int i = threadIdx.x; i < screen_blocks; i += AH_THREADS)
         t = fmaxf(t, part[(int64_t)r * screen_blocks + i]);
     t = block_max(t, red);
-    const float xn = xnorm[r];
+    const float2 xn = xnorm[r];
     const float *a_r = approx + (int64_t)r * vocab;
     const float *xr = x + (int64_t)r * d;
     const int64_t stride = (int64_t)gridDim.x * AH_WARPS * 32;
@@ -303,7 +323,7 @@ ah_select_kernel(unsigned long long *__restrict__ best, unsigned long long *stat
         bool cand = false;
         if (row < vocab) {
             const float a = a_r[row];
-            cand = a + ah_slack(cbound[row], xn, a) >= t;
+            cand = a + ah_slack(cb[row], xn, a) >= t;
         }
         for (unsigned m = __ballot_sync(CUDA_FULL_MASK, cand); m; m &= m - 1) {
             const int64_t j = base + __ffs(m) - 1;
@@ -346,12 +366,30 @@ extern "C" void cuda_argmax_head_destroy(llmrt_backend *b, llmrt_argmax_head *h)
             fprintf(stderr, "cuda argmax_head: %llu rows, %.1f candidates per row\n", st[1],
                     (double)st[0] / (double)st[1]);
     }
-    void *bufs[] = {h->q, h->scale, h->cbound, h->approx, h->part, h->xnorm, h->best, h->stats};
+    void *bufs[] = {h->q, h->scale, h->cb, h->approx, h->part, h->xnorm, h->best, h->stats};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             cuda_dev_free(b, bufs[i]);
     cudaGetLastError();
     free(h);
+}
+
+/* Dynamic shared memory of the screen for n rows of d inputs: x' and its scales. */
+static size_t screen_smem(int n, int d)
+{
+    return (size_t)n * (size_t)d + (size_t)n * (size_t)(d / AH_XG) * sizeof(float);
+}
+
+static cudaError_t set_screen_smem(size_t bytes)
+{
+    void (*const fns[AH_MAX_ROWS])(float *, float *, float2 *, const int8_t *, const float *,
+                                   const float2 *, const float *, int, int) = {
+        ah_screen_kernel<1>, ah_screen_kernel<2>, ah_screen_kernel<3>, ah_screen_kernel<4>,
+        ah_screen_kernel<5>, ah_screen_kernel<6>, ah_screen_kernel<7>, ah_screen_kernel<8>};
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < AH_MAX_ROWS && e == cudaSuccess; i++)
+        e = cudaFuncSetAttribute(fns[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    return e;
 }
 
 extern "C" llmrt_status cuda_argmax_head_create(llmrt_backend *b, const llmrt_tensor *w,
@@ -364,19 +402,30 @@ extern "C" llmrt_status cuda_argmax_head_create(llmrt_backend *b, const llmrt_te
                           "cuda argmax_head: w must be a 2-D F32/F16/BF16 tensor (got %d-D %s)",
                           w->ndim, llmrt_dtype_name(w->dtype));
     const int64_t vocab = w->shape[0], d = w->shape[1];
-    if (vocab < 1 || vocab > INT32_MAX / 2 || d < 16 || d % 16 != 0 || d > (1 << 20) ||
+    if (vocab < 1 || vocab > INT32_MAX / 2 || d < AH_XG || d % AH_XG != 0 || d > (1 << 20) ||
         !is_aligned16(w->data))
         return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                          "cuda argmax_head: w [%lld, %lld] must have a multiple of 16 columns "
+                          "cuda argmax_head: w [%lld, %lld] must have a multiple of %d columns "
                           "and 16-byte aligned data",
-                          (long long)vocab, (long long)d);
+                          (long long)vocab, (long long)d, AH_XG);
     if (max_rows < 1 || max_rows > AH_MAX_ROWS)
         return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
                           "cuda argmax_head: %d rows per call; 1..%d are supported", max_rows,
                           AH_MAX_ROWS);
+    const size_t smem = screen_smem(max_rows, (int)d);
+    if (smem > b->smem_optin)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "cuda argmax_head: %d rows of %lld inputs need %zu bytes of shared "
+                          "memory; the device has %zu per block",
+                          max_rows, (long long)d, smem, b->smem_optin);
     llmrt_status st = cuda_use(b, err);
     if (st)
         return st;
+    if (smem > 48 * 1024) {
+        cudaError_t ea = set_screen_smem(smem);
+        if (ea != cudaSuccess)
+            return cuda_fail(err, LLMRT_ERR_DEVICE, ea, "cuda argmax_head: shared memory limit");
+    }
     llmrt_argmax_head *h = (llmrt_argmax_head *)calloc(1, sizeof *h);
     if (!h)
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "cuda argmax_head: out of memory");
@@ -390,10 +439,10 @@ extern "C" llmrt_status cuda_argmax_head_create(llmrt_backend *b, const llmrt_te
     } allocs[] = {
         {(void **)&h->q, V * (size_t)d},
         {(void **)&h->scale, V * sizeof(float)},
-        {(void **)&h->cbound, V * sizeof(float)},
+        {(void **)&h->cb, V * sizeof(float2)},
         {(void **)&h->approx, (size_t)max_rows * V * sizeof(float)},
         {(void **)&h->part, (size_t)max_rows * (size_t)h->blocks * sizeof(float)},
-        {(void **)&h->xnorm, (size_t)max_rows * sizeof(float)},
+        {(void **)&h->xnorm, (size_t)max_rows * sizeof(float2)},
         {(void **)&h->best, (size_t)max_rows * sizeof(unsigned long long)},
         {(void **)&h->stats, 2 * sizeof(unsigned long long)},
     };
@@ -413,15 +462,15 @@ extern "C" llmrt_status cuda_argmax_head_create(llmrt_backend *b, const llmrt_te
         switch (w->dtype) {
         case LLMRT_DTYPE_F16:
             ah_prepare_kernel<__half><<<grid, AH_THREADS, 0, b->stream>>>(
-                h->q, h->scale, h->cbound, (const __half *)w->data, h->vocab, h->d, gamma);
+                h->q, h->scale, h->cb, (const __half *)w->data, h->vocab, h->d, gamma);
             break;
         case LLMRT_DTYPE_BF16:
             ah_prepare_kernel<__nv_bfloat16><<<grid, AH_THREADS, 0, b->stream>>>(
-                h->q, h->scale, h->cbound, (const __nv_bfloat16 *)w->data, h->vocab, h->d, gamma);
+                h->q, h->scale, h->cb, (const __nv_bfloat16 *)w->data, h->vocab, h->d, gamma);
             break;
         default:
             ah_prepare_kernel<float><<<grid, AH_THREADS, 0, b->stream>>>(
-                h->q, h->scale, h->cbound, (const float *)w->data, h->vocab, h->d, gamma);
+                h->q, h->scale, h->cb, (const float *)w->data, h->vocab, h->d, gamma);
             break;
         }
     }
@@ -442,8 +491,8 @@ fail:
 template <int N>
 static void launch_screen(llmrt_backend *b, llmrt_argmax_head *h, const float *x)
 {
-    cuda_launch(b, ah_screen_kernel<N>, (unsigned)h->blocks, AH_THREADS, 0, h->approx, h->part,
-                h->xnorm, h->q, h->scale, h->cbound, x, h->vocab, h->d);
+    cuda_launch(b, ah_screen_kernel<N>, (unsigned)h->blocks, AH_THREADS, screen_smem(N, h->d),
+                h->approx, h->part, h->xnorm, h->q, h->scale, h->cb, x, h->vocab, h->d);
 }
 
 extern "C" llmrt_status cuda_argmax_head_forward(llmrt_backend *b, llmrt_argmax_head *h,
@@ -475,16 +524,16 @@ extern "C" llmrt_status cuda_argmax_head_forward(llmrt_backend *b, llmrt_argmax_
     switch (h->dtype) {
     case LLMRT_DTYPE_F16:
         cuda_launch(b, ah_select_kernel<__half>, grid, AH_THREADS, 0, h->best, stats, h->approx,
-                    h->part, h->xnorm, h->cbound, (const __half *)h->w, x, h->vocab, h->d, h->blocks);
+                    h->part, h->xnorm, h->cb, (const __half *)h->w, x, h->vocab, h->d, h->blocks);
         break;
     case LLMRT_DTYPE_BF16:
         cuda_launch(b, ah_select_kernel<__nv_bfloat16>, grid, AH_THREADS, 0, h->best, stats,
-                    h->approx, h->part, h->xnorm, h->cbound, (const __nv_bfloat16 *)h->w, x,
+                    h->approx, h->part, h->xnorm, h->cb, (const __nv_bfloat16 *)h->w, x,
                     h->vocab, h->d, h->blocks);
         break;
     default:
         cuda_launch(b, ah_select_kernel<float>, grid, AH_THREADS, 0, h->best, stats, h->approx,
-                    h->part, h->xnorm, h->cbound, (const float *)h->w, x, h->vocab, h->d, h->blocks);
+                    h->part, h->xnorm, h->cb, (const float *)h->w, x, h->vocab, h->d, h->blocks);
         break;
     }
     if ((st = cuda_check_launch(err, "argmax_head select")))

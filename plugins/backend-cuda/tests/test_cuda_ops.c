@@ -733,7 +733,7 @@ END_TEST
  * candidate's logit is computed as the GEMV computes it): random weights of every float
  * dtype, x with an outlier, n = 1..8, exact ties (lowest index wins), a near tie one f16 ulp
  * apart, and a flat matrix where every row is a candidate; three calls each (the maxima must
- * reset). Refusals: rows per call, a width that is not a multiple of 16, too many rows. */
+ * reset). Refusals: rows per call, a width that is not a multiple of 32, too many rows. */
 static void check_head_case(llmrt_dtype dt, int vocab, int d, int n, int pattern, uint64_t seed)
 {
     llmrt_error err = {0};
@@ -806,13 +806,13 @@ START_TEST(test_argmax_head)
     llmrt_argmax_head *h = NULL;
     llmrt_tensor t = make_tensor(cu, vals, LLMRT_DTYPE_F16, 48, 40); /* 40 columns */
     ck_assert_int_eq(cu->vt->argmax_head_create(cu->b, &t, 1, &h, &err), LLMRT_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(err.msg, "multiple of 16"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "multiple of 32"), "%s", err.msg);
     ct_free(cu, t.data);
-    t = make_tensor(cu, vals, LLMRT_DTYPE_F16, 40, 48);
+    t = make_tensor(cu, vals, LLMRT_DTYPE_F16, 30, 64);
     ck_assert_int_eq(cu->vt->argmax_head_create(cu->b, &t, 9, &h, &err), LLMRT_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "9 rows"), "%s", err.msg);
     CT_OK(cu->vt->argmax_head_create(cu->b, &t, 2, &h, &err));
-    float *dx = ct_alloc(cu, 3 * 48 * sizeof(float));
+    float *dx = ct_alloc(cu, 3 * 64 * sizeof(float));
     int32_t *dout = ct_alloc(cu, 3 * sizeof(int32_t));
     ck_assert_int_eq(cu->vt->argmax_head_forward(cu->b, h, dout, dx, 3, &err), LLMRT_ERR_INVALID_ARG);
     ck_assert_msg(strstr(err.msg, "1..2"), "%s", err.msg);
