@@ -4,20 +4,21 @@
  * Why: at batch-1 decode the lm_head GEMV reads the whole [vocab, d] matrix every token
  * (Qwen3-8B, f16: 1.245 GB, 0.27 ms of a 2.1 ms step on the H200), yet a greedy step needs only
  * the argmax. An int8 copy of the matrix (one scale per row) is half the bytes of f16; with x
- * quantised to int8 too (one scale per 32 inputs) a screen logit is four IDP4A per 16 bytes,
- * and it is provably close to the logit L_j that cuda_gemm computes:
+ * quantised to int16 (one scale per 32 inputs) a screen logit is eight IDP2A per 16 weight
+ * bytes, and it is provably close to the logit L_j that cuda_gemm computes:
  *   |L_j - A_j| <= b_j = c1_j ||x|| + c2_j ||x - x'||
  *   c1_j = ||e_j|| + 2 gamma (||w_j|| + ||w'_j||),  c2_j = ||w'_j|| (1 + 2 gamma)
  * (Cauchy-Schwarz on the weight error e_j = w_j - w'_j, w'_j = s_j q_j, and on the activation
  * error x - x'; gamma = d u / (1 - d u), u = 2^-24, bounds the f32 rounding of the GEMV's sum
- * and of the screen's; the screen's integer sums are exact). So the argmax of L is among the
- * rows with A_j + b_j >= T = max_i (A_i - b_i) — on the Qwen3-8B-shaped random model ~14 of
- * 152k — and only those are recomputed from w, in the order of cuda_gemm's GEMV, bit for bit:
- * the ids gemm + argmax give, from about half the bytes.
+ * and of the screen's, integer sums and their conversion included). So the argmax of L is
+ * among the rows with A_j + b_j >= T = max_i (A_i - b_i) — on the Qwen3-8B-shaped random model
+ * ~14 of 152k — and only those are recomputed from w, in the order of cuda_gemm's GEMV, bit for
+ * bit: the ids gemm + argmax give, from about half the bytes. (x in int8 instead: its error
+ * term doubled b and gave ~160 candidates.)
  *
  *   create:  q [vocab, d] s8 = round(w / s), s_j = max|w_j| / 127; c1, c2 in double
- *   screen:  each block quantises x (s8, a scale per 32 inputs, ||x||, ||x - x'||) into shared
- *            memory; A [n, vocab] = s_j * sum_groups s_g * dp4a(q, x'); per block and row r,
+ *   screen:  each block quantises x (s16, a scale per 32 inputs, ||x||, ||x - x'||) into shared
+ *            memory; A [n, vocab] = s_j * sum_groups s_g * dp2a(x', q); per block and row r,
  *            max_j (A - b)
  *   select:  T_r = max of those; each row j with A + b >= T_r: L_j exactly, the largest
  *            (L_j, -j) by a 64-bit atomicMax (lowest index on ties)
@@ -114,12 +115,12 @@ __device__ __forceinline__ float ah_slack(float2 c, float2 xn, float a)
 }
 
 /* Screen. Each block first quantises the n rows of x into shared memory: x' = s_g * round(x /
- * s_g), s_g = max |x| / 127 over each group of AH_XG inputs (xq [n][d] s8, then xs [n][d / AH_XG]
- * f32), and ||x||, ||x - x'|| per row. Then warps walk row pairs grid-stride; lane l takes bytes
- * [16 l, 16 l + 16) of each 512-byte stretch of a weight row, AH_UNROLL stretches per round:
- * four IDP4A against x' per 16 bytes, exact in int32, scaled by s_g into an f32 sum. The first
- * round's weight loads are issued before the wait on the previous kernel (the copy never
- * changes). */
+ * s_g), s_g = max |x| / 32767 over each group of AH_XG inputs (xq [n][d] s16, then
+ * xs [n][d / AH_XG] f32), and ||x||, ||x - x'|| per row. Then warps walk row pairs grid-stride;
+ * lane l takes bytes [16 l, 16 l + 16) of each 512-byte stretch of a weight row, AH_UNROLL
+ * stretches per round: eight IDP2A against x' per 16 bytes, exact in int32, scaled by s_g into
+ * an f32 sum. The first round's weight loads are issued before the wait on the previous kernel
+ * (the copy never changes). */
 template <int N>
 __global__ void __launch_bounds__(AH_THREADS)
 ah_screen_kernel(float *__restrict__ approx, float *__restrict__ part, float2 *__restrict__ xnorm,
@@ -127,7 +128,7 @@ ah_screen_kernel(float *__restrict__ approx, float *__restrict__ part, float2 *_
                  const float2 *__restrict__ cb, const float *__restrict__ x, int vocab, int d)
 {
     extern __shared__ uint4 ah_smem[];
-    int8_t *xq = reinterpret_cast<int8_t *>(ah_smem);            /* [N][d] */
+    int16_t *xq = reinterpret_cast<int16_t *>(ah_smem);          /* [N][d] */
     float *xs = reinterpret_cast<float *>(xq + (size_t)N * d);   /* [N][d / AH_XG] */
     __shared__ float sh_red[AH_WARPS][N][2];
     __shared__ float sh_max[AH_WARPS][N];
@@ -169,9 +170,9 @@ ah_screen_kernel(float *__restrict__ approx, float *__restrict__ part, float2 *_
         xx[j] = dd[j] = 0.0f;
         for (int g = warp; g < ng; g += AH_WARPS) {
             const float v = x[(int64_t)j * d + g * AH_XG + lane];
-            const float sg = warp_max(fabsf(v)) / 127.0f;
-            const float qv = sg > 0.0f ? fminf(fmaxf(rintf(v / sg), -127.0f), 127.0f) : 0.0f;
-            xq[j * d + g * AH_XG + lane] = (int8_t)qv;
+            const float sg = warp_max(fabsf(v)) / 32767.0f;
+            const float qv = sg > 0.0f ? fminf(fmaxf(rintf(v / sg), -32767.0f), 32767.0f) : 0.0f;
+            xq[j * d + g * AH_XG + lane] = (int16_t)qv;
             if (lane == 0)
                 xs[j * ng + g] = sg;
             const float diff = fmaf(-sg, qv, v);
@@ -217,15 +218,20 @@ ah_screen_kernel(float *__restrict__ approx, float *__restrict__ part, float2 *_
                     break;
 #pragma unroll
                 for (int j = 0; j < N; j++) {
-                    const uint4 xv = *reinterpret_cast<const uint4 *>(xq + j * d + kk);
+                    const uint4 x0 = *reinterpret_cast<const uint4 *>(xq + j * d + kk);
+                    const uint4 x1 = *reinterpret_cast<const uint4 *>(xq + j * d + kk + 8);
                     const float sg = xs[j * ng + kk / AH_XG];
 #pragma unroll
                     for (int r = 0; r < AH_R; r++) {
                         const uint4 wq = wv[u][r];
-                        int t = __dp4a((int)wq.x, (int)xv.x, 0);
-                        t = __dp4a((int)wq.y, (int)xv.y, t);
-                        t = __dp4a((int)wq.z, (int)xv.z, t);
-                        t = __dp4a((int)wq.w, (int)xv.w, t);
+                        int t = __dp2a_lo((int)x0.x, (int)wq.x, 0);
+                        t = __dp2a_hi((int)x0.y, (int)wq.x, t);
+                        t = __dp2a_lo((int)x0.z, (int)wq.y, t);
+                        t = __dp2a_hi((int)x0.w, (int)wq.y, t);
+                        t = __dp2a_lo((int)x1.x, (int)wq.z, t);
+                        t = __dp2a_hi((int)x1.y, (int)wq.z, t);
+                        t = __dp2a_lo((int)x1.z, (int)wq.w, t);
+                        t = __dp2a_hi((int)x1.w, (int)wq.w, t);
                         acc[r][j] = fmaf((float)t, sg, acc[r][j]);
                     }
                 }
@@ -377,7 +383,7 @@ extern "C" void cuda_argmax_head_destroy(llmrt_backend *b, llmrt_argmax_head *h)
 /* Dynamic shared memory of the screen for n rows of d inputs: x' and its scales. */
 static size_t screen_smem(int n, int d)
 {
-    return (size_t)n * (size_t)d + (size_t)n * (size_t)(d / AH_XG) * sizeof(float);
+    return (size_t)n * (size_t)d * sizeof(int16_t) + (size_t)n * (size_t)(d / AH_XG) * sizeof(float);
 }
 
 static cudaError_t set_screen_smem(size_t bytes)
