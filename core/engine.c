@@ -868,8 +868,9 @@ static llmrt_status enqueue_device_work(llmrt_engine *e, flight *f, const llmrt_
 {
     int32_t *out = e->sb.out.device[f->half];
     llmrt_status st;
-    if (f->device_op == 1 && model_has_forward_argmax(e->parts.model_vt)) {
-        /* every row greedy: the model may find the argmax without all the logits */
+    if (f->device_op == 1 && !f->any_host && model_has_forward_argmax(e->parts.model_vt)) {
+        /* every row greedy and none sampled on the host (which reads the logits): the model
+         * may find the argmax without them */
         st = e->parts.model_vt->forward_argmax(e->parts.model, batch, &e->kv.view, e->sb.logits,
                                                out, err);
         if (st)

@@ -427,8 +427,8 @@ extern "C" llmrt_status cuda_argmax_head_create(llmrt_backend *b, const llmrt_te
     llmrt_status st = cuda_use(b, err);
     if (st)
         return st;
-    if (smem > 48 * 1024) {
-        cudaError_t ea = set_screen_smem(smem);
+    if (smem > 48 * 1024) { /* to the device's limit: a second head never lowers it */
+        cudaError_t ea = set_screen_smem(b->smem_optin);
         if (ea != cudaSuccess)
             return cuda_fail(err, LLMRT_ERR_DEVICE, ea, "cuda argmax_head: shared memory limit");
     }

@@ -2,6 +2,7 @@
 #include "mock_model.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -65,7 +66,7 @@ int32_t mock_model_greedy(const mock_model_cfg *cfg, const int32_t *prompt, int3
 /* ======================================================================= the ops backend */
 
 typedef struct rec_op {
-    int kind; /* 1 copy, 2 argmax, 3 sample, 4 forward */
+    int kind; /* 1 copy, 2 argmax, 3 sample, 4 forward, 5 forward_argmax */
     void *dst;
     const void *src;
     size_t bytes;
@@ -310,6 +311,9 @@ static llmrt_status o_sample(llmrt_backend *b, int32_t *out, const float *logits
 
 static llmrt_status run_forward(llmrt_model *m, const llmrt_batch *batch,
                                 const llmrt_kv_cache *kv, float *logits, llmrt_error *err);
+static llmrt_status run_forward_argmax(llmrt_model *m, const llmrt_batch *batch,
+                                       const llmrt_kv_cache *kv, float *logits, int32_t *out,
+                                       llmrt_error *err);
 
 static llmrt_status o_graph_launch(llmrt_backend *b, llmrt_graph *g, llmrt_error *err)
 {
@@ -322,6 +326,7 @@ static llmrt_status o_graph_launch(llmrt_backend *b, llmrt_graph *g, llmrt_error
         case 2: st = host_argmax(op->out, op->logits, op->rows, op->vocab); break;
         case 3: st = host_sample(M(b), op->out, op->logits, op->params, op->rows, op->vocab, err); break;
         case 4: st = run_forward(op->model, &op->batch, op->kv, op->flogits, err); break;
+        case 5: st = run_forward_argmax(op->model, &op->batch, op->kv, op->flogits, op->out, err); break;
         }
         if (st)
             return st;
@@ -390,6 +395,7 @@ struct llmrt_model {
     llmrt_backend_ref be;
     llmrt_model_params params;
     int64_t forwards;
+    int64_t argmax_forwards; /* of them through forward_argmax */
     int32_t max_rows, max_seqs;
     int32_t *ctx; /* scratch [max_position] */
     float *tmp;   /* scratch [vocab] */
@@ -420,6 +426,8 @@ void mock_model_destroy(llmrt_model *m)
     free(m->tmp);
     free(m);
 }
+
+int64_t mock_model_argmax_forwards(llmrt_model *m) { return m->argmax_forwards; }
 
 void mock_model_counts(llmrt_model *m, int64_t *forwards, int32_t *max_rows, int32_t *max_seqs)
 {
@@ -565,6 +573,41 @@ static llmrt_status run_forward(llmrt_model *m, const llmrt_batch *b, const llmr
     return LLMRT_OK;
 }
 
+/* forward_argmax: forward, the argmax of each row, and then the logits poisoned with NaN —
+ * the contract leaves them unspecified, so an engine that still read them (a row sampled on
+ * the host, logprobs) would see it. */
+static llmrt_status run_forward_argmax(llmrt_model *m, const llmrt_batch *batch,
+                                       const llmrt_kv_cache *kv, float *logits, int32_t *out,
+                                       llmrt_error *err)
+{
+    llmrt_status st = run_forward(m, batch, kv, logits, err);
+    if (st)
+        return st;
+    if (batch->all_logits)
+        return llmrt_fail(err, LLMRT_ERR_INTERNAL, "mock model: forward_argmax with all_logits");
+    m->argmax_forwards++;
+    const int32_t V = m->cfg.vocab;
+    for (int32_t s = 0; s < batch->n_seqs; s++) {
+        out[s] = llmrt_sampler_argmax(logits + (size_t)s * (size_t)V, V);
+        for (int32_t i = 0; i < V; i++)
+            logits[(size_t)s * (size_t)V + (size_t)i] = NAN;
+    }
+    return LLMRT_OK;
+}
+
+static llmrt_status mm_forward_argmax(llmrt_model *m, const llmrt_batch *batch,
+                                      const llmrt_kv_cache *kv, float *logits, int32_t *out,
+                                      llmrt_error *err)
+{
+    if (is_ops_backend(&m->be) && M(m->be.b)->capture) {
+        rec_op op = {.kind = 5, .model = m, .batch = *batch, .kv = kv, .flogits = logits,
+                     .out = out};
+        record(m->be.b, &op);
+        return LLMRT_OK;
+    }
+    return run_forward_argmax(m, batch, kv, logits, out, err);
+}
+
 static llmrt_status mm_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
                                float *logits, llmrt_error *err)
 {
@@ -619,6 +662,7 @@ const llmrt_model_vtable mock_model_vtable = {
     .destroy = mock_model_destroy,
     .info = mm_info,
     .forward = mm_forward,
+    .forward_argmax = mm_forward_argmax,
 };
 
 const llmrt_plugin_desc mock_model_desc = {

@@ -46,6 +46,9 @@ llmrt_status mock_model_create(const mock_model_cfg *cfg, const llmrt_backend_re
 void mock_model_destroy(llmrt_model *m);
 /* Forward calls so far and the most token rows / sequences seen in one. */
 void mock_model_counts(llmrt_model *m, int64_t *forwards, int32_t *max_rows, int32_t *max_seqs);
+/* Of those forwards, how many came through forward_argmax (a greedy step's ids without
+ * logits; the mock poisons its logits buffer with NaN afterwards). */
+int64_t mock_model_argmax_forwards(llmrt_model *m);
 
 /* The reference: logits [vocab] after the context tokens [n]. */
 void mock_model_logits(const mock_model_cfg *cfg, const int32_t *tokens, int32_t n,

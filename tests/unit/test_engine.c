@@ -173,6 +173,11 @@ START_TEST(test_single_greedy_matches_reference)
     }
     if (v->async && v->argmax)
         ck_assert_msg(st.async_scheduling, "%s: async scheduling not in effect", v->name);
+    /* greedy steps with a device argmax go through the model's forward_argmax */
+    if (v->argmax)
+        ck_assert_msg(mock_model_argmax_forwards(r.model) > 0, "%s: no forward_argmax", v->name);
+    else
+        ck_assert_int_eq(mock_model_argmax_forwards(r.model), 0);
     llmrt_engine_destroy(r.e);
     r.e = NULL;
     ck_assert_int_eq(mock_ops_get_stats(&r.be).live_dev, 0);
@@ -695,8 +700,17 @@ START_TEST(test_logprobs_and_penalties)
     q2.sampling.repetition_penalty = 50.0f;
     q2.user = &b;
     ck_assert_int_eq(llmrt_engine_submit(r.e, &q2, NULL, &err), LLMRT_OK);
+    /* a plain greedy request in the same steps: its row takes the device argmax while the
+     * others are sampled on the host from the logits, so the steps must not go through
+     * forward_argmax (the mock poisons the logits after it) */
+    llmrt_request q3 = q;
+    q3.sampling.logprobs = -1;
+    out_t c3 = {0};
+    q3.user = &c3;
+    ck_assert_int_eq(llmrt_engine_submit(r.e, &q3, NULL, &err), LLMRT_OK);
     run_ok(r.e);
     check_reference(&o.model, p, 5, 12, &a, "logprobs");
+    check_reference(&o.model, p, 5, 12, &c3, "greedy beside host rows");
     float lg[97];
     int32_t ctx[40];
     memcpy(ctx, p, sizeof p);
