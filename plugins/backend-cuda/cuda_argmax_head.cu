@@ -386,15 +386,24 @@ static size_t screen_smem(int n, int d)
     return (size_t)n * (size_t)d * sizeof(int16_t) + (size_t)n * (size_t)(d / AH_XG) * sizeof(float);
 }
 
-static cudaError_t set_screen_smem(size_t bytes)
+/* Let every screen instantiation take the device's whole opt-in shared memory (less its static
+ * part): a second head never lowers what the first one needs. */
+static cudaError_t set_screen_smem(size_t optin)
 {
     void (*const fns[AH_MAX_ROWS])(float *, float *, float2 *, const int8_t *, const float *,
                                    const float2 *, const float *, int, int) = {
         ah_screen_kernel<1>, ah_screen_kernel<2>, ah_screen_kernel<3>, ah_screen_kernel<4>,
         ah_screen_kernel<5>, ah_screen_kernel<6>, ah_screen_kernel<7>, ah_screen_kernel<8>};
     cudaError_t e = cudaSuccess;
-    for (int i = 0; i < AH_MAX_ROWS && e == cudaSuccess; i++)
-        e = cudaFuncSetAttribute(fns[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    for (int i = 0; i < AH_MAX_ROWS && e == cudaSuccess; i++) {
+        cudaFuncAttributes fa;
+        e = cudaFuncGetAttributes(&fa, fns[i]);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(fns[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)(optin - fa.sharedSizeBytes));
+    }
+    if (e != cudaSuccess)
+        cudaGetLastError(); /* not sticky: later launches must not report it */
     return e;
 }
 
@@ -419,7 +428,7 @@ extern "C" llmrt_status cuda_argmax_head_create(llmrt_backend *b, const llmrt_te
                           "cuda argmax_head: %d rows per call; 1..%d are supported", max_rows,
                           AH_MAX_ROWS);
     const size_t smem = screen_smem(max_rows, (int)d);
-    if (smem > b->smem_optin)
+    if (smem + 1024 > b->smem_optin) /* 1 KB: the screen's static shared memory */
         return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
                           "cuda argmax_head: %d rows of %lld inputs need %zu bytes of shared "
                           "memory; the device has %zu per block",
@@ -427,7 +436,7 @@ extern "C" llmrt_status cuda_argmax_head_create(llmrt_backend *b, const llmrt_te
     llmrt_status st = cuda_use(b, err);
     if (st)
         return st;
-    if (smem > 48 * 1024) { /* to the device's limit: a second head never lowers it */
+    if (smem + 1024 > 48 * 1024) {
         cudaError_t ea = set_screen_smem(b->smem_optin);
         if (ea != cudaSuccess)
             return cuda_fail(err, LLMRT_ERR_DEVICE, ea, "cuda argmax_head: shared memory limit");

@@ -89,31 +89,32 @@ static llmrt_status parse_section(const llmrt_section *cfg, int *fuse, int *gree
 }
 
 /* greedy_head = auto: the backend's argmax_head over lm_head for steps of up to 8 sequences,
- * when it has the ops and takes this lm_head (LLMRT_ERR_UNSUPPORTED: go without). */
-static llmrt_status make_head(llmrt_model *m, llmrt_error *err)
+ * when it has the ops and takes this lm_head. It only saves time, so when the backend cannot
+ * make one (this lm_head unsupported, or its copy does not fit) the model goes without: an
+ * info line, or a warning for a failure other than LLMRT_ERR_UNSUPPORTED. */
+static void make_head(llmrt_model *m)
 {
     const llmrt_backend_vtable *be = m->be.vt;
     if (!m->greedy_head || !HAS_MEMBER(be, llmrt_backend_vtable, argmax_head_create) ||
         !HAS_MEMBER(be, llmrt_backend_vtable, argmax_head_forward) ||
         !HAS_MEMBER(be, llmrt_backend_vtable, argmax_head_destroy))
-        return LLMRT_OK;
+        return;
     const int32_t rows = m->params.max_seqs < 8 ? m->params.max_seqs : 8;
     llmrt_error e = {0};
     llmrt_status st = be->argmax_head_create(m->be.b, &m->lm_head, rows, &m->head, &e);
-    if (st == LLMRT_ERR_UNSUPPORTED) {
+    if (st) {
+        m->head = NULL;
         if (m->has_host)
-            m->host.log(m->host.ctx, LLMRT_LOG_INFO, "qwen3", "greedy_head: not used (%s)", e.msg);
-        return LLMRT_OK;
+            m->host.log(m->host.ctx, st == LLMRT_ERR_UNSUPPORTED ? LLMRT_LOG_INFO : LLMRT_LOG_WARN,
+                        "qwen3", "greedy_head: not used (%s)", e.msg);
+        return;
     }
-    if (st)
-        return llmrt_fail(err, st, "qwen3: greedy_head: %s", e.msg);
     m->head_rows = rows;
     if (m->has_host)
         m->host.log(m->host.ctx, LLMRT_LOG_INFO, "qwen3",
                     "greedy_head: greedy steps of up to %d sequences take their argmax through "
                     "the backend's argmax_head",
                     rows);
-    return LLMRT_OK;
 }
 
 static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -276,8 +277,10 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
         st = llmrt_fail(err, LLMRT_ERR_NOMEM, "qwen3 create: out of memory");
         goto fail;
     }
-    if ((st = qwen3_weights_load(m, ckpt, err)) || (st = alloc_scratch(m, err)) ||
-        (st = make_head(m, err)) || (st = warm_up(m, err)))
+    if ((st = qwen3_weights_load(m, ckpt, err)) || (st = alloc_scratch(m, err)))
+        goto fail;
+    make_head(m);
+    if ((st = warm_up(m, err)))
         goto fail;
     m->glu_rows = glu_rows(m);
     *out = m;

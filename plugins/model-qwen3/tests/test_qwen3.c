@@ -834,7 +834,7 @@ static llmrt_status fh_create(llmrt_backend *b, const llmrt_tensor *w, int32_t m
                               llmrt_argmax_head **out, llmrt_error *err)
 {
     if (hs.refuse)
-        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED, "fake head: refused");
+        return llmrt_fail(err, (llmrt_status)hs.refuse, "fake head: refused");
     llmrt_argmax_head *h = malloc(sizeof *h);
     h->w = *w;
     h->max_rows = max_rows;
@@ -930,7 +930,9 @@ START_TEST(test_greedy_head)
 {
     check_greedy_head("auto", 0, 1);
     check_greedy_head("off", 0, 0);
-    check_greedy_head("auto", 1, 0); /* the backend refuses this lm_head: lm_head + argmax */
+    /* the backend refuses this lm_head, or cannot make the copy: lm_head + argmax */
+    check_greedy_head("auto", LLMRT_ERR_UNSUPPORTED, 0);
+    check_greedy_head("auto", LLMRT_ERR_NOMEM, 0);
 }
 END_TEST
 
