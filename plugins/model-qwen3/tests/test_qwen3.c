@@ -819,7 +819,7 @@ END_TEST
 /* backend-cpu plus fake argmax_head ops (gemm + argmax underneath) that count their calls, so
  * the test sees when the model uses them: qwen3's forward_argmax must give the argmax of
  * forward's logits whether it takes the head (greedy_head = auto, the backend has the ops),
- * or lm_head + argmax (greedy_head = off, or the backend refuses this lm_head). */
+ * or lm_head + argmax (greedy_head = off, or the backend refuses or fails to make the head). */
 static llmrt_backend_vtable head_vt;
 static struct {
     int creates, forwards, last_n, refuse;
