@@ -2,6 +2,7 @@
 #include "bench_env.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -21,8 +22,16 @@ static void first_line_of(const char *cmd, char *out, size_t n)
         out[0] = 0;
 }
 
+/* The commit a report names: $LLMRT_BENCH_COMMIT when set (a copied tree whose git metadata
+ * is not the build's, as on the GPU machine: scripts/gpu-check.sh sets it from the packed
+ * build's .device/COMMIT), else git in the source tree, else the one stamped at configure. */
 static void commit_of(char *out, size_t n)
 {
+    const char *env = getenv("LLMRT_BENCH_COMMIT");
+    if (env && *env) {
+        snprintf(out, n, "%s", env);
+        return;
+    }
     char top[4096], hash[64], dirty[8];
     first_line_of("git rev-parse --show-toplevel 2>/dev/null", top, sizeof top);
     if (top[0]) {

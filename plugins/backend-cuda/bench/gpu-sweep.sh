@@ -44,6 +44,8 @@ if [[ -d .device/build-gpu ]]; then
   fi
 fi
 export LD_LIBRARY_PATH=$PWD/build-gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# bench reports name the packed build's commit (this copy's git metadata may be older)
+[[ -f .device/COMMIT ]] && export LLMRT_BENCH_COMMIT=$(cat .device/COMMIT)
 llmrt=$PWD/build-gpu/bin/llmrt
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$L/nvidia-smi.txt" 2>&1
 row "gpu" "$(head -1 "$L/nvidia-smi.txt")"
