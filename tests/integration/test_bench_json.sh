@@ -71,9 +71,12 @@ node -e 'const fs=require("fs");const d=JSON.parse(fs.readFileSync(process.argv[
 validate "$tmp/broken.json" > "$tmp/v.out" 2>&1 && fail "a JSON without itl_ms.p99 passed validation"
 grep -q "must have required property 'p99'" "$tmp/v.out" || { cat "$tmp/v.out"; fail "validator message"; }
 
-# --json - writes the document to stdout and the table to stderr
-"$LLMRT" bench -c "$tmp/pageable.ini" --input-len 4 --output-len 3 --warmup 0 --rounds 1 --requests 2 \
+# --json - writes the document to stdout and the table to stderr; LLMRT_BENCH_COMMIT names
+# the commit (a tree copy whose git metadata is not the build's)
+LLMRT_BENCH_COMMIT=feedbee "$LLMRT" bench -c "$tmp/pageable.ini" --input-len 4 --output-len 3 \
+  --warmup 0 --rounds 1 --requests 2 \
   --json - > "$tmp/stdout.json" 2> "$tmp/stderr.txt" || fail "--json -"
+grep -q '"commit": *"feedbee"' "$tmp/stdout.json" || fail "LLMRT_BENCH_COMMIT is not the report's commit"
 validate "$tmp/stdout.json" > "$tmp/v.out" 2>&1 || { cat "$tmp/v.out"; fail "--json - output"; }
 grep -q "llmrt bench — latency mode" "$tmp/stderr.txt" || fail "--json -: table goes to stderr"
 echo "ok: bench json"
