@@ -53,7 +53,6 @@ struct llmrt_argmax_head {
     unsigned long long *best;       /* [max_rows] packed (L, -j) maxima; 0 between calls */
     unsigned long long *stats;      /* [2] candidates, rows (LLMRT_CUDA_TUNE ah_stats=1) */
     int blocks;                     /* screen grid */
-    size_t smem;                    /* screen: x' and its scales for max_rows rows */
 };
 
 /* ---- create ---- */
