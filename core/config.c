@@ -694,5 +694,10 @@ void llmrt_config_write_template(FILE *out)
                  "; Load q/k/v and gate/up as one linear each and use the fused small ops when the\n"
                  "; backend has them (off: separate ones, for A/B).\n"
                  "; allowed: auto|off\n"
-                 "fuse = auto\n");
+                 "fuse = auto\n"
+                 "; Greedy steps of up to 8 sequences find their argmax through the backend's\n"
+                 "; argmax_head (CUDA: an int8 copy of lm_head screens, the candidates are\n"
+                 "; recomputed exactly: the same ids; vocab x hidden bytes more device memory).\n"
+                 "; off: lm_head + argmax always. allowed: auto|off\n"
+                 "greedy_head = auto\n");
 }
