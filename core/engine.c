@@ -73,7 +73,7 @@ typedef struct flight {
     int chained;             /* token ids: the previous step's sampled ids, on the device */
     int graph;
     int d2h_done;            /* outputs' copy enqueued */
-    int device_op;           /* 0 none, 1 argmax, 2 sample */
+    int device_op;           /* 0 none, 1 argmax, 2 sample, 3 model forward_argmax */
     int any_host;            /* rows sampled on the host */
     llmrt_sched_item *items; /* [max_seqs] */
     uint8_t *row_host;       /* [max_seqs] 1: sampled on the host */
@@ -837,7 +837,18 @@ static void fill_inputs(llmrt_engine *e, flight *f, int32_t *max_seq_len, int32_
     *max_q = f->graph ? 1 : mq;
 }
 
-/* Which device op samples this flight: 0 none (all on the host), 1 argmax, 2 sample. */
+/* The model's forward_argmax, when its vtable has it (an optional, appended member). */
+static int model_has_forward_argmax(const llmrt_model_vtable *vt)
+{
+    return vt->struct_size >= offsetof(llmrt_model_vtable, forward_argmax) +
+                                  sizeof vt->forward_argmax &&
+           vt->forward_argmax;
+}
+
+/* Which device op samples this flight: 0 none (all on the host), 1 argmax, 2 sample, 3 the
+ * model's forward_argmax (every row greedy on the device and none sampled on the host, which
+ * would read the logits: the model may find the argmax without them). A captured graph is
+ * keyed by this op, so steps of the two argmax kinds never replay each other's graph. */
 static int pick_device_op(const llmrt_engine *e, const flight *f)
 {
     int any_dev = 0, any_temp = 0;
@@ -852,15 +863,9 @@ static int pick_device_op(const llmrt_engine *e, const flight *f)
         return 0;
     if (any_temp)
         return 2; /* row_needs_host guarantees sample exists for these rows */
+    if (e->bvt->argmax && !f->any_host && model_has_forward_argmax(e->parts.model_vt))
+        return 3;
     return e->bvt->argmax ? 1 : 2;
-}
-
-/* The model's forward_argmax, when its vtable has it (an optional, appended member). */
-static int model_has_forward_argmax(const llmrt_model_vtable *vt)
-{
-    return vt->struct_size >= offsetof(llmrt_model_vtable, forward_argmax) +
-                                  sizeof vt->forward_argmax &&
-           vt->forward_argmax;
 }
 
 static llmrt_status enqueue_device_work(llmrt_engine *e, flight *f, const llmrt_batch *batch,
@@ -868,9 +873,7 @@ static llmrt_status enqueue_device_work(llmrt_engine *e, flight *f, const llmrt_
 {
     int32_t *out = e->sb.out.device[f->half];
     llmrt_status st;
-    if (f->device_op == 1 && !f->any_host && model_has_forward_argmax(e->parts.model_vt)) {
-        /* every row greedy and none sampled on the host (which reads the logits): the model
-         * may find the argmax without them */
+    if (f->device_op == 3) {
         st = e->parts.model_vt->forward_argmax(e->parts.model, batch, &e->kv.view, e->sb.logits,
                                                out, err);
         if (st)

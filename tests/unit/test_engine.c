@@ -750,6 +750,60 @@ START_TEST(test_logprobs_and_penalties)
 }
 END_TEST
 
+/* With graphs, a step whose rows are all greedy (the model's forward_argmax) and a step of
+ * the same size with a row sampled on the host (forward: that row needs the logits) must not
+ * share a captured graph: two greedy requests first, then a greedy one beside a logprobs one
+ * — the logprobs must be those of the reference (the mock poisons its logits after
+ * forward_argmax, so a replay of the first graph would give NaN). */
+START_TEST(test_graph_greedy_then_host_rows)
+{
+    const variant *v = &VARIANTS[6 + _i]; /* the graph variants */
+    ck_assert(v->graphs);
+    mock_rig r;
+    mock_rig_opts o = variant_opts(v);
+    open_ok(&r, &o);
+    int32_t p[3][6];
+    for (int i = 0; i < 3; i++)
+        make_prompt(p[i], 6, 40 + (unsigned)i, o.model.vocab);
+    out_t g0 = {0}, g1 = {0}, g2 = {0}, lp = {0};
+    submit_greedy(r.e, p[0], 6, 10, &g0);
+    submit_greedy(r.e, p[1], 6, 10, &g1);
+    run_ok(r.e);
+    const int64_t argmax_steps = mock_model_argmax_forwards(r.model);
+    ck_assert_msg(argmax_steps > 0, "%s: all-greedy steps did not use forward_argmax", v->name);
+    submit_greedy(r.e, p[2], 6, 10, &g2);
+    llmrt_request q;
+    llmrt_request_init(&q);
+    q.prompt_ids = p[0], q.n_prompt = 6, q.on_token = on_token, q.user = &lp;
+    q.sampling.max_tokens = 10;
+    q.sampling.logprobs = 0;
+    llmrt_error err = {0};
+    ck_assert_int_eq(llmrt_engine_submit(r.e, &q, NULL, &err), LLMRT_OK);
+    run_ok(r.e);
+    ck_assert_int_eq(mock_model_argmax_forwards(r.model), argmax_steps);
+    check_reference(&o.model, p[0], 6, 10, &g0, v->name);
+    check_reference(&o.model, p[1], 6, 10, &g1, v->name);
+    check_reference(&o.model, p[2], 6, 10, &g2, v->name);
+    check_reference(&o.model, p[0], 6, 10, &lp, v->name);
+    float lg[97];
+    int32_t ctx[16];
+    memcpy(ctx, p[0], sizeof p[0]);
+    for (int i = 0; i < 10; i++) {
+        mock_model_logits(&o.model, ctx, 6 + i, lg);
+        double z = 0, mx = -1e9;
+        for (int t = 0; t < 97; t++)
+            mx = fmax(mx, lg[t]);
+        for (int t = 0; t < 97; t++)
+            z += exp(lg[t] - mx);
+        ck_assert_msg(fabs(lp.lp[i] - (lg[lp.ids[i]] - mx - log(z))) < 1e-4,
+                      "%s: token %d logprob %g, reference %g", v->name, i, lp.lp[i],
+                      lg[lp.ids[i]] - mx - log(z));
+        ctx[6 + i] = lp.ids[i];
+    }
+    mock_rig_close(&r);
+}
+END_TEST
+
 /* Destroying an engine with work left delivers CANCELLED to everyone. */
 START_TEST(test_destroy_cancels)
 {
@@ -782,6 +836,7 @@ int main(void)
     tcase_add_loop_test(tc, test_join_between_steps, 0, N_VARIANTS);
     tcase_add_loop_test(tc, test_preemption_same_outputs, 0, N_VARIANTS);
     tcase_add_loop_test(tc, test_cancel_frees_blocks, 0, N_VARIANTS);
+    tcase_add_loop_test(tc, test_graph_greedy_then_host_rows, 0, 4);
     tcase_add_test(tc, test_chunked_prefill_and_step_records);
     tcase_add_test(tc, test_async_steps_are_chained);
     tcase_add_test(tc, test_limits_and_validation);
