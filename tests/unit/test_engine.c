@@ -108,6 +108,21 @@ static void check_reference(const mock_model_cfg *cfg, const int32_t *p, int n, 
                       o->ids[i], ref[i]);
 }
 
+/* The reference log-probability of token id after the context tokens [n]: log-softmax of
+ * the mock model's logits. */
+static double ref_logprob(const mock_model_cfg *cfg, const int32_t *ctx, int n, int32_t id)
+{
+    float lg[256];
+    ck_assert_int_le(cfg->vocab, (int)(sizeof lg / sizeof *lg));
+    mock_model_logits(cfg, ctx, n, lg);
+    double z = 0, mx = -1e9;
+    for (int v = 0; v < cfg->vocab; v++)
+        mx = fmax(mx, lg[v]);
+    for (int v = 0; v < cfg->vocab; v++)
+        z += exp(lg[v] - mx);
+    return lg[id] - mx - log(z);
+}
+
 /* ---- configurations the loop must be correct in ---- */
 
 typedef struct variant {
@@ -715,15 +730,9 @@ START_TEST(test_logprobs_and_penalties)
     int32_t ctx[40];
     memcpy(ctx, p, sizeof p);
     for (int i = 0; i < 12; i++) {
-        mock_model_logits(&o.model, ctx, 5 + i, lg);
-        double z = 0, mx = -1e9;
-        for (int v = 0; v < 97; v++)
-            mx = fmax(mx, lg[v]);
-        for (int v = 0; v < 97; v++)
-            z += exp(lg[v] - mx);
         ck_assert_int_eq(a.n_top[i], 3);
         ck_assert_int_eq(a.top0[i], a.ids[i]); /* greedy: the top alternative is the token */
-        ck_assert_float_eq_tol(a.lp[i], lg[a.ids[i]] - mx - log(z), 1e-4);
+        ck_assert_float_eq_tol(a.lp[i], ref_logprob(&o.model, ctx, 5 + i, a.ids[i]), 1e-4);
         ctx[5 + i] = a.ids[i];
     }
     /* penalty reference */
@@ -785,19 +794,12 @@ START_TEST(test_graph_greedy_then_host_rows)
     check_reference(&o.model, p[1], 6, 10, &g1, v->name);
     check_reference(&o.model, p[2], 6, 10, &g2, v->name);
     check_reference(&o.model, p[0], 6, 10, &lp, v->name);
-    float lg[97];
     int32_t ctx[16];
     memcpy(ctx, p[0], sizeof p[0]);
     for (int i = 0; i < 10; i++) {
-        mock_model_logits(&o.model, ctx, 6 + i, lg);
-        double z = 0, mx = -1e9;
-        for (int t = 0; t < 97; t++)
-            mx = fmax(mx, lg[t]);
-        for (int t = 0; t < 97; t++)
-            z += exp(lg[t] - mx);
-        ck_assert_msg(fabs(lp.lp[i] - (lg[lp.ids[i]] - mx - log(z))) < 1e-4,
-                      "%s: token %d logprob %g, reference %g", v->name, i, lp.lp[i],
-                      lg[lp.ids[i]] - mx - log(z));
+        const double want = ref_logprob(&o.model, ctx, 6 + i, lp.ids[i]);
+        ck_assert_msg(fabs(lp.lp[i] - want) < 1e-4, "%s: token %d logprob %g, reference %g",
+                      v->name, i, lp.lp[i], want);
         ctx[6 + i] = lp.ids[i];
     }
     mock_rig_close(&r);
