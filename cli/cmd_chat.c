@@ -1,7 +1,8 @@
 /* cmd_chat.c — `llmrt chat`: an interactive, multi-turn conversation through the model's chat
  * template, the reply streamed as it is generated.
  *
- * Why it is short: the history is rendered by core/chat_template (exactly as transformers'
+ * Why it is short: the history is rendered by the model plugin's chat format through the
+ * engine (exactly as transformers'
  * apply_chat_template would) and every turn is one engine request; assistant turns are kept
  * in the history so the template can decide what of them the model sees again (Qwen3 drops
  * earlier reasoning). Lines starting with '/' are commands: /reset, /exit. Ctrl-D quits. */
@@ -14,7 +15,6 @@
 
 #include <llmrt/engine.h>
 
-#include "chat_template.h"
 #include "commands.h"
 #include "common.h"
 #include "error.h"
@@ -158,7 +158,6 @@ int cmd_chat(int argc, char **argv)
     int rc = 1;
     llmrt_error err = {0};
     llmrt_engine *e = NULL;
-    llmrt_chat_template *tmpl = NULL;
     history h = {0};
     char *line = NULL;
     size_t line_cap = 0;
@@ -171,14 +170,8 @@ int cmd_chat(int argc, char **argv)
         cli_fail("chat", &err);
         goto done;
     }
-    llmrt_tokenizer *tok = llmrt_engine_tokenizer(e);
-    if (!tok) {
-        fprintf(stderr, "llmrt chat: error: the model folder has no tokenizer.json; chat needs "
-                        "a tokenizer and its chat template\n");
-        goto done;
-    }
-    if (llmrt_chat_template_from_tokenizer(tok, &tmpl, &err) != LLMRT_OK) {
-        cli_fail("chat", &err);
+    if (llmrt_engine_chat_unavailable(e)) {
+        fprintf(stderr, "llmrt chat: error: no chat: %s\n", llmrt_engine_chat_unavailable(e));
         goto done;
     }
     if (system && history_add(&h, "system", system))
@@ -216,9 +209,10 @@ int cmd_chat(int argc, char **argv)
         size_t before = h.n;
         if (history_add(&h, "user", msg))
             goto oom;
-        llmrt_chat_options co = {.add_generation_prompt = 1, .enable_thinking = thinking};
+        llmrt_chat_options co = {.struct_size = sizeof co, .add_generation_prompt = 1,
+                                 .enable_thinking = thinking};
         char *prompt = NULL;
-        if (llmrt_chat_render(tmpl, h.m, h.n, &co, &prompt, &err) != LLMRT_OK) {
+        if (llmrt_engine_chat_render(e, h.m, (uint32_t)h.n, &co, &prompt, &err) != LLMRT_OK) {
             cli_fail("chat", &err);
             history_truncate(&h, before);
             continue;
@@ -278,7 +272,6 @@ done:
     free(line);
     history_truncate(&h, 0);
     free(h.m);
-    llmrt_chat_template_free(tmpl);
     llmrt_engine_destroy(e);
     llmrt_runtime_close(rt);
     return rc;

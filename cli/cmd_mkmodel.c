@@ -1,6 +1,8 @@
-/* cmd_mkmodel.c — `llmrt mkmodel`: write a synthetic Qwen3 checkpoint in Hugging Face layout
- * (core/mkmodel.c does the work), and `--inspect DIR` to list any checkpoint's tensors as
- * llmrt's reader sees them after validating every header.
+/* cmd_mkmodel.c — `llmrt mkmodel`: write a synthetic checkpoint in Hugging Face layout from a
+ * model plugin's preset (or a config.json), optionally quantized by a quant plugin
+ * (core/ckpt/synth.c chooses them, the plugins describe it, the host writes it), and
+ * `--inspect DIR` to list any checkpoint's tensors as llmrt's reader sees them after
+ * validating every header.
  *
  * Its own option table: here --config means a Hugging Face config.json to take the shapes
  * from, not a runtime.ini, so the common options do not apply. */
@@ -12,22 +14,29 @@
 
 #include "commands.h"
 #include "common.h"
-#include "hf_config.h"
-#include "mkmodel.h"
 #include "safetensors.h"
+#include "synth.h"
 
 static const char usage[] =
     "usage: llmrt mkmodel (--preset NAME | --config config.json) [options] -o DIR\n"
+    "       llmrt mkmodel --list-presets\n"
     "       llmrt mkmodel --inspect DIR\n\n"
-    "Write a Qwen3 checkpoint with deterministic random weights, in exactly the Hugging Face\n"
+    "Write a checkpoint with deterministic random weights, in exactly the Hugging Face\n"
     "layout: config.json, generation_config.json, model.safetensors (or shards +\n"
-    "model.safetensors.index.json when larger than the shard size).\n\n"
-    "  --preset NAME       shapes of a preset: tiny (CPU tests), qwen3-0.6b, qwen3-8b\n"
-    "  --config FILE       shapes from a Hugging Face config.json (model_type qwen3)\n"
-    "  --quant awq|none    awq: decoder linears in AutoAWQ gemm int4 layout (fp16 model);\n"
-    "                      none: dense (default)\n"
-    "  --group-size N      AWQ group size (default 128)\n"
-    "  --dtype f16|bf16|f32  dense dtype (default: the config's, bf16 for presets; f16 for awq)\n"
+    "model.safetensors.index.json when larger than the shard size). The model plugin that\n"
+    "offers the preset (or runs the config.json's architecture) says what goes in it.\n\n"
+    "  --preset NAME       shapes of a preset (--list-presets: tiny for CPU tests,\n"
+    "                      qwen3-0.6b, qwen3-8b, ...)\n"
+    "  --config FILE       shapes from a Hugging Face config.json\n"
+    "  --model-plugin NAME the model plugin to ask (default: the one with the preset, or\n"
+    "                      the one that runs the config.json)\n"
+    "  --quant NAME|none   store the decoder linears in a quant plugin's format (awq: AutoAWQ\n"
+    "                      gemm int4, fp16 model); none: dense (default)\n"
+    "  --quant-opt K=V     an option of the quant format (repeatable; awq: group_size=32|64|128,\n"
+    "                      default the largest that divides every in_features)\n"
+    "  --group-size N      short for --quant-opt group_size=N\n"
+    "  --model-opt K=V     an option of the model plugin (repeatable)\n"
+    "  --dtype f16|bf16|f32  dense dtype (default: the config's, bf16 for presets; the quant's)\n"
     "  --seed S            weights are a function of the seed only (default 0)\n"
     "  --shard-mb N        largest shard in MB of 10^6 bytes, fractions allowed (default 2000)\n"
     "  --tie, --no-tie     tie lm_head to embed_tokens or not (default: the preset's/config's)\n"
@@ -98,17 +107,24 @@ static int inspect(const char *dir)
     return 0;
 }
 
+#define MAX_OPTS 64
+
 int cmd_mkmodel(int argc, char **argv)
 {
     enum {
         OPT_PRESET = 1000, OPT_CONFIG, OPT_QUANT, OPT_GROUP, OPT_DTYPE, OPT_SEED, OPT_SHARD,
-        OPT_TIE, OPT_NO_TIE, OPT_TIED_HEAD, OPT_THREADS, OPT_INSPECT, OPT_HELP
+        OPT_TIE, OPT_NO_TIE, OPT_TIED_HEAD, OPT_THREADS, OPT_INSPECT, OPT_HELP, OPT_QUANT_OPT,
+        OPT_MODEL_OPT, OPT_MODEL_PLUGIN, OPT_LIST
     };
     static const struct option opts[] = {
         {"preset", required_argument, 0, OPT_PRESET},
         {"config", required_argument, 0, OPT_CONFIG},
         {"quant", required_argument, 0, OPT_QUANT},
         {"group-size", required_argument, 0, OPT_GROUP},
+        {"quant-opt", required_argument, 0, OPT_QUANT_OPT},
+        {"model-opt", required_argument, 0, OPT_MODEL_OPT},
+        {"model-plugin", required_argument, 0, OPT_MODEL_PLUGIN},
+        {"list-presets", no_argument, 0, OPT_LIST},
         {"dtype", required_argument, 0, OPT_DTYPE},
         {"seed", required_argument, 0, OPT_SEED},
         {"shard-mb", required_argument, 0, OPT_SHARD},
@@ -121,26 +137,41 @@ int cmd_mkmodel(int argc, char **argv)
         {"inspect", required_argument, 0, OPT_INSPECT},
         {"help", no_argument, 0, OPT_HELP},
         {0, 0, 0, 0}};
-    const char *preset = NULL, *config = NULL, *out = NULL, *inspect_dir = NULL;
-    const char *quant = "none", *dtype = NULL;
-    uint64_t group = 128, seed = 0, threads = 0;
+    const char *out = NULL, *inspect_dir = NULL, *dtype = NULL;
+    const char *quant_opts[MAX_OPTS], *model_opts[MAX_OPTS];
+    char group_opt[64];
+    int n_quant_opts = 0, n_model_opts = 0, list = 0, quiet = 0, opt;
+    uint64_t seed = 0, threads = 0, group = 0;
     double shard_mb = 0;
-    int tie = -1, quiet = 0, tied_head = 0, opt;
+    llmrt_synth_opts o;
+    llmrt_synth_opts_init(&o);
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "o:q", opts, NULL)) != -1) {
         switch (opt) {
-        case OPT_PRESET: preset = optarg; break;
-        case OPT_CONFIG: config = optarg; break;
-        case OPT_QUANT: quant = optarg; break;
+        case OPT_PRESET: o.preset = optarg; break;
+        case OPT_CONFIG: o.config_path = optarg; break;
+        case OPT_QUANT: o.quant = optarg; break;
+        case OPT_MODEL_PLUGIN: o.model = optarg; break;
+        case OPT_LIST: list = 1; break;
         case OPT_DTYPE: dtype = optarg; break;
-        case OPT_TIE: tie = 1; break;
-        case OPT_NO_TIE: tie = 0; break;
-        case OPT_TIED_HEAD: tied_head = 1; break;
+        case OPT_TIE: o.tie = 1; break;
+        case OPT_NO_TIE: o.tie = 0; break;
+        case OPT_TIED_HEAD: o.tied_lm_head = 1; break;
         case 'o': out = optarg; break;
         case 'q': quiet = 1; break;
         case OPT_INSPECT: inspect_dir = optarg; break;
         case OPT_HELP: fputs(usage, stdout); return 0;
+        case OPT_QUANT_OPT:
+        case OPT_MODEL_OPT:
+            if ((opt == OPT_QUANT_OPT ? n_quant_opts : n_model_opts) == MAX_OPTS)
+                return cli_usage_error("mkmodel", usage, "at most %d options of each kind",
+                                       MAX_OPTS);
+            if (opt == OPT_QUANT_OPT)
+                quant_opts[n_quant_opts++] = optarg;
+            else
+                model_opts[n_model_opts++] = optarg;
+            break;
         case OPT_GROUP:
             if (!parse_u64(optarg, &group) || group == 0 || group > 1u << 20)
                 return cli_usage_error("mkmodel", usage, "--group-size '%s': expected a positive "
@@ -173,75 +204,62 @@ int cmd_mkmodel(int argc, char **argv)
     if (optind < argc)
         return cli_usage_error("mkmodel", usage, "unexpected argument '%s'", argv[optind]);
     if (inspect_dir) {
-        if (preset || config || out)
+        if (o.preset || o.config_path || out || list)
             return cli_usage_error("mkmodel", usage, "--inspect takes no other options");
         return inspect(inspect_dir);
     }
-    if (!preset == !config)
+    if (!list && !o.preset == !o.config_path)
         return cli_usage_error("mkmodel", usage, "give exactly one of --preset NAME or --config FILE");
-    if (!out)
+    if (!list && !out)
         return cli_usage_error("mkmodel", usage, "missing -o DIR (the output folder)");
-
-    llmrt_mkmodel_opts o;
-    llmrt_mkmodel_opts_init(&o);
-    llmrt_error err = {0};
-    if (strcmp(quant, "awq") == 0)
-        o.awq = 1;
-    else if (strcmp(quant, "none") != 0)
-        return cli_usage_error("mkmodel", usage, "--quant '%s': expected awq or none", quant);
-
-    if (preset) {
-        if (llmrt_mkmodel_preset(preset, &o.cfg, &err) != LLMRT_OK)
-            return cli_usage_error("mkmodel", usage, "%s", err.msg);
-    } else {
-        if (llmrt_hf_config_parse_file(config, &o.cfg, &err) != LLMRT_OK)
-            return cli_fail("mkmodel", &err);
-        if (strcmp(o.cfg.model_type, "qwen3") != 0) {
-            fprintf(stderr, "llmrt mkmodel: error: %s: model_type is '%s'; mkmodel writes "
-                    "Qwen3 checkpoints (model_type \"qwen3\")\n", config, o.cfg.model_type);
-            llmrt_hf_config_free(&o.cfg);
-            return 1;
-        }
-        llmrt_hf_config_free(&o.cfg); /* its quantization_config is replaced by --quant */
+    if (group) {
+        if (!o.quant || strcmp(o.quant, "none") == 0)
+            return cli_usage_error("mkmodel", usage, "--group-size goes with --quant");
+        if (n_quant_opts == MAX_OPTS)
+            return cli_usage_error("mkmodel", usage, "too many --quant-opt");
+        snprintf(group_opt, sizeof group_opt, "group_size=%llu", (unsigned long long)group);
+        quant_opts[n_quant_opts++] = group_opt;
     }
-
     if (dtype) {
-        if (strcmp(dtype, "f16") == 0)
-            o.dtype = LLMRT_DTYPE_F16;
-        else if (strcmp(dtype, "bf16") == 0)
-            o.dtype = LLMRT_DTYPE_BF16;
-        else if (strcmp(dtype, "f32") == 0)
-            o.dtype = LLMRT_DTYPE_F32;
-        else
+        o.dtype = !strcmp(dtype, "f16")    ? LLMRT_DTYPE_F16
+                  : !strcmp(dtype, "bf16") ? LLMRT_DTYPE_BF16
+                  : !strcmp(dtype, "f32")  ? LLMRT_DTYPE_F32
+                                           : LLMRT_DTYPE_INVALID;
+        if (o.dtype == LLMRT_DTYPE_INVALID)
             return cli_usage_error("mkmodel", usage, "--dtype '%s': expected f16, bf16 or f32",
                                    dtype);
-        if (o.awq && o.dtype != LLMRT_DTYPE_F16)
-            return cli_usage_error("mkmodel", usage, "--dtype %s with --quant awq: AWQ "
-                                   "checkpoints are float16 (as AutoAWQ writes them); use "
-                                   "--dtype f16 or leave it out", dtype);
-    } else if (o.awq) {
-        o.dtype = LLMRT_DTYPE_F16;
-    } else if (o.cfg.dtype != LLMRT_DTYPE_INVALID) {
-        o.dtype = o.cfg.dtype;
     }
-    if (tie >= 0)
-        o.cfg.tie_word_embeddings = tie;
-    if (tied_head && !o.cfg.tie_word_embeddings)
-        return cli_usage_error("mkmodel", usage, "--tied-lm-head is for tied models (add --tie)");
-    o.tied_lm_head = tied_head;
-    o.group_size = (int32_t)group;
+    o.quant_opts = quant_opts;
+    o.n_quant_opts = n_quant_opts;
+    o.model_opts = model_opts;
+    o.n_model_opts = n_model_opts;
     o.seed = seed;
     if (shard_mb > 0)
-        o.shard_bytes = (uint64_t)(shard_mb * 1e6 + 0.5);
-    o.threads = (int)threads;
-    o.show_progress = !quiet;
+        o.write.shard_bytes = (uint64_t)(shard_mb * 1e6 + 0.5);
+    o.write.threads = (int)threads;
+    o.write.show_progress = !quiet;
 
-    llmrt_mkmodel_result res;
-    if (llmrt_mkmodel_write(out, &o, &res, &err) != LLMRT_OK)
+    llmrt_runtime *rt = NULL;
+    llmrt_error err = {0};
+    if (llmrt_runtime_open(NULL, NULL, 0, &rt, &err) != LLMRT_OK)
         return cli_fail("mkmodel", &err);
-    if (!quiet)
-        fprintf(stderr, "llmrt mkmodel: wrote %s: %u tensors, %.1f MB in %u safetensors file%s, "
-                "%.2f s\n", out, res.n_tensors, (double)res.bytes / 1e6, res.n_shards,
-                res.n_shards == 1 ? "" : "s", res.seconds);
-    return 0;
+    int rc = 0;
+    if (list) {
+        char text[8192];
+        llmrt_synth_preset_list(rt->reg, text, sizeof text);
+        fputs(text, stdout);
+    } else {
+        llmrt_synth_result res;
+        llmrt_status st = llmrt_synth_run(rt, out, &o, &res, &err);
+        if (st == LLMRT_ERR_NOT_FOUND) /* an unknown preset or plugin: a usage error */
+            rc = cli_usage_error("mkmodel", usage, "%s", err.msg);
+        else if (st != LLMRT_OK)
+            rc = cli_fail("mkmodel", &err);
+        else if (!quiet)
+            fprintf(stderr, "llmrt mkmodel: wrote %s: %u tensors, %.1f MB in %u safetensors "
+                    "file%s, %.2f s\n", out, res.n_tensors, (double)res.bytes / 1e6,
+                    res.n_shards, res.n_shards == 1 ? "" : "s", res.seconds);
+    }
+    llmrt_runtime_close(rt);
+    return rc;
 }

@@ -202,19 +202,13 @@ int cmd_serve(int argc, char **argv)
     s.engine = ld.engine;
 
     s.tok = llmrt_engine_tokenizer(s.engine);
-    if (s.tok) {
-        llmrt_error terr = {0};
-        if (llmrt_chat_template_from_tokenizer(s.tok, &s.tmpl, &terr) != LLMRT_OK) {
-            snprintf(s.tmpl_error, sizeof s.tmpl_error, "%s", terr.msg);
-            llmrt_log(LLMRT_LOG_WARN, "serve", "/v1/chat/completions is unavailable: %s",
-                      terr.msg);
-        }
-    } else {
-        snprintf(s.tmpl_error, sizeof s.tmpl_error, "the model folder has no tokenizer.json");
+    if (!s.tok)
         llmrt_log(LLMRT_LOG_WARN, "serve",
                   "the model folder has no tokenizer.json: prompts must be token ids and chat "
                   "is unavailable");
-    }
+    else if (llmrt_engine_chat_unavailable(s.engine))
+        llmrt_log(LLMRT_LOG_WARN, "serve", "/v1/chat/completions is unavailable: %s",
+                  llmrt_engine_chat_unavailable(s.engine));
     llmrt_model_info mi;
     llmrt_engine_model_info(s.engine, &mi);
     s.vocab_size = mi.vocab;
@@ -276,8 +270,6 @@ fail:
         serve_stepper_stop(&s);
     if (s.engine)
         llmrt_engine_destroy(s.engine); /* requests still held get their final events here */
-    if (s.tmpl)
-        llmrt_chat_template_free(s.tmpl);
     llmrt_serve_metrics_free(s.metrics);
     llmrt_runtime_close(s.rt);
     pthread_mutex_destroy(&s.mhd_log_mu);

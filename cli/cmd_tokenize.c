@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
-#include "chat_template.h"
+#include "chat.h"
+#include "chat_messages.h"
 #include "commands.h"
 #include "common.h"
 #include "fileutil.h"
@@ -163,6 +165,22 @@ done:
     return rc;
 }
 
+/* The folder of a tokenizer path (a folder, or a tokenizer.json in one). */
+static const char *tok_dir(const char *path)
+{
+    static char dir[4200];
+    struct stat sb;
+    snprintf(dir, sizeof dir, "%s", path);
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return dir;
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    return dir;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
     enum {
@@ -239,37 +257,31 @@ int cmd_tokenize(int argc, char **argv)
     if (as_text && !chat)
         return cli_usage_error(CMD, usage, "--text goes with --chat");
 
-    /* Where the tokenizer is: --tokenizer, else model.path (--model, -c, --set, env). */
+    /* Where the tokenizer is: --tokenizer, else model.path (--model, -c, --set, env). The
+     * runtime's plugins render --chat (the model plugin's chat format). */
     llmrt_error err = {0};
-    llmrt_config *cfg = NULL;
+    llmrt_runtime *rt = NULL;
+    if (cli_open_runtime(&c, &rt))
+        return 1;
     if (!tok_path) {
-        const char *sets[CLI_MAX_SETS + 1];
-        int n = 0;
-        if (c.model_set[0])
-            sets[n++] = c.model_set;
-        for (int i = 0; i < c.n_sets; i++)
-            sets[n++] = c.sets[i];
-        if (llmrt_config_build(c.config_path, sets, n, &cfg, &err) != LLMRT_OK)
-            return cli_fail(CMD, &err);
-        tok_path = llmrt_config_get(cfg, "model.path");
+        tok_path = llmrt_config_get(rt->cfg, "model.path");
         if (!tok_path || !tok_path[0]) {
-            llmrt_config_free(cfg);
+            llmrt_runtime_close(rt);
             return cli_usage_error(CMD, usage, "no tokenizer: give --tokenizer PATH or --model DIR");
         }
     }
     llmrt_tokenizer *tok = NULL;
     int rc = 0;
     if (llmrt_tokenizer_load(tok_path, &tok, &err) != LLMRT_OK) {
-        llmrt_config_free(cfg);
+        llmrt_runtime_close(rt);
         return cli_fail(CMD, &err);
     }
-    llmrt_config_free(cfg);
 
     char *text = NULL, *rendered = NULL;
     int32_t *ids = NULL;
     size_t len = 0, n = 0;
     llmrt_chat_messages *msgs = NULL;
-    llmrt_chat_template *tpl = NULL;
+    llmrt_chat_ref chat_fmt = {0};
     if (bench) {
         rc = run_bench(tok, bench, threads, seconds);
     } else if (decode) {
@@ -292,6 +304,7 @@ int cmd_tokenize(int argc, char **argv)
             free(parsed);
         if (k <= 0) {
             llmrt_tokenizer_free(tok);
+            llmrt_runtime_close(rt);
             return cli_usage_error(CMD, usage, "--decode wants ids: one or more non-negative integers separated by spaces or commas");
         }
         if (llmrt_tokenizer_decode(tok, parsed, (size_t)k, skip_special, &text, &len, &err)) {
@@ -306,12 +319,12 @@ int cmd_tokenize(int argc, char **argv)
         if (!data) {
             rc = 1;
         } else if (llmrt_chat_messages_parse(data, len, chat, &msgs, &err) ||
-                   llmrt_chat_template_from_tokenizer(tok, &tpl, &err)) {
+                   llmrt_chat_open_dir(rt, tok_dir(tok_path), tok, &chat_fmt, &err)) {
             rc = cli_fail(CMD, &err);
         } else {
-            llmrt_chat_options o = {gen_prompt, thinking, (const char *const *)msgs->tools,
-                                    msgs->n_tools};
-            if (llmrt_chat_render(tpl, msgs->msgs, msgs->n, &o, &rendered, &err)) {
+            llmrt_chat_options o = {sizeof o, gen_prompt, thinking,
+                                    (const char *const *)msgs->tools, msgs->n_tools};
+            if (llmrt_chat_render_text(&chat_fmt, msgs->msgs, msgs->n, &o, &rendered, &err)) {
                 rc = cli_fail(CMD, &err);
             } else if (as_text) {
                 fputs(rendered, stdout);
@@ -349,8 +362,9 @@ int cmd_tokenize(int argc, char **argv)
     free(text);
     free(rendered);
     llmrt_chat_messages_free(msgs);
-    llmrt_chat_template_free(tpl);
+    llmrt_chat_close(&chat_fmt);
     llmrt_tokenizer_free(tok);
+    llmrt_runtime_close(rt);
     if (fflush(stdout) != 0)
         rc = 1;
     return rc;

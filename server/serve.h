@@ -23,7 +23,7 @@
 
 #include <llmrt/engine.h>
 
-#include "chat_template.h"
+#include "chat_messages.h"
 #include "runtime.h"
 #include "serve_metrics.h"
 #include "serve_request.h"
@@ -49,8 +49,6 @@ typedef struct serve_server {
     /* the model: written once before `ready` becomes 1, read-only afterwards */
     llmrt_engine *engine;
     llmrt_tokenizer *tok;        /* NULL: the model has no tokenizer (ids only) */
-    llmrt_chat_template *tmpl;   /* NULL: chat is unavailable, tmpl_error says why */
-    char tmpl_error[600];
     int32_t max_model_len;
     int32_t vocab_size;
 

@@ -532,21 +532,24 @@ llmrt_status serve_chat_prompt(serve_server *s, const llmrt_serve_request *req, 
                                      "the model `%s` has no tokenizer.json, so chat is not "
                                      "available; use /v1/completions with token ids",
                                      s->model_name);
-    if (!s->tmpl)
+    const char *why = llmrt_engine_chat_unavailable(s->engine);
+    if (why)
         return llmrt_serve_error_set(e, 400, NULL, NULL, "messages",
-                                     "the model `%s` has no usable chat template (%s); use "
+                                     "the model `%s` has no usable chat format (%s); use "
                                      "/v1/completions",
-                                     s->model_name, s->tmpl_error);
+                                     s->model_name, why);
     if (llmrt_chat_messages_from_json(req->messages, req->tools, "request", &msgs, &err) !=
         LLMRT_OK) {
         st = llmrt_serve_error_set(e, 400, NULL, NULL, "messages", "%s", err.msg);
         goto cleanup;
     }
-    llmrt_chat_options opt = {.add_generation_prompt = req->add_generation_prompt,
+    llmrt_chat_options opt = {.struct_size = sizeof opt,
+                              .add_generation_prompt = req->add_generation_prompt,
                               .enable_thinking = req->enable_thinking,
                               .tools = (const char *const *)msgs->tools,
                               .n_tools = msgs->n_tools};
-    if (llmrt_chat_render(s->tmpl, msgs->msgs, msgs->n, &opt, &text, &err) != LLMRT_OK) {
+    if (llmrt_engine_chat_render(s->engine, msgs->msgs, msgs->n, &opt, &text, &err) !=
+        LLMRT_OK) {
         st = llmrt_serve_error_set(e, 400, NULL, NULL, "messages", "%s", err.msg);
         goto cleanup;
     }

@@ -52,7 +52,7 @@ static void quant_text(const char *quant_json, char *buf, size_t n)
     json_decref(root);
 }
 
-/* "qwen3 (Qwen3 dense decoder ...), other (...)" — each plugin of a kind with its description. */
+/* "name (description); other (...)" — each plugin of a kind with its description. */
 static void describe_plugins(const llmrt_registry *reg, llmrt_plugin_kind kind, char *buf, size_t n)
 {
     size_t k = 0;

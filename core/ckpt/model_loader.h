@@ -32,7 +32,7 @@ typedef struct llmrt_loaded_model {
     llmrt_quant_ref quant;             /* quant.vt == NULL for a dense checkpoint; owned */
     const llmrt_model_vtable *model_vt;
     llmrt_model *model;                /* owned */
-    const char *model_plugin;          /* "qwen3" (descriptor name) */
+    const char *model_plugin;          /* the model plugin's descriptor name */
     llmrt_model_info info;             /* geometry + weight bytes, from the plugin */
     llmrt_hf_config hf;                /* config.json (+ generation_config.json eos ids) */
     char *dir;                         /* the model folder, as given */

@@ -80,7 +80,7 @@ static llmrt_status parse_entry(const char *file, const char *tname, json_t *v, 
     if (out->dtype == LLMRT_DTYPE_INVALID)
         return llmrt_fail(err, LLMRT_ERR_FORMAT,
                           "%s: tensor '%s': unknown dtype '%.40s' (supported: F64 F32 F16 BF16 "
-                          "I64 I32 I16 I8 U64 U32 U16 U8 BOOL)",
+                          "I64 I32 I16 I8 U64 U32 U16 U8 BOOL F8_E4M3 F8_E5M2)",
                           file, tname, json_string_value(jd));
 
     if (!json_is_array(js))

@@ -507,6 +507,22 @@ int32_t llmrt_engine_max_model_len(llmrt_engine *e) { return e->max_model_len; }
 
 llmrt_tokenizer *llmrt_engine_tokenizer(llmrt_engine *e) { return e->parts.tokenizer; }
 
+llmrt_status llmrt_engine_chat_render(llmrt_engine *e, const llmrt_chat_message *msgs,
+                                      uint32_t n, const llmrt_chat_options *opt, char **text,
+                                      llmrt_error *err)
+{
+    static const llmrt_chat_ref none = {NULL, NULL, "the engine was built without a chat format"};
+    return llmrt_chat_render_text(e->parts.chat ? e->parts.chat : &none, msgs, n, opt, text, err);
+}
+
+const char *llmrt_engine_chat_unavailable(llmrt_engine *e)
+{
+    if (e->parts.chat && e->parts.chat->vt)
+        return NULL;
+    return e->parts.chat && e->parts.chat->why[0] ? e->parts.chat->why
+                                                  : "the model has no chat format";
+}
+
 /* Refresh the published counters that the stepping thread owns. */
 static void publish(llmrt_engine *e)
 {
@@ -837,13 +853,6 @@ static void fill_inputs(llmrt_engine *e, flight *f, int32_t *max_seq_len, int32_
     *max_q = f->graph ? 1 : mq;
 }
 
-/* The model's forward_argmax, when its vtable has it (an optional, appended member). */
-static int model_has_forward_argmax(const llmrt_model_vtable *vt)
-{
-    return vt->struct_size >= offsetof(llmrt_model_vtable, forward_argmax) +
-                                  sizeof vt->forward_argmax &&
-           vt->forward_argmax;
-}
 
 /* Which device op samples this flight: 0 none (all on the host), 1 argmax, 2 sample, 3 the
  * model's forward_argmax (every row greedy on the device and none sampled on the host, which
@@ -863,7 +872,7 @@ static int pick_device_op(const llmrt_engine *e, const flight *f)
         return 0;
     if (any_temp)
         return 2; /* row_needs_host guarantees sample exists for these rows */
-    if (e->bvt->argmax && !f->any_host && model_has_forward_argmax(e->parts.model_vt))
+    if (e->bvt->argmax && !f->any_host && LLMRT_VT_HAS(e->parts.model_vt, llmrt_model_vtable, forward_argmax))
         return 3;
     return e->bvt->argmax ? 1 : 2;
 }

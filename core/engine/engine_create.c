@@ -37,6 +37,7 @@ typedef struct owned {
     llmrt_loaded_model *lm;
     llmrt_memory_ref mem;
     llmrt_tokenizer *tok;
+    llmrt_chat_ref chat;
     int32_t eos[2 * LLMRT_MAX_EOS + 8];
 } owned;
 
@@ -45,6 +46,7 @@ static void release_owned(void *ctx)
     owned *o = ctx;
     if (!o)
         return;
+    llmrt_chat_close(&o->chat);
     llmrt_tokenizer_free(o->tok);
     llmrt_runtime_memory_close(&o->mem); /* before the backend it was created on */
     llmrt_model_unload(o->lm);
@@ -109,6 +111,12 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
         }
     }
 
+    {
+        llmrt_error cerr = {0}; /* no chat format is not an error: why says why */
+        llmrt_chat_open(&rt->host, lm->model_vt, lm->model_plugin, own->tok, lm->dir, &own->chat,
+                        &cerr);
+    }
+
     int n_eos = 0, cap = (int)(sizeof own->eos / sizeof own->eos[0]);
     for (int32_t i = 0; i < lm->hf.n_eos; i++)
         n_eos = add_eos(own->eos, n_eos, cap, lm->hf.eos_ids[i]);
@@ -128,6 +136,7 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
     parts.model_vt = lm->model_vt;
     parts.model = lm->model;
     parts.tokenizer = own->tok;
+    parts.chat = &own->chat;
     parts.eos_ids = own->eos;
     parts.n_eos = n_eos;
     parts.model_path = lm->dir;

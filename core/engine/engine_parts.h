@@ -9,6 +9,7 @@
 
 #include <llmrt/engine.h>
 
+#include "chat.h"
 #include "config.h"
 #include "runtime.h"
 #include "tokenizer.h"
@@ -38,10 +39,11 @@ typedef struct llmrt_engine_parts {
     llmrt_model *model;             /* created on `backend` with max_tokens >=
                                        max_num_batched_tokens and max_seqs >= max_num_seqs */
     llmrt_tokenizer *tokenizer;     /* NULL: ids only */
+    const llmrt_chat_ref *chat;     /* the chat format (vt NULL: none, why says why); may be NULL */
     const int32_t *eos_ids;         /* [n_eos] the model's stop ids (copied) */
     int32_t n_eos;
     const char *model_path;         /* for stats; may be NULL */
-    const char *quant_name;         /* "awq", NULL = none */
+    const char *quant_name;         /* the quant plugin's name, NULL = none */
     double load_time_s;             /* time already spent loading (added to stats) */
     /* Called by llmrt_engine_destroy after the engine let go of the parts (and by a failed
      * create): closes what the caller handed over. NULL: the caller keeps ownership. */

@@ -36,7 +36,7 @@ const llmrt_cfg_key llmrt_config_schema[] = {
     {"cache", "kv_tokens", LLMRT_CFG_INT, "0", "0..100000000",
      "KV-cache capacity in tokens (rounded up to whole blocks). 0: on CUDA, the whole blocks "
      "that gpu_memory_utilization leaves after loading; on CPU, max(8192, max_model_len) "
-     "tokens (1.75 GiB for Qwen3-0.6B in f32)."},
+     "tokens."},
     {"cache", "gpu_memory_utilization", LLMRT_CFG_FLOAT, "0.80", "0.05..0.99",
      "On CUDA with kv_tokens = 0: the fraction of device memory that weights plus KV cache "
      "may use, measured after loading. Conservative by default: on WSL2 the Windows desktop "

@@ -13,6 +13,7 @@
 #include <uthash.h>
 
 #include <llmrt/backend.h>
+#include <llmrt/chat.h>
 #include <llmrt/memory.h>
 #include <llmrt/model.h>
 #include <llmrt/quant.h>
@@ -114,31 +115,45 @@ typedef struct member {
     const char *name;
 } member;
 
-#define M(type, field) {offsetof(type, field), #field}
-static const member backend_required[] = {
-    M(llmrt_backend_vtable, probe), M(llmrt_backend_vtable, create),
-    M(llmrt_backend_vtable, destroy), M(llmrt_backend_vtable, caps),
-    M(llmrt_backend_vtable, device_info), M(llmrt_backend_vtable, dev_alloc),
-    M(llmrt_backend_vtable, dev_free), M(llmrt_backend_vtable, host_alloc),
-    M(llmrt_backend_vtable, host_free), M(llmrt_backend_vtable, host_register),
-    M(llmrt_backend_vtable, host_unregister), M(llmrt_backend_vtable, host_device_ptr),
-    M(llmrt_backend_vtable, copy), M(llmrt_backend_vtable, synchronize),
-    M(llmrt_backend_vtable, event_create), M(llmrt_backend_vtable, event_destroy),
-    M(llmrt_backend_vtable, event_record), M(llmrt_backend_vtable, event_sync),
-    M(llmrt_backend_vtable, event_elapsed_ms)};
-static const member memory_required[] = {
-    M(llmrt_memory_vtable, create), M(llmrt_memory_vtable, destroy),
-    M(llmrt_memory_vtable, buffer_alloc), M(llmrt_memory_vtable, buffer_free),
-    M(llmrt_memory_vtable, to_device), M(llmrt_memory_vtable, to_host),
-    M(llmrt_memory_vtable, caps), M(llmrt_memory_vtable, stats)};
-static const member quant_required[] = {
-    M(llmrt_quant_vtable, probe), M(llmrt_quant_vtable, create), M(llmrt_quant_vtable, destroy),
-    M(llmrt_quant_vtable, linear_load), M(llmrt_quant_vtable, linear_free),
-    M(llmrt_quant_vtable, linear_forward)};
-static const member model_required[] = {
-    M(llmrt_model_vtable, probe), M(llmrt_model_vtable, create), M(llmrt_model_vtable, destroy),
-    M(llmrt_model_vtable, info), M(llmrt_model_vtable, forward)};
-#undef M
+/* The required members, as the SDK headers list them (LLMRT_*_REQUIRED). */
+#define M_BACKEND(f) {offsetof(llmrt_backend_vtable, f), #f},
+#define M_MEMORY(f) {offsetof(llmrt_memory_vtable, f), #f},
+#define M_QUANT(f) {offsetof(llmrt_quant_vtable, f), #f},
+#define M_MODEL(f) {offsetof(llmrt_model_vtable, f), #f},
+#define M_CHAT(f) {offsetof(llmrt_chat_vtable, f), #f},
+static const member backend_required[] = {LLMRT_BACKEND_REQUIRED(M_BACKEND)};
+static const member memory_required[] = {LLMRT_MEMORY_REQUIRED(M_MEMORY)};
+static const member quant_required[] = {LLMRT_QUANT_REQUIRED(M_QUANT)};
+static const member model_required[] = {LLMRT_MODEL_REQUIRED(M_MODEL)};
+static const member chat_required[] = {LLMRT_CHAT_REQUIRED(M_CHAT)};
+#undef M_BACKEND
+#undef M_MEMORY
+#undef M_QUANT
+#undef M_MODEL
+#undef M_CHAT
+
+/* Every member of req[n] inside the table (vt, whose first field is its struct_size) and set;
+ * `what` names the table in messages. */
+static llmrt_status check_members(const void *vt, const member *req, size_t n, const char *what,
+                                  const llmrt_plugin_desc *d, llmrt_error *err)
+{
+    uint32_t vt_size = *(const uint32_t *)vt;
+    for (size_t i = 0; i < n; i++) {
+        if (req[i].offset + sizeof(void *) > vt_size)
+            return llmrt_fail(err, LLMRT_ERR_ABI,
+                              "%s plugin '%s': %s struct_size %u is too small to hold "
+                              "required member '%s'",
+                              llmrt_plugin_kind_name(d->kind), d->name, what, vt_size,
+                              req[i].name);
+        void *fn;
+        memcpy(&fn, (const char *)vt + req[i].offset, sizeof fn);
+        if (!fn)
+            return llmrt_fail(err, LLMRT_ERR_ABI,
+                              "%s plugin '%s': required %s member '%s' is NULL",
+                              llmrt_plugin_kind_name(d->kind), d->name, what, req[i].name);
+    }
+    return LLMRT_OK;
+}
 
 static int name_ok(const char *name)
 {
@@ -193,19 +208,31 @@ static llmrt_status validate_desc(const llmrt_plugin_desc *d, llmrt_error *err)
     if (!d->vtable)
         return llmrt_fail(err, LLMRT_ERR_ABI, "%s plugin '%s' has a NULL vtable",
                           llmrt_plugin_kind_name(d->kind), d->name);
-    uint32_t vt_size = *(const uint32_t *)d->vtable; /* every vtable starts with struct_size */
-    for (size_t i = 0; i < n_req; i++) {
-        if (req[i].offset + sizeof(void *) > vt_size)
+    llmrt_status st = check_members(d->vtable, req, n_req, "vtable", d, err);
+    if (st)
+        return st;
+    if (d->kind == LLMRT_PLUGIN_MODEL) {
+        const llmrt_model_vtable *mvt = d->vtable;
+        if (LLMRT_VT_HAS(mvt, llmrt_model_vtable, chat) &&
+            (st = check_members(mvt->chat, chat_required,
+                                sizeof chat_required / sizeof *chat_required, "chat vtable", d,
+                                err)) != LLMRT_OK)
+            return st;
+        if (LLMRT_VT_HAS(mvt, llmrt_model_vtable, synth_preset) !=
+            LLMRT_VT_HAS(mvt, llmrt_model_vtable, synthesize))
             return llmrt_fail(err, LLMRT_ERR_ABI,
-                              "%s plugin '%s': vtable struct_size %u is too small to hold "
-                              "required member '%s'",
-                              llmrt_plugin_kind_name(d->kind), d->name, vt_size, req[i].name);
-        void *fn;
-        memcpy(&fn, (const char *)d->vtable + req[i].offset, sizeof fn);
-        if (!fn)
+                              "model plugin '%s': synth_preset and synthesize come together "
+                              "(one is set, the other is not)",
+                              d->name);
+    }
+    if (d->kind == LLMRT_PLUGIN_QUANT) {
+        const llmrt_quant_vtable *qvt = d->vtable;
+        if (LLMRT_VT_HAS(qvt, llmrt_quant_vtable, synth_config) !=
+            LLMRT_VT_HAS(qvt, llmrt_quant_vtable, synth_linear))
             return llmrt_fail(err, LLMRT_ERR_ABI,
-                              "%s plugin '%s': required vtable member '%s' is NULL",
-                              llmrt_plugin_kind_name(d->kind), d->name, req[i].name);
+                              "quant plugin '%s': synth_config and synth_linear come together "
+                              "(one is set, the other is not)",
+                              d->name);
     }
     return LLMRT_OK;
 }
@@ -246,7 +273,7 @@ llmrt_status llmrt_registry_add(llmrt_registry *reg, const llmrt_plugin_desc *de
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                           "duplicate plugin %s: %s (already loaded from %s)", key, path,
                           e->path);
-    if (desc->struct_size >= offsetof(llmrt_plugin_desc, init) + sizeof(void *) && desc->init) {
+    if (LLMRT_VT_HAS(desc, llmrt_plugin_desc, init)) {
         llmrt_error ierr = {0};
         if (desc->init(reg->host, &ierr) != LLMRT_OK)
             return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "%s plugin '%s': init failed: %s",

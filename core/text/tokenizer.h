@@ -1,4 +1,4 @@
-/* tokenizer.h — Hugging Face tokenizer.json (byte-level BPE, as used by Qwen3) in C:
+/* tokenizer.h — Hugging Face tokenizer.json (byte-level BPE, as GPT-2-style vocabularies use it) in C:
  * text → ids, ids → text, streaming detokenization, and the special tokens of
  * tokenizer_config.json.
  *
@@ -71,7 +71,7 @@ int llmrt_tokenizer_is_special(const llmrt_tokenizer *tok, int32_t id);
  * engine adds config.json / generation_config.json ids itself). Returns the count and sets
  * *ids to an array valid while the tokenizer lives (count 0 when none is known). */
 size_t llmrt_tokenizer_eos_ids(const llmrt_tokenizer *tok, const int32_t **ids);
-/* bos_token / pad_token ids; -1 when not set (Qwen3 has no bos). */
+/* bos_token / pad_token ids; -1 when not set (some vocabularies have no bos). */
 int32_t llmrt_tokenizer_bos_id(const llmrt_tokenizer *tok);
 int32_t llmrt_tokenizer_pad_id(const llmrt_tokenizer *tok);
 /* tokenizer_config.json's chat_template text; NULL when absent. */
@@ -81,7 +81,7 @@ const char *llmrt_tokenizer_chat_template(const llmrt_tokenizer *tok);
 
 enum {
     /* Apply the post_processor's special tokens (e.g. a BOS from TemplateProcessing), as
-     * HF's add_special_tokens=True. No effect for Qwen3. */
+     * HF's add_special_tokens=True. No effect without a post_processor. */
     LLMRT_ENCODE_ADD_SPECIAL = 1u << 0,
     /* Treat special added tokens in the text as plain text (HF split_special_tokens=True):
      * "<|im_end|>" typed by a user is then not the eos token. Non-special added tokens

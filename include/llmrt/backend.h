@@ -10,7 +10,18 @@
  *  - Pointers are device addresses of this backend (for the CPU backend, plain host memory).
  *  - Ops are enqueued on the backend's single stream and may return before they finish;
  *    call synchronize() (or an event) before reading results on the host.
- *  - Ops never allocate or synchronize, so a sequence of them can be captured in a graph. */
+ *  - Ops never synchronize with the host, so a sequence of them can be captured in a graph.
+ *  - Ops may allocate: an op that needs device scratch (attention's split partials, argmax's
+ *    block maxima, sampling state, a converted gemm input) allocates it the first time it
+ *    meets a shape larger than any before, and keeps it until destroy(); a buffer a captured
+ *    graph may use is never freed before then. So the first run (or capture) of each shape
+ *    may allocate, and a replayed graph never does. Run the largest shapes once at start-up
+ *    (the engine's warm-up does) when allocation during serving matters.
+ *
+ * The vtable holds the stable ops a dense decoder needs. Fused and experimental ops are
+ * extensions: extension(b, name, version) returns a function table (include/llmrt/ext/,
+ * llmrt/cuda.h), or NULL when the backend does not offer it; an experiment defines its own
+ * table in its plugin and never edits this header. */
 #ifndef LLMRT_BACKEND_H
 #define LLMRT_BACKEND_H
 
@@ -24,7 +35,7 @@ extern "C" {
 typedef struct llmrt_backend llmrt_backend; /* a backend instance, opaque */
 typedef struct llmrt_event llmrt_event;     /* a timing / ordering point on the stream */
 typedef struct llmrt_graph llmrt_graph;     /* a captured, replayable op sequence */
-typedef struct llmrt_argmax_head llmrt_argmax_head; /* a prepared output projection (optional ops) */
+typedef struct llmrt_argmax_head llmrt_argmax_head; /* see ext/argmax_head.h */
 
 typedef struct llmrt_device_info {
     char name[128];             /* "NVIDIA H200", "x86_64 CPU (2 threads)" */
@@ -90,9 +101,9 @@ typedef struct llmrt_sample_params {
 } llmrt_sample_params;
 
 typedef struct llmrt_backend_vtable {
-    uint32_t struct_size;
+    uint32_t struct_size; /* (required) sizeof(llmrt_backend_vtable) as the plugin was built */
 
-    /* ---- lifecycle ---- */
+    /* ---- lifecycle (required) ---- */
     /* Enumerate devices without an instance (doctor, runtime.backend=auto). Fills up to
      * `max` entries and sets *count to the number present (0 = none; not an error). */
     llmrt_status (*probe)(llmrt_device_info *out, int32_t max, int32_t *count, llmrt_error *err);
@@ -102,11 +113,11 @@ typedef struct llmrt_backend_vtable {
     uint32_t (*caps)(llmrt_backend *b);
     llmrt_status (*device_info)(llmrt_backend *b, llmrt_device_info *out, llmrt_error *err);
 
-    /* ---- device memory ---- */
+    /* ---- device memory (required) ---- */
     llmrt_status (*dev_alloc)(llmrt_backend *b, size_t bytes, void **out, llmrt_error *err);
     void (*dev_free)(llmrt_backend *b, void *p);
 
-    /* ---- host memory mechanisms (used by memory plugins) ---- */
+    /* ---- host memory mechanisms, used by memory plugins (required) ---- */
     /* LLMRT_ERR_LIMIT when the platform refuses to pin (RLIMIT_MEMLOCK, WSL2 cap). */
     llmrt_status (*host_alloc)(llmrt_backend *b, size_t bytes, uint32_t flags, void **out,
                                llmrt_error *err);
@@ -117,7 +128,7 @@ typedef struct llmrt_backend_vtable {
     /* The device address of MAPPED host memory. */
     llmrt_status (*host_device_ptr)(llmrt_backend *b, void *host, void **dev, llmrt_error *err);
 
-    /* ---- copies, stream, events ---- */
+    /* ---- copies, stream, events (required) ---- */
     llmrt_status (*copy)(llmrt_backend *b, void *dst, const void *src, size_t bytes,
                          llmrt_copy_kind kind, llmrt_error *err);
     llmrt_status (*synchronize)(llmrt_backend *b, llmrt_error *err);
@@ -129,13 +140,13 @@ typedef struct llmrt_backend_vtable {
     llmrt_status (*event_elapsed_ms)(llmrt_backend *b, llmrt_event *start, llmrt_event *end,
                                      float *ms, llmrt_error *err);
 
-    /* ---- graphs (optional: NULL when caps lacks GRAPHS) ---- */
+    /* ---- graphs (optional, since 1.0: all four or none, and caps has GRAPHS) ---- */
     llmrt_status (*graph_begin)(llmrt_backend *b, llmrt_error *err);
     llmrt_status (*graph_end)(llmrt_backend *b, llmrt_graph **out, llmrt_error *err);
     llmrt_status (*graph_launch)(llmrt_backend *b, llmrt_graph *g, llmrt_error *err);
     void (*graph_destroy)(llmrt_backend *b, llmrt_graph *g);
 
-    /* ---- ops (shapes in comments; all f32 activations) ---- */
+    /* ---- ops (shapes in comments; all f32 activations): required unless marked ---- */
     /* out[n, d] = table[ids[i], :] converted to f32; table [rows, d] F32/F16/BF16 */
     llmrt_status (*embedding)(llmrt_backend *b, float *out, const llmrt_tensor *table,
                               const int32_t *ids, int32_t n, llmrt_error *err);
@@ -165,67 +176,72 @@ typedef struct llmrt_backend_vtable {
     /* out[r] = argmax logits[r, :] (lowest index on ties) */
     llmrt_status (*argmax)(llmrt_backend *b, int32_t *out, const float *logits, int32_t rows,
                            int32_t vocab, llmrt_error *err);
-    /* Optional (NULL = the engine samples on the host): out[r] drawn from logits[r, :] with
+    /* (optional, since 1.0; absent: the engine samples on the host) out[r] drawn from logits[r, :] with
      * params[r] (device-readable) — temperature, top-k, top-p, min-p; greedy at temperature 0. */
     llmrt_status (*sample)(llmrt_backend *b, int32_t *out, const float *logits,
                            const llmrt_sample_params *params, int32_t rows, int32_t vocab,
                            llmrt_error *err);
 
     /* ---- services for other plugins ---- */
-    /* Native handles by name: "cuda.stream" → cudaStream_t. NULL when unknown. */
+    /* (optional, since 1.0; deprecated since 1.1: untyped. Backends built against 1.1 leave it
+     * NULL; CUDA-using plugins take the stream, device and launch protocol from the
+     * "llmrt.cuda" extension, llmrt/cuda.h) Native handles by name. */
     void *(*native_handle)(llmrt_backend *b, const char *what);
-    /* Run fn over [0, n) split across the backend's host threads (CPU backend); NULL elsewhere.
-     * Blocks until all chunks are done. */
+    /* (optional, since 1.0) Run fn over [0, n) split across the backend's host threads (CPU
+     * backend); NULL elsewhere. Blocks until all chunks are done. */
     void (*parallel_for)(llmrt_backend *b, int64_t n,
                          void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx);
-    /* Device memory: free and total bytes (for cache.gpu_memory_utilization). */
+    /* (optional, since 1.0) Device memory: free and total bytes (for
+     * cache.gpu_memory_utilization). */
     llmrt_status (*mem_info)(llmrt_backend *b, uint64_t *free_bytes, uint64_t *total_bytes,
                              llmrt_error *err);
 
-    /* ---- optional fused ops (appended; NULL or beyond struct_size = absent) ----
-     * Each computes exactly what the named composition of the ops above computes, in one
-     * pass: fewer launches and fewer trips through memory at decode. A model uses them when
-     * present and falls back to the separate ops otherwise. */
-
-    /* x[r, :] += res[r, :] (skipped when res is NULL), then
-     * out[r, :] = rmsnorm(x[r, :]) * w — i.e. add(x, x, res) followed by rmsnorm(out, x, w).
-     * x, res, out [rows, d]; out must not alias x or res; w [d] F32/F16/BF16. */
+    /* ---- deprecated since 1.1 (optional, since 1.0) ----
+     * Fused ops and greedy decoding's output projection, appended in 1.0 before extensions
+     * existed. The slots stay so that 1.0 plugins keep their offsets; backends built against
+     * 1.1 leave them NULL and offer the same ops as the "llmrt.fused" and "llmrt.argmax_head"
+     * extensions (ext/fused.h, ext/argmax_head.h), where their contracts are written. */
     llmrt_status (*add_rmsnorm)(llmrt_backend *b, float *out, float *x, const float *res,
                                 const llmrt_tensor *w, int32_t rows, int32_t d, float eps,
                                 llmrt_error *err);
-    /* The attention prologue on a fused projection qkv [n, (n_heads + 2 n_kv_heads) * head_dim]
-     * (per token: the q heads, then the k heads, then the v heads):
-     *   q_out [n, n_heads, head_dim] = rope(rmsnorm(q) * q_norm) at positions[n]
-     *   k = rope(rmsnorm(k) * k_norm); v as is; both stored at slot_mapping[n] as kv_store does
-     * — rmsnorm per head, rope and kv_store over the split q, k, v. q_norm / k_norm [head_dim]
-     * may be NULL (no per-head norm: rope only). q_out must not alias qkv. */
     llmrt_status (*qk_norm_rope_store)(llmrt_backend *b, float *q_out, const float *qkv,
                                        const llmrt_tensor *q_norm, const llmrt_tensor *k_norm,
                                        const int32_t *positions, const int32_t *slot_mapping,
                                        int32_t n, int32_t n_heads, int32_t n_kv_heads,
                                        int32_t head_dim, float eps, float theta, void *k_cache,
                                        void *v_cache, llmrt_dtype kv_dtype, llmrt_error *err);
-    /* out [n, d] = silu(gu[:, :d]) * gu[:, d:] for gu [n, 2d] (a fused gate|up projection)
-     * — silu_mul over the two halves of each row. */
     llmrt_status (*swiglu)(llmrt_backend *b, float *out, const float *gu, int32_t n, int32_t d,
                            llmrt_error *err);
-
-    /* ---- optional: greedy decoding's output projection (appended; NULL or beyond
-     * struct_size = absent, all three or none) ----
-     * A backend may find the argmax of each row of x · wᵀ without computing every logit.
-     * argmax_head_create prepares w [vocab, d] (its memory must outlive the head; the backend
-     * may keep a compact copy of it) for calls of up to max_rows rows, or returns
-     * LLMRT_ERR_UNSUPPORTED for a w it cannot take. argmax_head_forward then writes, for
-     * x [n, d], 0 < n <= max_rows,
-     *   out[r] = argmax_j (x[r, :] · w[j, :]), lowest j on ties
-     * — the ids that gemm followed by argmax give: every row that could be the argmax has its
-     * logit computed as gemm computes it. Enqueued like the ops above, capturable in a graph. */
     llmrt_status (*argmax_head_create)(llmrt_backend *b, const llmrt_tensor *w, int32_t max_rows,
                                        llmrt_argmax_head **out, llmrt_error *err);
     llmrt_status (*argmax_head_forward)(llmrt_backend *b, llmrt_argmax_head *h, int32_t *out,
                                         const float *x, int32_t n, llmrt_error *err);
     void (*argmax_head_destroy)(llmrt_backend *b, llmrt_argmax_head *h);
+
+    /* ---- extensions (optional, since 1.1) ----
+     * The function table of extension `name` ("llmrt.fused", "llmrt.cuda", ...) at `version`,
+     * or NULL when this backend does not offer it. Each table starts with uint32_t
+     * struct_size; a later version of a table only appends, so a backend answers a request for
+     * version v with its table of version >= v. The table lives as long as the backend. */
+    const void *(*extension)(llmrt_backend *b, const char *name, uint32_t version);
 } llmrt_backend_vtable;
+
+/* The members the loader requires of every backend (the 1.0 set). */
+#define LLMRT_BACKEND_REQUIRED(X)                                                            \
+    X(probe) X(create) X(destroy) X(caps) X(device_info) X(dev_alloc) X(dev_free)          \
+    X(host_alloc) X(host_free) X(host_register) X(host_unregister) X(host_device_ptr)       \
+    X(copy) X(synchronize) X(event_create) X(event_destroy) X(event_record) X(event_sync)   \
+    X(event_elapsed_ms) X(embedding) X(rmsnorm) X(rope) X(kv_store) X(attention)            \
+    X(silu_mul) X(add) X(gemm) X(argmax)
+
+/* The extension table `name` at `version` of a backend (NULL when it has none). */
+static inline const void *llmrt_backend_extension(const llmrt_backend_vtable *vt,
+                                                  llmrt_backend *b, const char *name,
+                                                  uint32_t version)
+{
+    return LLMRT_VT_HAS(vt, llmrt_backend_vtable, extension) ? vt->extension(b, name, version)
+                                                             : NULL;
+}
 
 /* A backend instance together with its vtable, as handed to other plugins. */
 typedef struct llmrt_backend_ref {

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chat.h"
 #include "memory.h"
 #include "model.h"
 #include "plugin.h"
@@ -246,6 +247,17 @@ int32_t llmrt_engine_max_model_len(llmrt_engine *e);
  * reads it (encoding text prompts in submit, decoding on the stepping thread), so callers
  * may use it from any thread as far as core/tokenizer.h allows concurrent reads. */
 llmrt_tokenizer *llmrt_engine_tokenizer(llmrt_engine *e);
+
+/* ---- chat: the model plugin's chat format over the folder's chat template ---- */
+/* Render messages [n] into the prompt text the model expects (malloc'd, NUL-terminated; the
+ * caller frees it with free()). opt may be NULL (a generation prompt, thinking allowed, no
+ * tools). Fails with LLMRT_ERR_UNSUPPORTED or NOT_FOUND when the model has no chat format
+ * (the message says why), INVALID_ARG for messages the format rejects. Thread-safe. */
+llmrt_status llmrt_engine_chat_render(llmrt_engine *e, const llmrt_chat_message *msgs,
+                                      uint32_t n, const llmrt_chat_options *opt, char **text,
+                                      llmrt_error *err);
+/* NULL when chat works; else why it does not ("... has no tokenizer.json"). */
+const char *llmrt_engine_chat_unavailable(llmrt_engine *e);
 
 #ifdef __cplusplus
 }

@@ -60,6 +60,7 @@ typedef struct llmrt_mem_stats {
     char path_in_use[64];         /* "pinned", "pageable", "uva", "pageable (fallback from pinned)" */
 } llmrt_mem_stats;
 
+/* Every member is required (the 1.0 set); the loader checks them. */
 typedef struct llmrt_memory_vtable {
     uint32_t struct_size;
     /* cfg: the plugin's own section ([memory.<name>]); memory.fallback via host->config_get. */
@@ -79,6 +80,9 @@ typedef struct llmrt_memory_vtable {
     uint32_t (*caps)(llmrt_memory *m);
     void (*stats)(llmrt_memory *m, llmrt_mem_stats *out);
 } llmrt_memory_vtable;
+
+#define LLMRT_MEMORY_REQUIRED(X)                                                             \
+    X(create) X(destroy) X(buffer_alloc) X(buffer_free) X(to_device) X(to_host) X(caps) X(stats)
 
 #ifdef __cplusplus
 }

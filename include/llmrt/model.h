@@ -8,9 +8,11 @@
 #define LLMRT_MODEL_H
 
 #include "backend.h"
+#include "chat.h"
 #include "checkpoint.h"
 #include "plugin.h"
 #include "quant.h"
+#include "synth.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,28 +67,44 @@ typedef struct llmrt_batch {
 } llmrt_batch;
 
 typedef struct llmrt_model_vtable {
-    uint32_t struct_size;
-    /* LLMRT_OK when config.json (its text) names an architecture this plugin runs;
+    uint32_t struct_size; /* (required) */
+    /* (required) LLMRT_OK when config.json (its text) names an architecture this plugin runs;
      * LLMRT_ERR_NOT_FOUND otherwise. */
     llmrt_status (*probe)(const char *config_json, llmrt_error *err);
-    /* quant may be NULL (dense checkpoint). Weights are loaded during create. */
+    /* (required) quant may be NULL (dense checkpoint). Weights are loaded during create. */
     llmrt_status (*create)(const llmrt_host *host, const llmrt_section *cfg,
                            const llmrt_checkpoint *ckpt, const llmrt_backend_ref *backend,
                            const llmrt_quant_ref *quant, const llmrt_model_params *params,
                            llmrt_model **out, llmrt_error *err);
-    void (*destroy)(llmrt_model *m);
-    void (*info)(llmrt_model *m, llmrt_model_info *out);
-    /* logits: device buffer [n_seqs, vocab] (or [n_tokens, vocab] with all_logits), f32. */
+    void (*destroy)(llmrt_model *m);                    /* (required) */
+    void (*info)(llmrt_model *m, llmrt_model_info *out); /* (required) */
+    /* (required) logits: device buffer [n_seqs, vocab] (or [n_tokens, vocab] with all_logits), f32. */
     llmrt_status (*forward)(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
                             float *logits, llmrt_error *err);
-    /* Optional (appended; NULL or beyond struct_size = absent): forward for a step whose every
+    /* (optional, since 1.0) forward for a step whose every
      * row is decoded greedily — out[s] (device, [n_seqs]) = the argmax of sequence s's logits
      * row, lowest index on ties: the ids forward followed by the backend's argmax give. logits
      * is scratch of forward's size; the model may leave it unwritten. Not for all_logits. */
     llmrt_status (*forward_argmax)(llmrt_model *m, const llmrt_batch *batch,
                                    const llmrt_kv_cache *kv, float *logits, int32_t *out,
                                    llmrt_error *err);
+
+    /* (optional, since 1.1) The family's chat format (chat.h): how messages become a prompt.
+     * Used without a model instance (tokenize renders chats without loading weights). */
+    const llmrt_chat_vtable *chat;
+
+    /* ---- synthetic checkpoints (optional, since 1.1: both or neither; synth.h) ---- */
+    /* The presets for index 0, 1, ... and NULL after the last. */
+    const llmrt_synth_preset *(*synth_preset)(uint32_t index);
+    /* Describe the checkpoint req asks for to the host's writer: every tensor (linears
+     * through req->quant's synth_linear when a quant is given) and config.json /
+     * generation_config.json. An unknown preset, option, or a shape the architecture (or the
+     * quant) cannot take is an error naming it. No backend. */
+    llmrt_status (*synthesize)(const llmrt_host *host, const llmrt_synth_request *req,
+                               const llmrt_ckpt_writer *w, llmrt_error *err);
 } llmrt_model_vtable;
+
+#define LLMRT_MODEL_REQUIRED(X) X(probe) X(create) X(destroy) X(info) X(forward)
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,23 @@
-/* plugin.h — the plugin ABI: status codes, errors, the descriptor every .so exports,
- * and the services the host hands to plugins.
+/* plugin.h — the plugin ABI: status codes, errors, the descriptor every .so exports, the
+ * plugin's key table, and the services the host hands to plugins.
  *
  * Why: plugins are built separately (by us and by third parties) against these headers
  * only. They never link libllmrt; everything they need from the host comes through
  * llmrt_host. Structs only ever grow at the end, and carry struct_size so either side
- * can tell how much of a struct the other knows about. */
+ * can tell how much of a struct the other knows about.
+ *
+ * The rules of ABI 1.x:
+ *  - A vtable or descriptor only grows at its end. Every member is marked "(required)" or
+ *    "(optional, since 1.N)". Required members are the 1.0 set of each vtable (the
+ *    LLMRT_*_REQUIRED lists, which the loader checks); everything appended later is optional.
+ *  - A member is present when it lies inside the struct_size the other side was built with
+ *    and is not NULL: LLMRT_VT_HAS(vt, type, member) is the one check. A caller falls back
+ *    when it is absent.
+ *  - LLMRT_ABI_MINOR moves with every append. A plugin's minor must not be newer than the
+ *    host's; its major must equal the host's.
+ *  - Fused and experimental ops are not vtable members: a backend offers them as named,
+ *    versioned function tables (backend.h's `extension`), so trying a kernel never edits a
+ *    public header. */
 #ifndef LLMRT_PLUGIN_H
 #define LLMRT_PLUGIN_H
 
@@ -17,10 +30,18 @@ extern "C" {
 
 /* ABI version: major must be equal; a plugin's minor must be <= the host's. */
 #define LLMRT_ABI_MAJOR 1
-#define LLMRT_ABI_MINOR 0
+#define LLMRT_ABI_MINOR 1
 #define LLMRT_ABI_VERSION ((uint32_t)((LLMRT_ABI_MAJOR << 16) | LLMRT_ABI_MINOR))
 #define LLMRT_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define LLMRT_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
+
+/* 1 when `vt` (a pointer to a vtable or descriptor of `type` that starts with uint32_t
+ * struct_size) holds `member` and it is set: the member lies inside the struct_size the
+ * other side was built with, and is not NULL. */
+#define LLMRT_VT_HAS(vt, type, member)                                                       \
+    ((vt) != NULL &&                                                                         \
+     (size_t)(vt)->struct_size >= offsetof(type, member) + sizeof(((type *)0)->member) &&    \
+     (vt)->member != NULL)
 
 #if defined(__GNUC__)
 #define LLMRT_EXPORT __attribute__((visibility("default")))
@@ -76,6 +97,48 @@ typedef struct llmrt_section {
     const char *const *where;        /* [n] "conf/runtime.ini:12", "env LLMRT_...", "--set" */
 } llmrt_section;
 
+/* Where a plugin writes text the host keeps (a rendered prompt, a JSON document): write()
+ * appends n bytes; it fails only when the host is out of memory (LLMRT_ERR_NOMEM). */
+typedef struct llmrt_sink {
+    void *ctx;
+    llmrt_status (*write)(void *ctx, const char *s, size_t n);
+} llmrt_sink;
+
+/* ---- a plugin's INI keys (since 1.1) ----
+ * Each descriptor may carry a table of the keys of its own section ([backend.cuda],
+ * [memory.pinned], ...). The host then treats them like its own keys: it validates values
+ * and names (unknown keys are errors naming file:line, with "did you mean"), applies
+ * LLMRT_<KIND>_<NAME>_<KEY> from the environment, fills in defaults, shows where each value
+ * came from (`llmrt config --show`) and writes them into `llmrt config --template`. The
+ * section handed to create() then holds every declared key with its effective value.
+ * A plugin without a table (1.0) gets its section as written and validates it itself. */
+typedef enum llmrt_key_type {
+    LLMRT_KEY_STRING = 1,
+    LLMRT_KEY_PATH = 2,  /* a file or folder; relative paths in an INI resolve against its folder */
+    LLMRT_KEY_INT = 3,   /* allowed: "min..max" (inclusive, 64-bit integers) */
+    LLMRT_KEY_FLOAT = 4, /* allowed: "min..max" (inclusive) */
+    LLMRT_KEY_BOOL = 5,  /* true/false, yes/no, on/off, 1/0 */
+    LLMRT_KEY_ENUM = 6   /* allowed: "a|b|c" */
+} llmrt_key_type;
+
+enum {
+    /* A developer's tuning knob (kernel choices for benchmark sweeps): not for users, so the
+     * template lists it commented out; bench reports record its effective value. */
+    LLMRT_KEY_DEVELOPER = 1u << 0,
+    /* A secret (an API key): shown as "(set)" or "(unset)", never its value. */
+    LLMRT_KEY_SECRET = 1u << 1
+};
+
+/* One key. Frozen: this struct never grows (tables are arrays of it). */
+typedef struct llmrt_key {
+    const char *name;    /* "pdl" */
+    llmrt_key_type type;
+    const char *def;     /* default, as text ("" for none) */
+    const char *allowed; /* ENUM: "a|b|c"; INT/FLOAT: "min..max"; else NULL */
+    const char *help;    /* one or two sentences */
+    uint32_t flags;      /* LLMRT_KEY_* */
+} llmrt_key;
+
 /* Services the host provides. Plugins must not assume any other host symbol exists. */
 typedef struct llmrt_host {
     uint32_t struct_size;
@@ -92,17 +155,20 @@ typedef struct llmrt_host {
 /* The descriptor. A plugin .so exports exactly one symbol, llmrt_plugin_get, which returns
  * descriptors for index 0, 1, ... and NULL after the last. */
 typedef struct llmrt_plugin_desc {
-    uint32_t struct_size;   /* sizeof(llmrt_plugin_desc) as the plugin was built */
-    uint32_t abi_version;   /* LLMRT_ABI_VERSION as the plugin was built */
-    llmrt_plugin_kind kind;
-    const char *name;       /* the INI value: "pinned", "cuda", "awq", "qwen3" */
-    const char *version;    /* the plugin's own version, "1.0.0" */
-    const char *description;
-    const char *license;    /* SPDX identifier */
-    const void *vtable;     /* llmrt_backend_vtable, llmrt_memory_vtable, ... by kind */
-    /* Optional: called once after validation, before any vtable use. A failure rejects the
-     * plugin with err's message. May be NULL. */
+    uint32_t struct_size;   /* (required) sizeof(llmrt_plugin_desc) as the plugin was built */
+    uint32_t abi_version;   /* (required) LLMRT_ABI_VERSION as the plugin was built */
+    llmrt_plugin_kind kind; /* (required) */
+    const char *name;       /* (required) the INI value: "pinned", "cuda", "awq", "qwen3" */
+    const char *version;    /* (required) the plugin's own version, "1.0.0" */
+    const char *description; /* (required) */
+    const char *license;    /* (required) SPDX identifier */
+    const void *vtable;     /* (required) llmrt_backend_vtable, llmrt_memory_vtable, ... by kind */
+    /* (optional, since 1.0) Called once after validation, before any vtable use. A failure
+     * rejects the plugin with err's message. */
     llmrt_status (*init)(const llmrt_host *host, llmrt_error *err);
+    /* (optional, since 1.1) The keys of the plugin's own INI section (see llmrt_key). */
+    const llmrt_key *keys; /* [n_keys] */
+    uint32_t n_keys;
 } llmrt_plugin_desc;
 
 #define LLMRT_PLUGIN_ENTRY "llmrt_plugin_get"

@@ -9,12 +9,14 @@
 #include "backend.h"
 #include "checkpoint.h"
 #include "plugin.h"
+#include "synth.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct llmrt_quant llmrt_quant;     /* a quant-plugin instance, opaque */
+/* (synth.h declares `struct llmrt_quant_vtable` for llmrt_synth_request) */
 typedef struct llmrt_qlinear llmrt_qlinear; /* one loaded quantized linear, opaque */
 
 /* Folds for linear_forward_fused: elementwise work after y = x · Wᵀ that the same launch does. */
@@ -25,34 +27,36 @@ enum {
 };
 
 typedef struct llmrt_quant_vtable {
-    uint32_t struct_size;
-    /* quant_config_json: config.json's "quantization_config" object as JSON text.
+    uint32_t struct_size; /* (required) */
+    /* (required) quant_config_json: config.json's "quantization_config" object as JSON text.
      * LLMRT_OK: this plugin handles it. LLMRT_ERR_NOT_FOUND: not this plugin's format.
      * LLMRT_ERR_UNSUPPORTED: this plugin's family, but a variant it rejects (err says why:
      * "bits=8", "version gemv", ...). */
     llmrt_status (*probe)(const char *quant_config_json, llmrt_error *err);
+    /* (required) The plugin chooses its kernels by what the backend offers (an extension such
+     * as "llmrt.cuda", or host-addressable memory), never by the backend's name;
+     * LLMRT_ERR_UNSUPPORTED when it has none for this backend. */
     llmrt_status (*create)(const llmrt_host *host, const llmrt_section *cfg,
                            const char *quant_config_json, const llmrt_backend_ref *backend,
                            llmrt_quant **out, llmrt_error *err);
-    void (*destroy)(llmrt_quant *q);
-    /* Load the linear at `prefix` ("model.layers.0.self_attn.q_proj"), logically [out, in].
+    void (*destroy)(llmrt_quant *q); /* (required) */
+    /* (required) Load the linear at `prefix` ("model.layers.0.self_attn.q_proj"), logically [out, in].
      * LLMRT_ERR_NOT_FOUND when the checkpoint keeps this linear dense (the model then loads
      * prefix.weight); other errors name the tensor and what was wrong. */
     llmrt_status (*linear_load)(llmrt_quant *q, const llmrt_checkpoint *ckpt, const char *prefix,
                                 int64_t in_features, int64_t out_features, llmrt_qlinear **out,
                                 llmrt_error *err);
-    void (*linear_free)(llmrt_quant *q, llmrt_qlinear *l);
-    /* y [n, out] = x [n, in] · Wᵀ, fp32 accumulation, enqueued on the backend's stream. */
+    void (*linear_free)(llmrt_quant *q, llmrt_qlinear *l); /* (required) */
+    /* (required) y [n, out] = x [n, in] · Wᵀ, fp32 accumulation, enqueued on the backend's stream. */
     llmrt_status (*linear_forward)(llmrt_quant *q, const llmrt_qlinear *l, float *y,
                                    const float *x, int32_t n, llmrt_error *err);
-    /* Bytes the linear occupies on the backend (for load reports). */
+    /* (optional, since 1.0) Bytes the linear occupies on the backend (for load reports). */
     uint64_t (*linear_bytes)(llmrt_quant *q, const llmrt_qlinear *l);
-    /* Optional: dense f32 [out, in] on the host, for tests and references. */
+    /* (optional, since 1.0) Dense f32 [out, in] on the host, for tests and references. */
     llmrt_status (*linear_dequant)(llmrt_quant *q, const llmrt_qlinear *l, float *out,
                                    llmrt_error *err);
 
-    /* ---- optional (appended; NULL or beyond struct_size = absent) ---- */
-    /* Load n_parts linears that read the same input (q/k/v, gate/up) as ONE linear
+    /* (optional, since 1.0) Load n_parts linears that read the same input (q/k/v, gate/up) as ONE linear
      * [sum(out_features[i]), in]: its output row holds part 0's outputs, then part 1's, ...
      * so one launch replaces n_parts. Same tensors and checks as linear_load for each prefix.
      * LLMRT_ERR_UNSUPPORTED when the parts cannot be fused (the caller then loads them one by
@@ -62,14 +66,35 @@ typedef struct llmrt_quant_vtable {
                                       int64_t in_features, const int64_t *out_features,
                                       llmrt_qlinear **out, llmrt_error *err);
 
-    /* Optional: linear_forward with the folds in `flags` (LLMRT_FUSE_*), for
+    /* (optional, since 1.0; with linear_fused_max_rows) linear_forward with the folds in `flags` (LLMRT_FUSE_*), for
      * 1 <= n <= linear_fused_max_rows(q, l, flags); 0 there means never (the caller then runs
      * linear_forward and the separate ops). */
     llmrt_status (*linear_forward_fused)(llmrt_quant *q, const llmrt_qlinear *l, float *y,
                                          const float *x, int32_t n, uint32_t flags,
                                          llmrt_error *err);
     int32_t (*linear_fused_max_rows)(llmrt_quant *q, const llmrt_qlinear *l, uint32_t flags);
+
+    /* ---- synthetic checkpoints (optional, since 1.1: both or neither; synth.h) ---- */
+    /* Choose and check the format's parameters for a model whose quantizable linears are
+     * linears [n] (the options in opts, e.g. group_size, else defaults that suit every
+     * linear), and write config.json's "quantization_config" object as JSON text to out.
+     * *dtype is the dense tensors' dtype: INVALID asks the plugin for its choice; a dtype the
+     * format cannot go with is an error that says which it needs. Unknown options and shapes
+     * the format cannot store are errors naming the option or the linear. No backend. */
+    llmrt_status (*synth_config)(const llmrt_section *opts, const llmrt_synth_linear *linears,
+                                 uint32_t n, llmrt_dtype *dtype, const llmrt_sink *out,
+                                 llmrt_error *err);
+    /* Add the tensors of the linear at `prefix`, logically [out, in], as this format stores
+     * them under quant_config_json (what synth_config wrote), with values that dequantize to
+     * a weight of std ~0.02. LLMRT_ERR_NOT_FOUND: the format keeps this linear dense (the
+     * model then writes prefix.weight itself). */
+    llmrt_status (*synth_linear)(const char *quant_config_json, const llmrt_ckpt_writer *w,
+                                 const char *prefix, int64_t in_features, int64_t out_features,
+                                 llmrt_error *err);
 } llmrt_quant_vtable;
+
+#define LLMRT_QUANT_REQUIRED(X)                                                              \
+    X(probe) X(create) X(destroy) X(linear_load) X(linear_free) X(linear_forward)
 
 typedef struct llmrt_quant_ref {
     const llmrt_quant_vtable *vt;

@@ -6,8 +6,9 @@
 #ifndef LLMRT_TENSOR_H
 #define LLMRT_TENSOR_H
 
-#include <stdint.h>
+#include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,6 +29,8 @@ typedef enum llmrt_dtype {
     LLMRT_DTYPE_U16,
     LLMRT_DTYPE_U8,
     LLMRT_DTYPE_BOOL,
+    LLMRT_DTYPE_F8_E4M3, /* since 1.1: safetensors F8_E4M3 (OCP e4m3fn: no infinities, max 448) */
+    LLMRT_DTYPE_F8_E5M2, /* since 1.1: safetensors F8_E5M2 */
     LLMRT_DTYPE_COUNT
 } llmrt_dtype;
 
@@ -37,7 +40,8 @@ static inline size_t llmrt_dtype_size(llmrt_dtype t)
     case LLMRT_DTYPE_F64: case LLMRT_DTYPE_I64: case LLMRT_DTYPE_U64: return 8;
     case LLMRT_DTYPE_F32: case LLMRT_DTYPE_I32: case LLMRT_DTYPE_U32: return 4;
     case LLMRT_DTYPE_F16: case LLMRT_DTYPE_BF16: case LLMRT_DTYPE_I16: case LLMRT_DTYPE_U16: return 2;
-    case LLMRT_DTYPE_I8: case LLMRT_DTYPE_U8: case LLMRT_DTYPE_BOOL: return 1;
+    case LLMRT_DTYPE_I8: case LLMRT_DTYPE_U8: case LLMRT_DTYPE_BOOL:
+    case LLMRT_DTYPE_F8_E4M3: case LLMRT_DTYPE_F8_E5M2: return 1;
     default: return 0;
     }
 }
@@ -47,7 +51,7 @@ static inline const char *llmrt_dtype_name(llmrt_dtype t)
 {
     static const char *const names[LLMRT_DTYPE_COUNT] = {
         "INVALID", "F32", "F16", "BF16", "F64", "I64", "I32", "I16", "I8",
-        "U64", "U32", "U16", "U8", "BOOL"};
+        "U64", "U32", "U16", "U8", "BOOL", "F8_E4M3", "F8_E5M2"};
     return (t > 0 && t < LLMRT_DTYPE_COUNT) ? names[t] : "INVALID";
 }
 
@@ -145,13 +149,87 @@ static inline uint16_t llmrt_f32_to_f16(float f)
     return (uint16_t)(sign | h);
 }
 
-/* Element i of a float-typed buffer (F32/F16/BF16) as f32. */
+/* 8-bit floats (since 1.1). e4m3 is OCP's e4m3fn (bias 7, no infinities, 0x7f/0xff NaN,
+ * largest 448); e5m2 is IEEE-like (bias 15, largest finite 57344). f32 -> 8 bits rounds to
+ * nearest even and saturates at the largest finite value (quantizers clamp anyway); NaN stays
+ * NaN. */
+static inline float llmrt_f8_to_f32(uint8_t x, int e_bits, int bias)
+{
+    const int m_bits = 7 - e_bits;
+    const uint32_t e = (x >> m_bits) & ((1u << e_bits) - 1u), m = x & ((1u << m_bits) - 1u);
+    float v;
+    if (e == 0) /* subnormal: m * 2^(1 - bias - m_bits) */
+        v = (float)m * ldexpf(1.0f, 1 - bias - m_bits);
+    else
+        v = ldexpf(1.0f + (float)m / (float)(1u << m_bits), (int)e - bias);
+    return (x & 0x80u) ? -v : v;
+}
+
+static inline float llmrt_e4m3_to_f32(uint8_t x)
+{
+    if ((x & 0x7fu) == 0x7fu)
+        return NAN;
+    return llmrt_f8_to_f32(x, 4, 7);
+}
+
+static inline float llmrt_e5m2_to_f32(uint8_t x)
+{
+    if ((x & 0x7cu) == 0x7cu) /* exponent all ones */
+        return (x & 0x03u) ? NAN : ((x & 0x80u) ? -INFINITY : INFINITY);
+    return llmrt_f8_to_f32(x, 5, 15);
+}
+
+/* |f| -> (exponent field, mantissa field) of an 8-bit float, round to nearest even,
+ * saturating at (max_e, max_m). */
+static inline uint8_t llmrt_f32_to_f8(float f, int e_bits, int bias, uint32_t max_e,
+                                      uint32_t max_m)
+{
+    const int m_bits = 7 - e_bits;
+    const uint8_t sign = signbit(f) ? 0x80u : 0;
+    float a = fabsf(f);
+    const float max = ldexpf(1.0f + (float)max_m / (float)(1u << m_bits), (int)max_e - bias);
+    if (a >= max)
+        return (uint8_t)(sign | (max_e << m_bits) | max_m);
+    const float min_normal = ldexpf(1.0f, 1 - bias);
+    if (a < min_normal) { /* subnormal (or a rounding up into the smallest normal) */
+        float q = rintf(a / ldexpf(1.0f, 1 - bias - m_bits));
+        return (uint8_t)(sign | (uint32_t)q);
+    }
+    int e;
+    float mant = frexpf(a, &e); /* a = mant * 2^e, mant in [0.5, 1) */
+    e -= 1;                     /* a = (2 mant) * 2^e, 2 mant in [1, 2) */
+    uint32_t m = (uint32_t)rintf((2.0f * mant - 1.0f) * (float)(1u << m_bits));
+    if (m == (1u << m_bits))
+        m = 0, e++;
+    uint32_t be = (uint32_t)(e + bias);
+    if (be > max_e || (be == max_e && m > max_m))
+        return (uint8_t)(sign | (max_e << m_bits) | max_m);
+    return (uint8_t)(sign | (be << m_bits) | m);
+}
+
+static inline uint8_t llmrt_f32_to_e4m3(float f)
+{
+    if (isnan(f))
+        return 0x7fu;
+    return llmrt_f32_to_f8(f, 4, 7, 15, 6);
+}
+
+static inline uint8_t llmrt_f32_to_e5m2(float f)
+{
+    if (isnan(f))
+        return 0x7fu;
+    return llmrt_f32_to_f8(f, 5, 15, 30, 3);
+}
+
+/* Element i of a float-typed buffer (F32/F16/BF16, F8_E4M3/F8_E5M2) as f32. */
 static inline float llmrt_load_f(const void *p, llmrt_dtype t, int64_t i)
 {
     switch (t) {
     case LLMRT_DTYPE_F32: return ((const float *)p)[i];
     case LLMRT_DTYPE_F16: return llmrt_f16_to_f32(((const uint16_t *)p)[i]);
     case LLMRT_DTYPE_BF16: return llmrt_bf16_to_f32(((const uint16_t *)p)[i]);
+    case LLMRT_DTYPE_F8_E4M3: return llmrt_e4m3_to_f32(((const uint8_t *)p)[i]);
+    case LLMRT_DTYPE_F8_E5M2: return llmrt_e5m2_to_f32(((const uint8_t *)p)[i]);
     default: return 0.0f;
     }
 }
@@ -162,6 +240,8 @@ static inline void llmrt_store_f(void *p, llmrt_dtype t, int64_t i, float v)
     case LLMRT_DTYPE_F32: ((float *)p)[i] = v; break;
     case LLMRT_DTYPE_F16: ((uint16_t *)p)[i] = llmrt_f32_to_f16(v); break;
     case LLMRT_DTYPE_BF16: ((uint16_t *)p)[i] = llmrt_f32_to_bf16(v); break;
+    case LLMRT_DTYPE_F8_E4M3: ((uint8_t *)p)[i] = llmrt_f32_to_e4m3(v); break;
+    case LLMRT_DTYPE_F8_E5M2: ((uint8_t *)p)[i] = llmrt_f32_to_e5m2(v); break;
     default: break;
     }
 }

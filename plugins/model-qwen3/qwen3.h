@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <llmrt/backend.h>
+#include <llmrt/chat.h>
 #include <llmrt/checkpoint.h>
 #include <llmrt/model.h>
 #include <llmrt/quant.h>
@@ -35,6 +36,14 @@ typedef struct qwen3_config {
 int qwen3_config_matches(const char *config_json, int *is_json);
 /* Parse and validate; errors name the key and say "config.json". */
 llmrt_status qwen3_config_parse(const char *config_json, qwen3_config *out, llmrt_error *err);
+
+/* The Qwen3 chat format (qwen3_chat.c). */
+extern const llmrt_chat_vtable qwen3_chat_vtable;
+
+/* Synthetic checkpoints (qwen3_synth.c): model.h synth_preset / synthesize. */
+const llmrt_synth_preset *qwen3_synth_preset(uint32_t index);
+llmrt_status qwen3_synthesize(const llmrt_host *host, const llmrt_synth_request *req,
+                              const llmrt_ckpt_writer *w, llmrt_error *err);
 
 /* A linear layer y = x·Wᵀ, W logically [out, in]: quantized (q != NULL) or dense (w). */
 typedef struct qwen3_linear {

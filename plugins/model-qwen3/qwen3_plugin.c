@@ -19,15 +19,12 @@ static llmrt_status q3_probe(const char *config_json, llmrt_error *err)
                                                          : "config.json is not a JSON object");
 }
 
-/* Is vtable member `m` present (inside struct_size and non-NULL)? */
-#define HAS_MEMBER(vt, type, m) ((vt)->struct_size >= offsetof(type, m) + sizeof((vt)->m) && (vt)->m)
-
 static llmrt_status check_backend(const llmrt_backend_ref *be, llmrt_error *err)
 {
     const llmrt_backend_vtable *vt = be->vt;
     const char *missing = NULL;
 #define NEED(m)                                                                               \
-    if (!missing && !HAS_MEMBER(vt, llmrt_backend_vtable, m))                                  \
+    if (!missing && !LLMRT_VT_HAS(vt, llmrt_backend_vtable, m))                                  \
         missing = #m;
     NEED(dev_alloc) NEED(dev_free) NEED(copy) NEED(synchronize) NEED(embedding) NEED(rmsnorm)
     NEED(rope) NEED(kv_store) NEED(attention) NEED(silu_mul) NEED(add) NEED(gemm)
@@ -45,7 +42,7 @@ static llmrt_status check_quant(const llmrt_quant_ref *q, llmrt_error *err)
     const llmrt_quant_vtable *vt = q->vt;
     const char *missing = NULL;
 #define NEED(m)                                                                               \
-    if (!missing && !HAS_MEMBER(vt, llmrt_quant_vtable, m))                                    \
+    if (!missing && !LLMRT_VT_HAS(vt, llmrt_quant_vtable, m))                                    \
         missing = #m;
     NEED(linear_load) NEED(linear_free) NEED(linear_forward)
 #undef NEED
@@ -95,9 +92,9 @@ static llmrt_status parse_section(const llmrt_section *cfg, int *fuse, int *gree
 static void make_head(llmrt_model *m)
 {
     const llmrt_backend_vtable *be = m->be.vt;
-    if (!m->greedy_head || !HAS_MEMBER(be, llmrt_backend_vtable, argmax_head_create) ||
-        !HAS_MEMBER(be, llmrt_backend_vtable, argmax_head_forward) ||
-        !HAS_MEMBER(be, llmrt_backend_vtable, argmax_head_destroy))
+    if (!m->greedy_head || !LLMRT_VT_HAS(be, llmrt_backend_vtable, argmax_head_create) ||
+        !LLMRT_VT_HAS(be, llmrt_backend_vtable, argmax_head_forward) ||
+        !LLMRT_VT_HAS(be, llmrt_backend_vtable, argmax_head_destroy))
         return;
     const int32_t rows = m->params.max_seqs < 8 ? m->params.max_seqs : 8;
     llmrt_error e = {0};
@@ -206,8 +203,8 @@ static int32_t glu_rows(const llmrt_model *m)
 {
     const llmrt_quant_vtable *qv = m->quant.vt;
     if (!m->fuse || !m->use_gate_up || !qv ||
-        !HAS_MEMBER(qv, llmrt_quant_vtable, linear_forward_fused) ||
-        !HAS_MEMBER(qv, llmrt_quant_vtable, linear_fused_max_rows))
+        !LLMRT_VT_HAS(qv, llmrt_quant_vtable, linear_forward_fused) ||
+        !LLMRT_VT_HAS(qv, llmrt_quant_vtable, linear_fused_max_rows))
         return 0;
     int32_t rows = m->params.max_tokens;
     for (int32_t l = 0; l < m->cfg.n_layers && rows > 0; l++) {
@@ -267,9 +264,9 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
      * their output (qk_norm_rope_store splits q|k|v, swiglu splits gate|up). */
     m->fuse = fuse;
     m->greedy_head = greedy_head;
-    m->use_add_rmsnorm = fuse && HAS_MEMBER(backend->vt, llmrt_backend_vtable, add_rmsnorm);
-    m->use_qkv = fuse && HAS_MEMBER(backend->vt, llmrt_backend_vtable, qk_norm_rope_store);
-    m->use_gate_up = fuse && HAS_MEMBER(backend->vt, llmrt_backend_vtable, swiglu);
+    m->use_add_rmsnorm = fuse && LLMRT_VT_HAS(backend->vt, llmrt_backend_vtable, add_rmsnorm);
+    m->use_qkv = fuse && LLMRT_VT_HAS(backend->vt, llmrt_backend_vtable, qk_norm_rope_store);
+    m->use_gate_up = fuse && LLMRT_VT_HAS(backend->vt, llmrt_backend_vtable, swiglu);
     if ((st = qwen3_config_parse(ckpt->config_json, &m->cfg, err)))
         goto fail;
     m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);
@@ -327,6 +324,9 @@ static const llmrt_model_vtable qwen3_vtable = {
     .info = q3_info,
     .forward = q3_forward,
     .forward_argmax = q3_forward_argmax,
+    .chat = &qwen3_chat_vtable,
+    .synth_preset = qwen3_synth_preset,
+    .synthesize = qwen3_synthesize,
 };
 
 static const llmrt_plugin_desc qwen3_desc = {

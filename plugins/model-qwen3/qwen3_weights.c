@@ -108,8 +108,7 @@ static llmrt_status load_linear(llmrt_model *m, const llmrt_checkpoint *ck, cons
         llmrt_status st = m->quant.vt->linear_load(m->quant.q, ck, prefix, in, out, &l->q, err);
         if (st == LLMRT_OK) {
             const llmrt_quant_vtable *qv = m->quant.vt;
-            if (qv->struct_size >= offsetof(llmrt_quant_vtable, linear_bytes) + sizeof qv->linear_bytes &&
-                qv->linear_bytes) /* optional */
+            if (LLMRT_VT_HAS(qv, llmrt_quant_vtable, linear_bytes))
                 m->weight_bytes += qv->linear_bytes(m->quant.q, l->q);
             return LLMRT_OK;
         }
@@ -189,9 +188,7 @@ static llmrt_status load_fused(llmrt_model *m, const llmrt_checkpoint *ck, const
     memset(l, 0, sizeof *l);
     if (m->quant.vt) {
         const llmrt_quant_vtable *qv = m->quant.vt;
-        if (!(qv->struct_size >= offsetof(llmrt_quant_vtable, linear_load_fused) +
-                                     sizeof qv->linear_load_fused &&
-              qv->linear_load_fused))
+        if (!LLMRT_VT_HAS(qv, llmrt_quant_vtable, linear_load_fused))
             return LLMRT_ERR_UNSUPPORTED;
         llmrt_error qerr = {0};
         llmrt_status st = qv->linear_load_fused(m->quant.q, ck, fp->prefix, fp->n, in, fp->out,
@@ -202,8 +199,7 @@ static llmrt_status load_fused(llmrt_model *m, const llmrt_checkpoint *ck, const
                 total += fp->out[p];
             l->in = in;
             l->out = total;
-            if (qv->struct_size >= offsetof(llmrt_quant_vtable, linear_bytes) + sizeof qv->linear_bytes &&
-                qv->linear_bytes)
+            if (LLMRT_VT_HAS(qv, llmrt_quant_vtable, linear_bytes))
                 m->weight_bytes += qv->linear_bytes(m->quant.q, l->q);
             return LLMRT_OK;
         }

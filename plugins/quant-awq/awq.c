@@ -20,6 +20,7 @@
 
 #include <llmrt/quant.h>
 
+#include "awq_config.h"
 #include "awq_cpu.h"
 #include "awq_cuda.h"
 
@@ -41,10 +42,6 @@ struct llmrt_qlinear {
 };
 
 /* ---- quantization_config ---- */
-
-typedef struct awq_params {
-    int64_t bits, group;
-} awq_params;
 
 /* An integer field, or `def` when absent; -1 status when present but not an integer. */
 static int get_int(json_t *obj, const char *k1, const char *k2, int64_t def, int64_t *out)
@@ -79,8 +76,8 @@ static int is_pack_quantized(json_t *root)
     return 0;
 }
 
-/* The shared decision of probe and create. */
-static llmrt_status parse_config(const char *text, awq_params *p, llmrt_error *err)
+/* The shared decision of probe, create and synth_linear. */
+llmrt_status awq_parse_config(const char *text, awq_params *p, llmrt_error *err)
 {
     llmrt_status st = LLMRT_OK;
     json_error_t jerr;
@@ -162,7 +159,7 @@ cleanup:
 static llmrt_status awq_probe(const char *quant_config_json, llmrt_error *err)
 {
     awq_params p;
-    return parse_config(quant_config_json, &p, err);
+    return awq_parse_config(quant_config_json, &p, err);
 }
 
 /* ---- instance ---- */
@@ -173,7 +170,7 @@ static llmrt_status awq_create(const llmrt_host *host, const llmrt_section *cfg,
 {
     *out = NULL;
     awq_params p;
-    llmrt_status st = parse_config(quant_config_json, &p, err);
+    llmrt_status st = awq_parse_config(quant_config_json, &p, err);
     if (st != LLMRT_OK)
         return st;
     if (cfg && cfg->n > 0)
@@ -520,6 +517,8 @@ static const llmrt_quant_vtable awq_vtable = {
     .linear_load_fused = awq_linear_load_fused,
     .linear_forward_fused = awq_linear_forward_fused,
     .linear_fused_max_rows = awq_linear_fused_max_rows,
+    .synth_config = awq_synth_config,
+    .synth_linear = awq_synth_linear,
 };
 
 static const llmrt_plugin_desc awq_desc = {

@@ -17,7 +17,9 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "chat_template.h"
+#include "chat.h"
+#include "chat_messages.h"
+#include "runtime.h"
 #include "test_util.h"
 #include "tokenizer.h"
 
@@ -201,10 +203,17 @@ END_TEST
 
 START_TEST(chat_prompts)
 {
-    llmrt_chat_template *tpl;
+    /* The chat format of the tokenizer folder (no config.json: the model plugin whose chat
+     * format recognises the template, i.e. qwen3's). */
     llmrt_error err = {0};
-    ck_assert_msg(llmrt_chat_template_from_tokenizer(tok, &tpl, &err) == LLMRT_OK, "%s", err.msg);
-    ck_assert_str_eq(llmrt_chat_template_family(tpl), "qwen3");
+    char set[4200];
+    snprintf(set, sizeof set, "runtime.plugin_dir=%s", tu_env("LLMRT_PLUGIN_DIR"));
+    const char *sets[] = {set};
+    llmrt_runtime *rt;
+    ck_assert_msg(llmrt_runtime_open(NULL, sets, 1, &rt, &err) == LLMRT_OK, "%s", err.msg);
+    llmrt_chat_ref tpl;
+    ck_assert_msg(llmrt_chat_open_dir(rt, tok_dir, tok, &tpl, &err) == LLMRT_OK, "%s", err.msg);
+    ck_assert_str_eq(llmrt_chat_family(&tpl), "qwen3");
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(refs, "chat"), i, c) {
@@ -214,10 +223,11 @@ START_TEST(chat_prompts)
                                                     name, &m, &err) == LLMRT_OK,
                       "%s: %s", name, err.msg);
         const json_t *et = json_object_get(c, "enable_thinking");
-        llmrt_chat_options o = {json_is_true(json_object_get(c, "add_generation_prompt")),
+        llmrt_chat_options o = {sizeof o, json_is_true(json_object_get(c, "add_generation_prompt")),
                                 et ? json_is_true(et) : 1, (const char *const *)m->tools, m->n_tools};
         char *text;
-        ck_assert_msg(llmrt_chat_render(tpl, m->msgs, m->n, &o, &text, &err) == LLMRT_OK, "%s: %s", name, err.msg);
+        ck_assert_msg(llmrt_chat_render_text(&tpl, m->msgs, m->n, &o, &text, &err) == LLMRT_OK, "%s: %s", name,
+                      err.msg);
         ck_assert_str_eq(text, json_string_value(json_object_get(c, "text")));
         int32_t *ids;
         size_t n;
@@ -227,7 +237,8 @@ START_TEST(chat_prompts)
         free(text);
         llmrt_chat_messages_free(m);
     }
-    llmrt_chat_template_free(tpl);
+    llmrt_chat_close(&tpl);
+    llmrt_runtime_close(rt);
 }
 END_TEST
 

@@ -1,0 +1,44 @@
+/* chat.h — the chat format of a model folder: its model plugin's renderer (llmrt/chat.h)
+ * over the chat template its tokenizer carries (tokenizer_config.json's chat_template, or
+ * chat_template.jinja).
+ *
+ * Why here: `chat`, `serve` and `tokenize --chat` all turn messages into a prompt the same
+ * way, and none of them knows a model family. The engine opens one at create (the server and
+ * chat use it through llmrt_engine_chat_render); tokenize opens one from the folder without
+ * loading weights. */
+#ifndef LLMRT_CORE_CHAT_H
+#define LLMRT_CORE_CHAT_H
+
+#include <llmrt/chat.h>
+#include <llmrt/model.h>
+
+#include "runtime.h"
+#include "tokenizer.h"
+
+typedef struct llmrt_chat_ref {
+    const llmrt_chat_vtable *vt; /* NULL: no chat format; why says why */
+    llmrt_chat *c;
+    char why[600];
+} llmrt_chat_ref;
+
+/* The chat format the model plugin `model_vt` (named `plugin`) has for tok's template. On any
+ * reason there is none (no tokenizer, no template, a plugin without chat, a template it does
+ * not recognise) out->vt stays NULL, out->why says why, and the status says what kind of
+ * reason it was (NOT_FOUND, UNSUPPORTED); err gets the same text. */
+llmrt_status llmrt_chat_open(const llmrt_host *host, const llmrt_model_vtable *model_vt,
+                             const char *plugin, const llmrt_tokenizer *tok, const char *dir,
+                             llmrt_chat_ref *out, llmrt_error *err);
+/* The same for a model folder without loading its weights: dir/config.json picks the model
+ * plugin as the model loader does (rt's model.plugin). */
+llmrt_status llmrt_chat_open_dir(llmrt_runtime *rt, const char *dir, const llmrt_tokenizer *tok,
+                                 llmrt_chat_ref *out, llmrt_error *err);
+/* Render into a malloc'd NUL-terminated string (caller frees). opt NULL: a generation prompt,
+ * thinking allowed, no tools. */
+llmrt_status llmrt_chat_render_text(const llmrt_chat_ref *c, const llmrt_chat_message *msgs,
+                                    uint32_t n, const llmrt_chat_options *opt, char **text,
+                                    llmrt_error *err);
+/* The family's name (as the plugin calls it), or "" when there is none. */
+const char *llmrt_chat_family(const llmrt_chat_ref *c);
+void llmrt_chat_close(llmrt_chat_ref *c);
+
+#endif

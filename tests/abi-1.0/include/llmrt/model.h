@@ -1,0 +1,94 @@
+/* model.h — model-architecture plugins (qwen3, ...).
+ *
+ * Why: an architecture is "which weights, wired how". The model plugin recognises its
+ * config.json, loads weights through the checkpoint and quant plugins onto a backend,
+ * reports its KV geometry so the engine can size the cache, and runs forward over a batch
+ * the engine describes in fixed-address step buffers. It owns no KV cache and no sampling. */
+#ifndef LLMRT_MODEL_H
+#define LLMRT_MODEL_H
+
+#include "backend.h"
+#include "checkpoint.h"
+#include "plugin.h"
+#include "quant.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct llmrt_model llmrt_model; /* a model-plugin instance, opaque */
+
+typedef struct llmrt_model_info {
+    char arch[64];            /* "Qwen3ForCausalLM" */
+    int32_t n_layers;
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t head_dim;
+    int32_t hidden;
+    int32_t intermediate;
+    int32_t vocab;
+    int32_t max_position;     /* max_position_embeddings */
+    llmrt_dtype weight_dtype; /* dtype of the dense weights (F32/F16/BF16) */
+    uint64_t weight_bytes;    /* bytes of weights resident on the backend */
+} llmrt_model_info;
+
+typedef struct llmrt_model_params {
+    int32_t max_tokens; /* most token rows in one forward (scheduler.max_num_batched_tokens) */
+    int32_t max_seqs;   /* most sequences in one forward */
+} llmrt_model_params;
+
+/* The engine's paged KV cache, one K and one V array per layer. */
+typedef struct llmrt_kv_cache {
+    int32_t n_layers, n_blocks, block_size, n_kv_heads, head_dim;
+    llmrt_dtype dtype;
+    void *const *k; /* [n_layers] → [n_blocks, block_size, n_kv_heads, head_dim] */
+    void *const *v; /* [n_layers] → same */
+} llmrt_kv_cache;
+
+/* One forward step. Array pointers are device-readable (step buffers); counts are host
+ * values. Sequences are laid out one after another: sequence s owns token rows
+ * [query_start[s], query_start[s+1]). */
+typedef struct llmrt_batch {
+    int32_t n_tokens;
+    int32_t n_seqs;
+    const int32_t *token_ids;    /* [n_tokens] */
+    const int32_t *positions;    /* [n_tokens] */
+    const int32_t *slot_mapping; /* [n_tokens] KV slot of each token, -1 = padding */
+    const int32_t *query_start;  /* [n_seqs + 1] */
+    const int32_t *seq_lens;     /* [n_seqs] context length after this step */
+    const int32_t *block_tables; /* [n_seqs, max_blocks_per_seq] */
+    const int32_t *logits_rows;  /* [n_seqs] token row whose hidden state gives the logits */
+    int32_t max_blocks_per_seq;
+    int32_t max_seq_len;         /* host upper bound of seq_lens */
+    int32_t max_query_len;       /* host upper bound of query lengths */
+    int32_t all_logits;          /* 1: logits for every token row (teacher forcing) */
+} llmrt_batch;
+
+typedef struct llmrt_model_vtable {
+    uint32_t struct_size;
+    /* LLMRT_OK when config.json (its text) names an architecture this plugin runs;
+     * LLMRT_ERR_NOT_FOUND otherwise. */
+    llmrt_status (*probe)(const char *config_json, llmrt_error *err);
+    /* quant may be NULL (dense checkpoint). Weights are loaded during create. */
+    llmrt_status (*create)(const llmrt_host *host, const llmrt_section *cfg,
+                           const llmrt_checkpoint *ckpt, const llmrt_backend_ref *backend,
+                           const llmrt_quant_ref *quant, const llmrt_model_params *params,
+                           llmrt_model **out, llmrt_error *err);
+    void (*destroy)(llmrt_model *m);
+    void (*info)(llmrt_model *m, llmrt_model_info *out);
+    /* logits: device buffer [n_seqs, vocab] (or [n_tokens, vocab] with all_logits), f32. */
+    llmrt_status (*forward)(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
+                            float *logits, llmrt_error *err);
+    /* Optional (appended; NULL or beyond struct_size = absent): forward for a step whose every
+     * row is decoded greedily — out[s] (device, [n_seqs]) = the argmax of sequence s's logits
+     * row, lowest index on ties: the ids forward followed by the backend's argmax give. logits
+     * is scratch of forward's size; the model may leave it unwritten. Not for all_logits. */
+    llmrt_status (*forward_argmax)(llmrt_model *m, const llmrt_batch *batch,
+                                   const llmrt_kv_cache *kv, float *logits, int32_t *out,
+                                   llmrt_error *err);
+} llmrt_model_vtable;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

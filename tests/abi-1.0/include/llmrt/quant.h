@@ -1,0 +1,83 @@
+/* quant.h — weight quantization plugins (awq, ...).
+ *
+ * Why: a quantization format is a loader (which tensors, what layout) plus kernels for
+ * y = x·Wᵀ on each backend it supports. The model plugin asks the quant plugin for every
+ * linear layer; a linear the checkpoint keeps dense (NOT_FOUND) is loaded densely. */
+#ifndef LLMRT_QUANT_H
+#define LLMRT_QUANT_H
+
+#include "backend.h"
+#include "checkpoint.h"
+#include "plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct llmrt_quant llmrt_quant;     /* a quant-plugin instance, opaque */
+typedef struct llmrt_qlinear llmrt_qlinear; /* one loaded quantized linear, opaque */
+
+/* Folds for linear_forward_fused: elementwise work after y = x · Wᵀ that the same launch does. */
+enum {
+    /* the linear is [gate; up] (out / 2 rows each): y [n, out / 2] = silu(gate) * up, as the
+     * backend's swiglu (saves the gate|up buffer's round trip and a launch per MLP) */
+    LLMRT_FUSE_OUT_SWIGLU = 1u << 0,
+};
+
+typedef struct llmrt_quant_vtable {
+    uint32_t struct_size;
+    /* quant_config_json: config.json's "quantization_config" object as JSON text.
+     * LLMRT_OK: this plugin handles it. LLMRT_ERR_NOT_FOUND: not this plugin's format.
+     * LLMRT_ERR_UNSUPPORTED: this plugin's family, but a variant it rejects (err says why:
+     * "bits=8", "version gemv", ...). */
+    llmrt_status (*probe)(const char *quant_config_json, llmrt_error *err);
+    llmrt_status (*create)(const llmrt_host *host, const llmrt_section *cfg,
+                           const char *quant_config_json, const llmrt_backend_ref *backend,
+                           llmrt_quant **out, llmrt_error *err);
+    void (*destroy)(llmrt_quant *q);
+    /* Load the linear at `prefix` ("model.layers.0.self_attn.q_proj"), logically [out, in].
+     * LLMRT_ERR_NOT_FOUND when the checkpoint keeps this linear dense (the model then loads
+     * prefix.weight); other errors name the tensor and what was wrong. */
+    llmrt_status (*linear_load)(llmrt_quant *q, const llmrt_checkpoint *ckpt, const char *prefix,
+                                int64_t in_features, int64_t out_features, llmrt_qlinear **out,
+                                llmrt_error *err);
+    void (*linear_free)(llmrt_quant *q, llmrt_qlinear *l);
+    /* y [n, out] = x [n, in] · Wᵀ, fp32 accumulation, enqueued on the backend's stream. */
+    llmrt_status (*linear_forward)(llmrt_quant *q, const llmrt_qlinear *l, float *y,
+                                   const float *x, int32_t n, llmrt_error *err);
+    /* Bytes the linear occupies on the backend (for load reports). */
+    uint64_t (*linear_bytes)(llmrt_quant *q, const llmrt_qlinear *l);
+    /* Optional: dense f32 [out, in] on the host, for tests and references. */
+    llmrt_status (*linear_dequant)(llmrt_quant *q, const llmrt_qlinear *l, float *out,
+                                   llmrt_error *err);
+
+    /* ---- optional (appended; NULL or beyond struct_size = absent) ---- */
+    /* Load n_parts linears that read the same input (q/k/v, gate/up) as ONE linear
+     * [sum(out_features[i]), in]: its output row holds part 0's outputs, then part 1's, ...
+     * so one launch replaces n_parts. Same tensors and checks as linear_load for each prefix.
+     * LLMRT_ERR_UNSUPPORTED when the parts cannot be fused (the caller then loads them one by
+     * one); LLMRT_ERR_NOT_FOUND when some part is dense in the checkpoint. */
+    llmrt_status (*linear_load_fused)(llmrt_quant *q, const llmrt_checkpoint *ckpt,
+                                      const char *const *prefixes, int32_t n_parts,
+                                      int64_t in_features, const int64_t *out_features,
+                                      llmrt_qlinear **out, llmrt_error *err);
+
+    /* Optional: linear_forward with the folds in `flags` (LLMRT_FUSE_*), for
+     * 1 <= n <= linear_fused_max_rows(q, l, flags); 0 there means never (the caller then runs
+     * linear_forward and the separate ops). */
+    llmrt_status (*linear_forward_fused)(llmrt_quant *q, const llmrt_qlinear *l, float *y,
+                                         const float *x, int32_t n, uint32_t flags,
+                                         llmrt_error *err);
+    int32_t (*linear_fused_max_rows)(llmrt_quant *q, const llmrt_qlinear *l, uint32_t flags);
+} llmrt_quant_vtable;
+
+typedef struct llmrt_quant_ref {
+    const llmrt_quant_vtable *vt;
+    llmrt_quant *q;
+    const char *name; /* "awq" */
+} llmrt_quant_ref;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
