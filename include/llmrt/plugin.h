@@ -207,6 +207,24 @@ static inline const char *llmrt_section_get(const llmrt_section *s, const char *
     return NULL;
 }
 
+/* A declared key's effective value: the section's (the host fills in every declared key of
+ * a plugin with a table), else the table's default. NULL when `key` is not in the table. */
+static inline const char *llmrt_key_value(const llmrt_section *s, const llmrt_key *table,
+                                          uint32_t n, const char *key)
+{
+    const char *v = llmrt_section_get(s, key);
+    if (v)
+        return v;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *a = table[i].name, *b = key;
+        while (*a && *a == *b)
+            a++, b++;
+        if (*a == *b)
+            return table[i].def;
+    }
+    return NULL;
+}
+
 static inline const char *llmrt_status_str(llmrt_status s)
 {
     switch (s) {
