@@ -167,6 +167,9 @@ int cmd_mkmodel(int argc, char **argv)
             if ((opt == OPT_QUANT_OPT ? n_quant_opts : n_model_opts) == MAX_OPTS)
                 return cli_usage_error("mkmodel", usage, "at most %d options of each kind",
                                        MAX_OPTS);
+            if (!strchr(optarg, '=') || optarg[0] == '=')
+                return cli_usage_error("mkmodel", usage, "--%s '%s': expected KEY=VALUE",
+                                       opt == OPT_QUANT_OPT ? "quant-opt" : "model-opt", optarg);
             if (opt == OPT_QUANT_OPT)
                 quant_opts[n_quant_opts++] = optarg;
             else

@@ -132,8 +132,14 @@ llmrt_status llmrt_synth_run(llmrt_runtime *rt, const char *dir, const llmrt_syn
         where = o->config_path;
         have_hf = 1;
         const llmrt_plugin_entry *unused = NULL;
-        TRY(llmrt_model_select(rt->reg, hf.config_json, NULL, o->model, "none", &me, &unused,
-                               err));
+        st = llmrt_model_select(rt->reg, hf.config_json, NULL, o->model, "none", &me, &unused,
+                                err);
+        if (st != LLMRT_OK) { /* the file's architecture, not a name the user typed */
+            llmrt_error_prefix(err, "mkmodel --config %s", o->config_path);
+            if (st == LLMRT_ERR_NOT_FOUND && is_auto(o->model))
+                st = err->code = LLMRT_ERR_UNSUPPORTED;
+            goto cleanup;
+        }
         if (!has_synth(me))
             FAIL(err, LLMRT_ERR_UNSUPPORTED,
                  "mkmodel: %s is for model plugin '%s', which cannot write synthetic "

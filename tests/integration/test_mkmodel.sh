@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `llmrt mkmodel` end to end: the tiny preset and a sharded AWQ model re-open with llmrt's
 # reader (`mkmodel --inspect`) with the expected tensors, dtypes and shapes; same seed gives
-# identical bytes, another seed different ones; --config reproduces a preset from its own
-# config.json; usage errors exit 2, bad input exits 1 naming the file.
+# identical bytes, another seed different ones, and the bytes of the reference hashes;
+# --config reproduces a preset from its own config.json; the presets come from the model
+# plugins; usage errors exit 2, what a plugin refuses exits 1 naming the file, key or linear.
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -105,6 +106,27 @@ inspect "$tmp/tied_head" "$tmp/tied_head.txt"
 has "$tmp/tied_head.txt" "lm_head.weight BF16 [512, 64] model.safetensors"
 grep -q '"tie_word_embeddings": true' "$tmp/tied_head/config.json" || fail "--tie not in config.json"
 
+# ---- AWQ without a group size: the largest that divides every in_features (tiny: 64) ----
+mk --preset tiny --quant awq -o "$tmp/awq_auto"
+grep -q '"group_size": 64' "$tmp/awq_auto/config.json" || fail "awq without --group-size: not 64"
+
+# ---- the presets come from the model plugins ----
+"$LLMRT" mkmodel --list-presets > "$tmp/presets.txt" 2>&1 || fail "--list-presets"
+for p in tiny qwen3-0.6b qwen3-8b; do
+  grep -q "^  $p  *(qwen3) " "$tmp/presets.txt" || { cat "$tmp/presets.txt"; fail "--list-presets lacks $p"; }
+done
+
+# ---- the bytes of tests/fixtures/mkmodel-tiny.sha256 (written by mkmodel before the plugins
+#      described checkpoints: the same seed gives the same files, whoever writes them) ----
+ref=$tmp/ref; mkdir -p "$ref"
+mk --preset tiny --seed 1 -o "$ref/tiny"
+mk --preset tiny --seed 3 --dtype f32 --tie --tied-lm-head -o "$ref/tiny-f32"
+mk --preset tiny --seed 1 --quant awq --group-size 32 -o "$ref/tiny-awq"
+mk --preset tiny --seed 2 --shard-mb 0.1 -o "$ref/tiny-shard"
+mk --preset tiny --seed 2 --dtype f16 --quant awq --group-size 64 --shard-mb 0.05 -o "$ref/tiny-awq-shard"
+(cd "$ref" && sha256sum --quiet -c "$LLMRT_SOURCE_DIR/tests/fixtures/mkmodel-tiny.sha256") \
+  || fail "mkmodel's bytes differ from tests/fixtures/mkmodel-tiny.sha256"
+
 # ---- progress: a summary on stderr unless -q ----
 "$LLMRT" mkmodel --preset tiny -o "$tmp/loud" > "$tmp/loud.out" 2>&1 || fail "mkmodel without -q"
 grep -q "writing: done: .* 25 tensors" "$tmp/loud.out" || { cat "$tmp/loud.out"; fail "no progress summary"; }
@@ -119,19 +141,26 @@ expect_rc() { local want=$1 pat=$2; shift 2
 expect_rc 2 "give exactly one of --preset NAME or --config FILE" -o "$tmp/x"
 expect_rc 2 "give exactly one of --preset NAME or --config FILE" --preset tiny --config "$tmp/tiny/config.json" -o "$tmp/x"
 expect_rc 2 "missing -o DIR" --preset tiny
-expect_rc 2 "unknown preset 'qwen3-70b' (presets: tiny, qwen3-0.6b, qwen3-8b)" --preset qwen3-70b -o "$tmp/x"
-expect_rc 2 "--quant 'gptq': expected awq or none" --preset tiny --quant gptq -o "$tmp/x"
+expect_rc 2 "unknown preset 'qwen3-70b'" --preset qwen3-70b -o "$tmp/x"
+expect_rc 2 "--quant gptq: no quant plugin of that name (available: awq" --preset tiny --quant gptq -o "$tmp/x"
 expect_rc 2 "--dtype 'fp8'" --preset tiny --dtype fp8 -o "$tmp/x"
-expect_rc 2 "--dtype bf16 with --quant awq" --preset tiny --quant awq --dtype bf16 -o "$tmp/x"
 expect_rc 2 "--shard-mb '-1'" --preset tiny --shard-mb -1 -o "$tmp/x"
 expect_rc 2 "--group-size 'abc'" --preset tiny --group-size abc -o "$tmp/x"
-expect_rc 2 "--tied-lm-head is for tied models" --preset tiny --tied-lm-head -o "$tmp/x"
-expect_rc 1 "group size 48 does not divide" --preset tiny --quant awq --group-size 48 -o "$tmp/x"
+expect_rc 2 "--group-size goes with --quant" --preset tiny --group-size 32 -o "$tmp/x"
+expect_rc 2 "--quant-opt 'x': expected KEY=VALUE" --preset tiny --quant awq --quant-opt x -o "$tmp/x"
+# what the plugins refuse: the quant format (AWQ) and the architecture (qwen3)
+expect_rc 1 "AWQ checkpoints are float16" --preset tiny --quant awq --dtype bf16 -o "$tmp/x"
+expect_rc 1 "--tied-lm-head is for tied models" --preset tiny --tied-lm-head -o "$tmp/x"
+expect_rc 1 "AWQ group_size '48' is not supported" --preset tiny --quant awq --group-size 48 -o "$tmp/x"
+expect_rc 1 "AWQ group size 128 does not divide model.layers.0.self_attn.q_proj's in_features 64" \
+  --preset tiny --quant awq --group-size 128 -o "$tmp/x"
+expect_rc 1 "unknown AWQ option 'bits'" --preset tiny --quant awq --quant-opt bits=8 -o "$tmp/x"
+expect_rc 1 "unknown qwen3 option 'says'" --preset tiny --model-opt says=hi -o "$tmp/x"
 printf '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 8,
  "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1}\n' > "$tmp/llama.json"
-expect_rc 1 "model_type is 'llama'" --config "$tmp/llama.json" -o "$tmp/x"
+expect_rc 1 'architectures ["LlamaForCausalLM"] is not supported' --config "$tmp/llama.json" -o "$tmp/x"
 printf '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}\n' > "$tmp/short.json"
-expect_rc 1 "short.json: missing key 'vocab_size'" --config "$tmp/short.json" -o "$tmp/x"
+expect_rc 1 'short.json: config.json: required key "vocab_size" is missing' --config "$tmp/short.json" -o "$tmp/x"
 expect_rc 1 "nope.json: cannot open" --config "$tmp/nope.json" -o "$tmp/x"
 # --inspect on a damaged checkpoint: the reader's message names the file and tensor
 cp -r "$tmp/tiny" "$tmp/cut"

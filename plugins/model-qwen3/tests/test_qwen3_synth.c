@@ -1,31 +1,102 @@
-/* test_mkmodel.c — synthetic checkpoints through the core API, read back with llmrt's own
- * reader: exactly the Hugging Face Qwen3 / AutoAWQ tensor names, dtypes and shapes; shards
- * and index; bytes that depend on the seed only (not on the thread count); values in the
- * ranges a forward pass needs; and clear refusals of shapes that cannot work. */
+/* test_qwen3_synth.c — synthetic Qwen3 checkpoints (the qwen3 plugin's synthesize, AWQ
+ * through quant-awq's synth entries, written by the host: llmrt_synth_run with the built
+ * plugins), read back with llmrt's own reader: exactly the Hugging Face Qwen3 / AutoAWQ tensor
+ * names, dtypes and shapes; shards and index; bytes that depend on the seed only (not on the
+ * thread count); values in the ranges a forward pass needs; and clear refusals of shapes that
+ * cannot work. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileutil.h"
 #include "hf_config.h"
-#include "mkmodel.h"
+#include "qwen3.h"
+#include "runtime.h"
 #include "safetensors.h"
+#include "synth.h"
 #include "test_util.h"
 
-static void tiny_opts(llmrt_mkmodel_opts *o)
+/* What a test asks for, and the shapes it expects back (the tiny preset's). */
+typedef struct mk {
+    const char *preset;
+    int awq;
+    int32_t group_size;   /* 0: the quant's choice */
+    llmrt_dtype dtype;    /* INVALID: the plugins' choice */
+    int tie;              /* -1: the preset's */
+    int tied_lm_head;
+    uint64_t seed;
+    int threads;
+    uint64_t shard_bytes;
+} mk;
+
+/* The tiny preset's shapes (qwen3_synth.c). */
+typedef struct shapes {
+    int32_t vocab, hidden, inter, layers, heads, kv_heads, head_dim, max_pos, bos, eos;
+    double theta;
+} shapes;
+static const shapes TINY = {512, 64, 128, 2, 4, 2, 32, 512, 510, 511, 1000000.0};
+
+static llmrt_runtime *RT;
+
+static void tiny_opts(mk *o)
 {
-    llmrt_error err = {0};
-    llmrt_mkmodel_opts_init(o);
-    ck_assert_int_eq(llmrt_mkmodel_preset("tiny", &o->cfg, &err), LLMRT_OK);
+    memset(o, 0, sizeof *o);
+    o->preset = "tiny";
+    o->dtype = LLMRT_DTYPE_INVALID;
+    o->tie = -1;
     o->threads = 2;
 }
 
-static void write_ok(const char *dir, const llmrt_mkmodel_opts *o, llmrt_mkmodel_result *res)
+static llmrt_status write_mk(const char *dir, const mk *m, llmrt_synth_result *res,
+                             llmrt_error *err)
+{
+    llmrt_synth_opts o;
+    llmrt_synth_opts_init(&o);
+    char group[64];
+    const char *qopts[1] = {group};
+    o.preset = m->preset;
+    o.quant = m->awq ? "awq" : NULL;
+    if (m->awq && m->group_size) {
+        snprintf(group, sizeof group, "group_size=%d", (int)m->group_size);
+        o.quant_opts = qopts;
+        o.n_quant_opts = 1;
+    }
+    o.dtype = m->dtype;
+    o.tie = m->tie;
+    o.tied_lm_head = m->tied_lm_head;
+    o.seed = m->seed;
+    o.write.threads = m->threads;
+    o.write.shard_bytes = m->shard_bytes;
+    llmrt_synth_result unused;
+    return llmrt_synth_run(RT, dir, &o, res ? res : &unused, err);
+}
+
+static void write_ok(const char *dir, const mk *o, llmrt_synth_result *res)
 {
     llmrt_error err = {0};
-    llmrt_status st = llmrt_mkmodel_write(dir, o, res, &err);
+    llmrt_status st = write_mk(dir, o, res, &err);
     ck_assert_msg(st == LLMRT_OK, "mkmodel: %s", err.msg);
+}
+
+/* The dense dtype a run of o writes (bf16 for presets, f16 with AWQ). */
+static llmrt_dtype dense_dtype(const mk *o)
+{
+    return o->dtype != LLMRT_DTYPE_INVALID ? o->dtype : o->awq ? LLMRT_DTYPE_F16 : LLMRT_DTYPE_BF16;
+}
+
+static int tied(const mk *o) { return o->tie > 0; }
+
+/* config.json of dir through the qwen3 plugin's own parser. */
+static void read_config(const char *dir, qwen3_config *c)
+{
+    char path[4200], *text = NULL;
+    llmrt_error err = {0};
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ck_assert_msg(llmrt_read_file(path, &text, NULL, &err) == LLMRT_OK, "%s", err.msg);
+    ck_assert_msg(qwen3_config_parse(text, c, &err) == LLMRT_OK, "%s", err.msg);
+    free(text);
 }
 
 /* Byte-compare two files. */
@@ -53,12 +124,12 @@ typedef struct expect {
 } expect;
 
 /* The tensors transformers' Qwen3ForCausalLM (and AutoAWQ's WQLinear_GEMM) name, for cfg. */
-static size_t expected_tensors(const llmrt_mkmodel_opts *o, expect *e)
+static size_t expected_tensors(const mk *o, expect *e)
 {
-    const llmrt_hf_config *c = &o->cfg;
-    int64_t h = c->hidden_size, q = (int64_t)c->num_attention_heads * c->head_dim;
-    int64_t kv = (int64_t)c->num_key_value_heads * c->head_dim, ff = c->intermediate_size;
-    llmrt_dtype dt = o->dtype;
+    const shapes *c = &TINY;
+    int64_t h = c->hidden, q = (int64_t)c->heads * c->head_dim;
+    int64_t kv = (int64_t)c->kv_heads * c->head_dim, ff = c->inter;
+    llmrt_dtype dt = dense_dtype(o);
     size_t n = 0;
 #define ADD(dtype_, d0_, d1_, ...)                                                           \
     do {                                                                                      \
@@ -68,17 +139,17 @@ static size_t expected_tensors(const llmrt_mkmodel_opts *o, expect *e)
         e[n].d1 = d1_;                                                                        \
         n++;                                                                                  \
     } while (0)
-    ADD(dt, c->vocab_size, h, "model.embed_tokens.weight");
+    ADD(dt, c->vocab, h, "model.embed_tokens.weight");
     ADD(dt, h, 0, "model.norm.weight");
-    if (!c->tie_word_embeddings || o->tied_lm_head)
-        ADD(dt, c->vocab_size, h, "lm_head.weight");
+    if (!tied(o) || o->tied_lm_head)
+        ADD(dt, c->vocab, h, "lm_head.weight");
     const struct {
         const char *name;
         int64_t in, out;
     } lin[] = {{"self_attn.q_proj", h, q},  {"self_attn.k_proj", h, kv}, {"self_attn.v_proj", h, kv},
                {"self_attn.o_proj", q, h},  {"mlp.gate_proj", h, ff},    {"mlp.up_proj", h, ff},
                {"mlp.down_proj", ff, h}};
-    for (int i = 0; i < c->num_hidden_layers; i++) {
+    for (int i = 0; i < c->layers; i++) {
         ADD(dt, h, 0, "model.layers.%d.input_layernorm.weight", i);
         ADD(dt, h, 0, "model.layers.%d.post_attention_layernorm.weight", i);
         ADD(dt, c->head_dim, 0, "model.layers.%d.self_attn.q_norm.weight", i);
@@ -88,7 +159,7 @@ static size_t expected_tensors(const llmrt_mkmodel_opts *o, expect *e)
                 ADD(dt, lin[k].out, lin[k].in, "model.layers.%d.%s.weight", i, lin[k].name);
                 continue;
             }
-            int64_t g = o->group_size;
+            int64_t g = o->group_size ? o->group_size : 64; /* tiny: the largest that divides 64 and 128 */
             ADD(LLMRT_DTYPE_I32, lin[k].in, lin[k].out / 8, "model.layers.%d.%s.qweight", i,
                 lin[k].name);
             ADD(LLMRT_DTYPE_I32, lin[k].in / g, lin[k].out / 8, "model.layers.%d.%s.qzeros", i,
@@ -103,7 +174,7 @@ static size_t expected_tensors(const llmrt_mkmodel_opts *o, expect *e)
 
 /* Open dir with the reader; every expected tensor present with its dtype and shape, and
  * nothing else. Returns the model (caller closes). */
-static llmrt_st_model *check_layout(const char *dir, const llmrt_mkmodel_opts *o)
+static llmrt_st_model *check_layout(const char *dir, const mk *o)
 {
     llmrt_st_model *m;
     llmrt_error err = {0};
@@ -151,8 +222,8 @@ static void mean_std(const llmrt_tensor_view *v, double *mean, double *sd, doubl
 START_TEST(test_tiny_dense_layout_and_config)
 {
     char *d = tu_mkdtemp();
-    llmrt_mkmodel_opts o;
-    llmrt_mkmodel_result res;
+    mk o;
+    llmrt_synth_result res;
     tiny_opts(&o);
     write_ok(d, &o, &res);
     ck_assert_uint_eq(res.n_shards, 1);
@@ -186,20 +257,22 @@ START_TEST(test_tiny_dense_layout_and_config)
     ck_assert_msg(llmrt_hf_config_load(d, &c, &err) == LLMRT_OK, "%s", err.msg);
     ck_assert_str_eq(c.architecture, "Qwen3ForCausalLM");
     ck_assert_str_eq(c.model_type, "qwen3");
-    ck_assert_int_eq(c.head_dim, o.cfg.head_dim);
-    ck_assert_int_ne(c.head_dim, c.hidden_size / c.num_attention_heads);
-    ck_assert_int_eq(c.vocab_size, o.cfg.vocab_size);
-    ck_assert_int_eq(c.num_key_value_heads, o.cfg.num_key_value_heads);
-    ck_assert_int_eq(c.max_position_embeddings, o.cfg.max_position_embeddings);
-    ck_assert_double_eq(c.rms_norm_eps, o.cfg.rms_norm_eps);
-    ck_assert_double_eq(c.rope_theta, o.cfg.rope_theta);
-    ck_assert_int_eq(c.dtype, LLMRT_DTYPE_BF16);
-    ck_assert_int_eq(c.tie_word_embeddings, 0);
+    ck_assert_ptr_nonnull(strstr(c.config_json, "\"torch_dtype\": \"bfloat16\""));
     ck_assert_int_eq(c.n_eos, 1);
-    ck_assert_int_eq(c.eos_ids[0], o.cfg.eos_ids[0]);
-    ck_assert_int_eq(c.bos_id, o.cfg.bos_id);
+    ck_assert_int_eq(c.eos_ids[0], TINY.eos);
+    ck_assert_int_eq(c.bos_id, TINY.bos);
     ck_assert_ptr_null(c.quant_json);
     llmrt_hf_config_free(&c);
+    qwen3_config q;
+    read_config(d, &q);
+    ck_assert_int_eq(q.head_dim, TINY.head_dim);
+    ck_assert_int_ne(q.head_dim, q.hidden / q.n_heads);
+    ck_assert_int_eq(q.vocab, TINY.vocab);
+    ck_assert_int_eq(q.n_kv_heads, TINY.kv_heads);
+    ck_assert_int_eq(q.max_position, TINY.max_pos);
+    ck_assert_double_eq(q.eps, 1e-6);
+    ck_assert_double_eq(q.rope_theta, TINY.theta);
+    ck_assert_int_eq(q.tie, 0);
     tu_rmtree(d);
     free(d);
 }
@@ -208,14 +281,14 @@ END_TEST
 START_TEST(test_awq_sharded_tied)
 {
     char *d = tu_mkdtemp();
-    llmrt_mkmodel_opts o;
-    llmrt_mkmodel_result res;
+    mk o;
+    llmrt_synth_result res;
     llmrt_error err = {0};
     tiny_opts(&o);
     o.awq = 1;
     o.dtype = LLMRT_DTYPE_F16;
     o.group_size = 32;
-    o.cfg.tie_word_embeddings = 1;
+    o.tie = 1;
     o.shard_bytes = 50000;
     write_ok(d, &o, &res);
     ck_assert_uint_gt(res.n_shards, 2);
@@ -260,8 +333,10 @@ START_TEST(test_awq_sharded_tied)
 
     llmrt_hf_config c;
     ck_assert_msg(llmrt_hf_config_load(d, &c, &err) == LLMRT_OK, "%s", err.msg);
-    ck_assert_int_eq(c.dtype, LLMRT_DTYPE_F16);
-    ck_assert_int_eq(c.tie_word_embeddings, 1);
+    ck_assert_ptr_nonnull(strstr(c.config_json, "\"torch_dtype\": \"float16\""));
+    qwen3_config q;
+    read_config(d, &q);
+    ck_assert_int_eq(q.tie, 1);
     ck_assert_ptr_nonnull(c.quant_json);
     ck_assert_str_eq(c.quant_json, "{\"quant_method\":\"awq\",\"bits\":4,\"group_size\":32,"
                                    "\"zero_point\":true,\"version\":\"gemm\","
@@ -279,9 +354,8 @@ START_TEST(test_awq_sharded_tied)
     ck_assert_uint_eq(emb.bytes, head.bytes);
     ck_assert_int_eq(memcmp(emb.data, head.data, emb.bytes), 0);
     llmrt_st_model_close(m);
-    ck_assert_msg(llmrt_hf_config_load(d, &c, &err) == LLMRT_OK, "%s", err.msg);
-    ck_assert_int_eq(c.tie_word_embeddings, 1);
-    llmrt_hf_config_free(&c);
+    read_config(d, &q);
+    ck_assert_int_eq(q.tie, 1);
     o.tied_lm_head = 0;
 
     /* writing a smaller model over it leaves no stale shard or index behind */
@@ -301,8 +375,8 @@ END_TEST
 START_TEST(test_bytes_depend_on_seed_only)
 {
     char *d1 = tu_mkdtemp(), *d2 = tu_mkdtemp(), *d3 = tu_mkdtemp();
-    llmrt_mkmodel_opts o;
-    llmrt_mkmodel_result res;
+    mk o;
+    llmrt_synth_result res;
     tiny_opts(&o);
     o.awq = 1;
     o.dtype = LLMRT_DTYPE_F16;
@@ -332,11 +406,11 @@ START_TEST(test_bytes_depend_on_seed_only)
 }
 END_TEST
 
-static void expect_refusal(const llmrt_mkmodel_opts *o, const char *a, const char *b)
+static void expect_refusal(const mk *o, const char *a, const char *b)
 {
     char *d = tu_mkdtemp();
     llmrt_error err = {0};
-    ck_assert_int_ne(llmrt_mkmodel_write(d, o, NULL, &err), LLMRT_OK);
+    ck_assert_int_ne(write_mk(d, o, NULL, &err), LLMRT_OK);
     ck_assert_msg(strstr(err.msg, a) && (!b || strstr(err.msg, b)), "'%s' lacks '%s' / '%s'",
                   err.msg, a, b ? b : "");
     tu_rmtree(d);
@@ -345,7 +419,7 @@ static void expect_refusal(const llmrt_mkmodel_opts *o, const char *a, const cha
 
 START_TEST(test_refusals)
 {
-    llmrt_mkmodel_opts o;
+    mk o;
     llmrt_error err = {0};
     tiny_opts(&o);
     o.awq = 1;
@@ -353,71 +427,97 @@ START_TEST(test_refusals)
     expect_refusal(&o, "AWQ checkpoints are float16", "not BF16");
     o.dtype = LLMRT_DTYPE_F16;
     o.group_size = 48;
-    expect_refusal(&o, "group size 48 does not divide", "in_features 64");
-    o.group_size = 32;
-    o.cfg.num_key_value_heads = 3;
-    expect_refusal(&o, "num_attention_heads 4 is not a multiple of num_key_value_heads 3", NULL);
-    o.cfg.num_key_value_heads = 2;
-    o.cfg.intermediate_size = 100;
-    expect_refusal(&o, "out_features 100 is not a multiple of 8", NULL);
-    ck_assert_int_eq(llmrt_mkmodel_preset("qwen3-70b", &o.cfg, &err), LLMRT_ERR_NOT_FOUND);
-    ck_assert_msg(strstr(err.msg, "unknown preset 'qwen3-70b'") && strstr(err.msg, "qwen3-0.6b"),
-                  "%s", err.msg);
+    expect_refusal(&o, "group_size '48' is not supported", "32, 64 or 128");
+    o.group_size = 128;
+    expect_refusal(&o, "group size 128 does not divide", "in_features 64");
+    tiny_opts(&o);
+    o.tied_lm_head = 1;
+    expect_refusal(&o, "--tied-lm-head is for tied models", NULL);
+    o.preset = "qwen3-70b";
+    expect_refusal(&o, "unknown preset 'qwen3-70b'", "qwen3-0.6b");
 
     /* missing parents are created (mkdir -p); a parent that is a file is an error naming it */
     tiny_opts(&o);
     char *d = tu_mkdtemp();
     char path[4096];
     snprintf(path, sizeof path, "%s/a/b", d);
-    ck_assert_int_eq(llmrt_mkmodel_write(path, &o, NULL, &err), LLMRT_OK);
+    ck_assert_int_eq(write_mk(path, &o, NULL, &err), LLMRT_OK);
     free(tu_write_file(d, "file", "x"));
     snprintf(path, sizeof path, "%s/file/b", d);
-    ck_assert_int_eq(llmrt_mkmodel_write(path, &o, NULL, &err), LLMRT_ERR_IO);
+    ck_assert_int_eq(write_mk(path, &o, NULL, &err), LLMRT_ERR_IO);
     ck_assert_msg(strstr(err.msg, path), "%s", err.msg);
     tu_rmtree(d);
     free(d);
 }
 END_TEST
 
-START_TEST(test_real_presets_shapes)
+/* A config.json of the wrong shape is refused by the plugin, naming the key. */
+START_TEST(test_config_refusals)
 {
-    llmrt_hf_config c;
+    char *d = tu_mkdtemp();
+    char *cfg = tu_write_file(d, "config.json",
+                              "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\","
+                              " \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 128,"
+                              " \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+                              " \"num_key_value_heads\": 3, \"head_dim\": 16}");
+    llmrt_synth_opts o;
+    llmrt_synth_opts_init(&o);
+    o.config_path = cfg;
     llmrt_error err = {0};
-    ck_assert_int_eq(llmrt_mkmodel_preset("qwen3-0.6b", &c, &err), LLMRT_OK);
-    ck_assert_int_eq(c.vocab_size, 151936);
-    ck_assert_int_eq(c.hidden_size, 1024);
-    ck_assert_int_eq(c.num_hidden_layers, 28);
-    ck_assert_int_eq(c.num_attention_heads, 16);
-    ck_assert_int_eq(c.num_key_value_heads, 8);
-    ck_assert_int_eq(c.head_dim, 128);
-    ck_assert_int_eq(c.intermediate_size, 3072);
-    ck_assert_int_eq(c.tie_word_embeddings, 1);
-    ck_assert_int_eq(llmrt_mkmodel_preset("qwen3-8b", &c, &err), LLMRT_OK);
-    ck_assert_int_eq(c.hidden_size, 4096);
-    ck_assert_int_eq(c.num_hidden_layers, 36);
-    ck_assert_int_eq(c.num_attention_heads, 32);
-    ck_assert_int_eq(c.num_key_value_heads, 8);
-    ck_assert_int_eq(c.intermediate_size, 12288);
-    ck_assert_int_eq(c.max_position_embeddings, 40960);
-    ck_assert_double_eq(c.rope_theta, 1000000.0);
-    ck_assert_int_eq(c.tie_word_embeddings, 0);
+    char out[4200];
+    snprintf(out, sizeof out, "%s/out", d);
+    ck_assert_int_ne(llmrt_synth_run(RT, out, &o, NULL, &err), LLMRT_OK);
+    ck_assert_msg(strstr(err.msg, "num_attention_heads (4) must be a multiple of num_key_value_heads (3)") &&
+                      strstr(err.msg, cfg),
+                  "%s", err.msg);
+    free(cfg);
+    tu_rmtree(d);
+    free(d);
+}
+END_TEST
+
+/* The presets of the real shapes, as the written config.json says them (config only: the
+ * 8B model's weights are written elsewhere, by the benchmarks). */
+START_TEST(test_real_presets_listed)
+{
+    char list[4096];
+    llmrt_synth_preset_list(RT->reg, list, sizeof list);
+    ck_assert_msg(strstr(list, "tiny") && strstr(list, "qwen3-0.6b") && strstr(list, "qwen3-8b") &&
+                      strstr(list, "(qwen3)"),
+                  "%s", list);
 }
 END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("mkmodel");
+    char set[4200];
+    snprintf(set, sizeof set, "runtime.plugin_dir=%s", tu_env("LLMRT_PLUGIN_DIR"));
+    const char *sets[] = {set};
+    llmrt_error err = {0};
+    if (llmrt_runtime_open(NULL, sets, 1, &RT, &err) != LLMRT_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    if (!llmrt_registry_find(RT->reg, LLMRT_PLUGIN_MODEL, "qwen3") ||
+        !llmrt_registry_find(RT->reg, LLMRT_PLUGIN_QUANT, "awq")) {
+        printf("SKIP: model-qwen3.so and quant-awq.so are not built (looked in $LLMRT_PLUGIN_DIR)\n");
+        llmrt_runtime_close(RT);
+        return 77;
+    }
+    Suite *s = suite_create("qwen3_synth");
     TCase *tc = tcase_create("mkmodel");
     tcase_add_test(tc, test_tiny_dense_layout_and_config);
     tcase_add_test(tc, test_awq_sharded_tied);
     tcase_add_test(tc, test_bytes_depend_on_seed_only);
     tcase_add_test(tc, test_refusals);
-    tcase_add_test(tc, test_real_presets_shapes);
+    tcase_add_test(tc, test_config_refusals);
+    tcase_add_test(tc, test_real_presets_listed);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    llmrt_runtime_close(RT);
     return failed ? 1 : 0;
 }
