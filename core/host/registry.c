@@ -436,6 +436,21 @@ void llmrt_registry_scan_default(llmrt_registry *reg, const char *plugin_dir)
             llmrt_registry_scan_dir(reg, dir);
         }
     }
+    /* beside libllmrt itself (<libdir>/llmrt/plugins): what a program embedding the engine
+     * finds, wherever it runs from */
+    Dl_info info;
+    if (dladdr((void *)llmrt_registry_scan_default, &info) && info.dli_fname) {
+        char lib[PATH_MAX];
+        snprintf(lib, sizeof lib, "%s", info.dli_fname);
+        char *slash = strrchr(lib, '/');
+        if (slash) {
+            *slash = 0;
+            char dir[PATH_MAX + 32];
+            snprintf(dir, sizeof dir, "%s/llmrt/plugins", lib);
+            append_search(reg, dir);
+            llmrt_registry_scan_dir(reg, dir);
+        }
+    }
     append_search(reg, LLMRT_INSTALL_PLUGIN_DIR);
     llmrt_registry_scan_dir(reg, LLMRT_INSTALL_PLUGIN_DIR);
 }

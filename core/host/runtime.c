@@ -195,3 +195,5 @@ void llmrt_runtime_memory_close(llmrt_memory_ref *m)
         m->m = NULL;
     }
 }
+
+const char *llmrt_version(void) { return LLMRT_VERSION; }

@@ -8,6 +8,7 @@
 #define LLMRT_CORE_RUNTIME_H
 
 #include <llmrt/backend.h>
+#include <llmrt/engine.h>
 #include <llmrt/memory.h>
 
 #include "config.h"
@@ -19,12 +20,10 @@ typedef struct llmrt_runtime {
     llmrt_registry *reg;
 } llmrt_runtime;
 
-/* Build the config (file may be NULL), set the log level, scan the plugin search path. */
-llmrt_status llmrt_runtime_open(const char *ini_path, const char *const *sets, int n_sets,
-                                llmrt_runtime **out, llmrt_error *err);
+/* llmrt_runtime_open / llmrt_runtime_close are public (llmrt/engine.h): build the config
+ * (file may be NULL), set the log level, scan the plugin search path. */
 /* Same, over a config the caller built (ownership passes to the runtime). */
 llmrt_status llmrt_runtime_open_config(llmrt_config *cfg, llmrt_runtime **out, llmrt_error *err);
-void llmrt_runtime_close(llmrt_runtime *rt);
 
 /* Resolve runtime.backend (auto: cuda when its probe sees a device, else cpu) and create it. */
 llmrt_status llmrt_runtime_backend_open(llmrt_runtime *rt, llmrt_backend_ref *out,

@@ -33,8 +33,20 @@ extern "C" {
 #endif
 
 typedef struct llmrt_engine llmrt_engine;
-typedef struct llmrt_runtime llmrt_runtime;     /* core/runtime.h */
-typedef struct llmrt_tokenizer llmrt_tokenizer; /* core/tokenizer.h */
+typedef struct llmrt_runtime llmrt_runtime;     /* a config and the plugins it finds */
+typedef struct llmrt_tokenizer llmrt_tokenizer; /* a model folder's tokenizer (internal API) */
+
+/* The library's version ("0.1.0"). */
+const char *llmrt_version(void);
+
+/* ---- the runtime: what every engine is created from ----
+ * runtime.ini (ini_path; NULL: built-in defaults) with `sets` ("section.key=value", applied
+ * last) and the environment (LLMRT_<SECTION>_<KEY>), and every plugin found on the search
+ * path (runtime.plugin_dir, LLMRT_PLUGIN_PATH, <exe>/../lib/llmrt/plugins, the install
+ * folder). Errors name the file:line or key. */
+llmrt_status llmrt_runtime_open(const char *ini_path, const char *const *sets, int n_sets,
+                                llmrt_runtime **out, llmrt_error *err);
+void llmrt_runtime_close(llmrt_runtime *rt);
 
 typedef enum llmrt_finish_reason {
     LLMRT_FINISH_NONE = 0,      /* not finished: more tokens follow */
@@ -247,6 +259,23 @@ int32_t llmrt_engine_max_model_len(llmrt_engine *e);
  * reads it (encoding text prompts in submit, decoding on the stepping thread), so callers
  * may use it from any thread as far as core/tokenizer.h allows concurrent reads. */
 llmrt_tokenizer *llmrt_engine_tokenizer(llmrt_engine *e);
+
+/* ---- text (a model folder with tokenizer.json) ---- */
+enum {
+    /* Special tokens written in the text (<|im_end|>) stay plain text instead of becoming
+     * their ids (for untrusted content). */
+    LLMRT_TEXT_SPECIAL_AS_TEXT = 1u << 0
+};
+/* Text → ids with the model's tokenizer (malloc'd *ids, free() it). LLMRT_ERR_STATE when the
+ * model folder has no tokenizer; invalid UTF-8 is an error naming the byte offset.
+ * Thread-safe. */
+llmrt_status llmrt_engine_tokenize(llmrt_engine *e, const char *text, size_t len, uint32_t flags,
+                                   int32_t **ids, size_t *n_ids, llmrt_error *err);
+/* Ids → text (malloc'd, NUL-terminated, free() it; *len may be NULL); special tokens are
+ * skipped when skip_special. Thread-safe. */
+llmrt_status llmrt_engine_detokenize(llmrt_engine *e, const int32_t *ids, size_t n_ids,
+                                     int skip_special, char **text, size_t *len,
+                                     llmrt_error *err);
 
 /* ---- chat: the model plugin's chat format over the folder's chat template ---- */
 /* Render messages [n] into the prompt text the model expects (malloc'd, NUL-terminated; the
