@@ -26,6 +26,7 @@
 #include <time.h>
 #include <uthash.h>
 
+#include "clock.h"
 #include "error.h"
 #include "kv_cache.h"
 #include "log.h"
@@ -157,13 +158,6 @@ struct llmrt_engine {
     int active_count;        /* sequences admitted and not finished (stepping thread writes) */
     llmrt_engine_stats pub;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 const char *llmrt_finish_reason_str(llmrt_finish_reason r)
 {
@@ -595,7 +589,7 @@ static void emit(llmrt_engine *e, eseq *s, int32_t token, const char *text, size
     ev.error = error;
     ev.prompt_tokens = s->n_prompt;
     ev.completion_tokens = s->n_generated;
-    ev.time_s = now_s();
+    ev.time_s = llmrt_now_s();
     if (finish != LLMRT_FINISH_NONE) {
         s->done = 1;
         if (s->in_sched) {
@@ -1126,7 +1120,7 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
     llmrt_status st = LLMRT_OK;
     const int h = f->half;
     TRY(e->bvt->event_sync(e->b, e->ev[h][3], err));
-    double t_out = now_s();
+    double t_out = llmrt_now_s();
     if (f->device_op) {
         const int32_t *out = e->sb.out.host[h];
         for (int32_t i = 0; i < f->n_items; i++)
@@ -1254,7 +1248,7 @@ static llmrt_status launch_chained(llmrt_engine *e, flight *p, llmrt_error *err)
 {
     llmrt_status st = LLMRT_OK;
     flight *f = &e->fl[p->half ^ 1];
-    f->t_start = now_s();
+    f->t_start = llmrt_now_s();
     e->next_half = p->half;
     f->half = p->half ^ 1;
     f->chained = 1;
@@ -1281,7 +1275,7 @@ static llmrt_status launch_chained(llmrt_engine *e, flight *p, llmrt_error *err)
     /* Inputs shared between halves and copied asynchronously: wait until p consumed them. */
     if (e->in_shared_async)
         TRY(e->bvt->event_sync(e->b, e->ev[p->half][(e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY) ? 2 : 1], err));
-    f->t_prepared = now_s();
+    f->t_prepared = llmrt_now_s();
     f->active = 1;
     TRY(launch(e, f, p, max_seq_len, max_q, err));
     if (!e->out_shared)
@@ -1352,7 +1346,7 @@ llmrt_status llmrt_engine_step(llmrt_engine *e, llmrt_error *err)
     pthread_mutex_unlock(&e->mu);
     if (failed)
         return llmrt_fail(err, LLMRT_ERR_STATE, "the engine has failed (see the earlier error)");
-    double t0 = now_s();
+    double t0 = llmrt_now_s();
     drain_inbox(e, &cancels, &n_cancels);
 
     /* A step in the air: chain the next one behind it, or collect it first. */
@@ -1400,7 +1394,7 @@ llmrt_status llmrt_engine_step(llmrt_engine *e, llmrt_error *err)
     fill_inputs(e, f, &max_seq_len, &max_q);
     count_rows(f);
     f->device_op = pick_device_op(e, f);
-    f->t_prepared = now_s();
+    f->t_prepared = llmrt_now_s();
     f->active = 1;
     e->cur = f->half;
     TRY(launch(e, f, NULL, max_seq_len, max_q, err));
@@ -1489,7 +1483,7 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
                                             llmrt_engine **out, llmrt_error *err)
 {
     llmrt_status st = LLMRT_OK;
-    double t0 = now_s();
+    double t0 = llmrt_now_s();
     llmrt_engine *e = calloc(1, sizeof *e);
     if (!e) {
         if (parts->release)
@@ -1666,7 +1660,7 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
         P->device_mem_total = e->dev.mem_total;
         P->device_mem_free = e->dev.mem_free;
     }
-    P->load_time_s = parts->load_time_s + (now_s() - t0);
+    P->load_time_s = parts->load_time_s + (llmrt_now_s() - t0);
     publish(e);
     if (!e->opts.quiet) {
         char a[32];

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "clock.h"
 #include "engine_parts.h"
 #include "error.h"
 #include "log.h"
@@ -53,13 +53,6 @@ static void release_owned(void *ctx)
     free(o);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int add_eos(int32_t *ids, int n, int cap, int32_t id)
 {
     if (id < 0)
@@ -81,7 +74,7 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
         o = *opts;
     else
         llmrt_engine_options_init(&o);
-    double t0 = now_s();
+    double t0 = llmrt_now_s();
     owned *own = calloc(1, sizeof *own);
     if (!own)
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory");
@@ -141,7 +134,7 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
     parts.n_eos = n_eos;
     parts.model_path = lm->dir;
     parts.quant_name = lm->quant.vt ? lm->quant.name : NULL;
-    parts.load_time_s = now_s() - t0;
+    parts.load_time_s = llmrt_now_s() - t0;
     parts.release = release_owned;
     parts.release_ctx = own;
     if (lo.quiet && !o.quiet) /* otherwise the loader said it */
