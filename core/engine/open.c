@@ -1,8 +1,9 @@
-/* engine_create.c — llmrt_engine_create: runtime.ini → a running engine. Loads the model
- * through the model loader (model.path, plugins, backend), opens memory.plugin on that
- * backend, loads the folder's tokenizer when it has one, merges the eos ids of config.json,
- * generation_config.json and tokenizer_config.json, and hands everything to the engine
- * (engine_parts.h), which owns it from then on. */
+/* open.c — llmrt_engine_create: runtime.ini → parts → a running engine. Reads the [cache]
+ * and [scheduler] keys into engine settings, loads the model through the model loader
+ * (model.path, plugins, backend), opens memory.plugin on that backend, loads the folder's
+ * tokenizer when it has one, opens its chat format, merges the eos ids of config.json,
+ * generation_config.json and tokenizer_config.json, and hands everything to
+ * llmrt_engine_create_from_parts (create.c), which owns it from then on. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,6 +13,18 @@
 #include "error.h"
 #include "log.h"
 #include "model_loader.h"
+
+void llmrt_engine_settings_default(llmrt_engine_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->block_size = 16;
+    s->gpu_memory_utilization = 0.80;
+    s->kv_dtype = LLMRT_DTYPE_INVALID;
+    s->max_num_seqs = 32;
+    s->max_num_batched_tokens = 2048;
+    s->async_scheduling = 1;
+    s->cuda_graphs = 1;
+}
 
 void llmrt_engine_settings_from_config(const llmrt_config *cfg, llmrt_engine_settings *s)
 {

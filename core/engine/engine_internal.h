@@ -1,0 +1,172 @@
+/* engine_internal.h — what the engine's files share: the engine itself, a request while
+ * the engine holds it (eseq), a launched step (flight) and a captured graph (graph_entry),
+ * and the functions one file calls in another.
+ *
+ * Why one header: the engine is one object cut into files by job (submit.c: requests in;
+ * events.c: tokens and final events out; step.c: the step loop; create.c: sizing, creation
+ * and destruction; open.c: runtime.ini → parts), and each job reads the same state. Nothing
+ * here is API: the functions are named engine_* and libllmrt exports llmrt_* only
+ * (core/llmrt.map). */
+#ifndef LLMRT_CORE_ENGINE_INTERNAL_H
+#define LLMRT_CORE_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <uthash.h>
+
+#include "engine_parts.h"
+#include "kv_cache.h"
+#include "sampler.h"
+#include "scheduler.h"
+#include "step_buffers.h"
+#include "stop_strings.h"
+
+#define MAX_GRAPHS 64
+
+/* ---- one request while the engine holds it ---- */
+typedef struct eseq {
+    llmrt_sched_seq sched;   /* scheduler bookkeeping; sched.owner == this */
+    uint64_t id;
+    void *user;
+    llmrt_token_cb cb;
+    llmrt_sampling sp;       /* stop_ids / stop point at the copies below */
+    int32_t *stop_ids;
+    char **stops;
+    uint64_t seed;
+    int32_t *tokens;         /* [cap] prompt then generated; -1 = not known yet */
+    int32_t cap;
+    int32_t n_prompt;
+    int32_t n_generated;     /* known generated tokens */
+    int32_t placeholder;     /* 1: a launched step is computing an unknown token */
+    int32_t refs;            /* launched, not yet collected steps that include it */
+    int done;                /* final event delivered */
+    int cancel;              /* cancel requested (engine lock) */
+    int cancel_queued;       /* a pointer to it sits in a cancel list (engine lock) */
+    int cancel_applied;      /* its cancel has been processed (stepping thread) */
+    int cancel_held;         /* finished with a cancel still queued: apply_cancels will read it,
+                                so it is not freed before then (stepping thread) */
+    int in_sched;            /* handed to the scheduler */
+    llmrt_detok *detok;
+    llmrt_stopper *stopper;
+    struct eseq *next;       /* inbox link */
+    UT_hash_handle hh;       /* by id (engine lock) */
+} eseq;
+
+/* ---- a launched step ---- */
+typedef struct flight {
+    int active;
+    int half;
+    int chained;             /* token ids: the previous step's sampled ids, on the device */
+    int graph;
+    int d2h_done;            /* outputs' copy enqueued */
+    int device_op;           /* 0 none, 1 argmax, 2 sample, 3 model forward_argmax */
+    int any_host;            /* rows sampled on the host */
+    llmrt_sched_item *items; /* [max_seqs] */
+    uint8_t *row_host;       /* [max_seqs] 1: sampled on the host */
+    int32_t n_items;
+    int32_t n_rows;          /* sequences in the batch, including padding */
+    int32_t n_tokens, n_prefill, n_decode;
+    llmrt_step_layout lay;
+    double t_start, t_prepared;
+    uint64_t h2d_bytes, d2h_bytes;
+} flight;
+
+typedef struct graph_entry {
+    int32_t rows;
+    int half;
+    int chained;
+    int op;
+    llmrt_graph *g;
+} graph_entry;
+
+struct llmrt_engine {
+    llmrt_engine_parts parts;
+    llmrt_engine_settings set;
+    llmrt_engine_options opts;
+    llmrt_model_info info;
+    llmrt_device_info dev;
+    const llmrt_backend_vtable *bvt;
+    llmrt_backend *b;
+    uint32_t be_caps;
+    int32_t max_model_len;
+    int32_t max_bt_width;
+    int32_t graph_max_rows;
+    int async_on, graphs_on, copies_in_graph;
+    int out_shared;          /* out.host[0] == out.host[1] */
+    int in_shared_async;     /* in.host shared and its copies are truly asynchronous */
+    char capacity_source[64];
+
+    llmrt_kv kv;
+    int kv_ok;
+    llmrt_scheduler sched;
+    int sched_ok;
+    llmrt_step_buffers sb;
+    int sb_ok;
+    llmrt_sampler *sampler;
+    float *row_scratch;      /* [vocab] */
+    int32_t *sampled;        /* [max_seqs] */
+    float *lp_buf;           /* [max_seqs] */
+    int32_t *top_ids;        /* [max_seqs * LLMRT_MAX_TOP_LOGPROBS] */
+    float *top_lps;
+    int32_t *eos;
+    int32_t n_eos;
+    llmrt_event *ev[2][4];
+    flight fl[2];
+    int cur;                 /* index of the flight in the air, -1 when none */
+    int next_half;           /* half of the next synchronous launch */
+    graph_entry graphs[MAX_GRAPHS];
+    int n_graphs;
+    llmrt_sched_item *plan;  /* [max_seqs] scratch for scheduling */
+    eseq **zombies;          /* finished sequences still referenced by a flight */
+    int32_t n_zombies, cap_zombies;
+    uint64_t step_no;
+    double t_prev_out;
+    uint64_t seed_base;
+    char *text;
+    size_t text_len, text_cap;
+    llmrt_step_cb on_step;
+    void *step_user;
+    int warned_preempt, warned_graph;
+
+    /* ---- shared with other threads: under mu ---- */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    eseq *by_id;
+    eseq *inbox, *inbox_tail;
+    eseq **cancels;
+    int32_t n_cancels, cap_cancels;
+    uint64_t next_id;
+    int failed;
+    int wake;
+    int work_pending;        /* inbox or cancels non-empty (the stepping thread's view is
+                                in the fields below) */
+    int active_count;        /* sequences admitted and not finished (stepping thread writes) */
+    llmrt_engine_stats pub;
+};
+
+/* ---- submit.c: requests in, published stats ---- */
+
+void engine_seq_free(eseq *s);
+/* Refresh the published counters that the stepping thread owns. */
+void engine_publish(llmrt_engine *e);
+/* Take the inbox and the cancellations from other threads (stepping thread). *cancels is
+ * the caller's to free. */
+void engine_drain_inbox(llmrt_engine *e, eseq ***cancels, int32_t *n_cancels);
+/* End the drained cancellations' sequences (stepping thread). */
+void engine_apply_cancels(llmrt_engine *e, eseq **cancels, int32_t n);
+
+/* ---- events.c: tokens and final events out ---- */
+
+/* A sampled token reached the host: append it, detokenize, check every stop rule, emit. */
+void engine_accept_token(llmrt_engine *e, eseq *s, int32_t t, float lp, int32_t n_top,
+                         const int32_t *top_ids, const float *top_lps);
+/* End a sequence without a new token (cancel, error): release any held text first. */
+void engine_finish_without_token(llmrt_engine *e, eseq *s, llmrt_finish_reason why,
+                                 const char *error);
+/* Free finished sequences nothing refers to any more: no launched step (refs) and no queued
+ * cancel (cancel_held). force: the engine is failing or going away, every list is dropped. */
+void engine_reap_zombies(llmrt_engine *e, int force);
+/* Every request ends with FINISH_ERROR; the engine takes no more. */
+void engine_fail_all(llmrt_engine *e, const char *msg);
+
+#endif
