@@ -89,7 +89,7 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
     e->set = *settings;
     if (opts)
         e->opts = *opts;
-    e->cur = -1;
+    e->cur = NO_FLIGHT;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     e->bvt = parts->backend.vt;
@@ -201,7 +201,7 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
         e->fl[f].items = calloc((size_t)S->max_num_seqs, sizeof *e->fl[f].items);
         e->fl[f].row_host = calloc((size_t)S->max_num_seqs, 1);
         TRY_ALLOC(err, e->fl[f].items && e->fl[f].row_host, "step bookkeeping");
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < EV_COUNT; k++)
             TRY(e->bvt->event_create(e->b, &e->ev[f][k], err));
     }
 
@@ -285,7 +285,7 @@ void llmrt_engine_destroy(llmrt_engine *e)
     /* Everything still held ends as cancelled; results in the air are dropped. */
     for (int f = 0; f < 2; f++)
         e->fl[f].active = 0;
-    e->cur = -1;
+    e->cur = NO_FLIGHT;
     for (int32_t i = 0; i < e->n_zombies; i++)
         e->zombies[i]->refs = 0;
     eseq **cancels = NULL;
@@ -300,13 +300,13 @@ void llmrt_engine_destroy(llmrt_engine *e)
             engine_finish_without_token(e, s, LLMRT_FINISH_CANCELLED, NULL);
         }
     }
-    engine_reap_zombies(e, 1);
+    engine_reap_zombies(e, REAP_ALL);
     free(e->zombies);
     for (int i = 0; i < e->n_graphs; i++)
         if (e->graphs[i].g)
             e->bvt->graph_destroy(e->b, e->graphs[i].g);
     for (int f = 0; f < 2; f++) {
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < EV_COUNT; k++)
             if (e->ev[f][k])
                 e->bvt->event_destroy(e->b, e->ev[f][k]);
         free(e->fl[f].items);

@@ -23,6 +23,41 @@
 
 #define MAX_GRAPHS 64
 
+/* A token id that is none: an event without a token, no stop token, a token a launched step
+ * is still computing (engine.h spells it -1). */
+#define NO_TOKEN (-1)
+
+/* How a flight's sampled ids come out of the device (pick_device_op, step.c). */
+typedef enum device_op {
+    DEVICE_OP_NONE = 0,       /* no row samples on the device (they sample on the host, or
+                                 none samples) */
+    DEVICE_OP_ARGMAX,         /* the model's forward, then the backend's argmax */
+    DEVICE_OP_SAMPLE,         /* the model's forward, then the backend's sample */
+    DEVICE_OP_FORWARD_ARGMAX, /* the model's forward_argmax: the greedy ids, maybe without
+                                 the logits */
+} device_op;
+
+/* The events each half records on the stream, in this order (launch, finish_launch in
+ * step.c). A step's h2d, compute and d2h times are the spans between consecutive ones. */
+typedef enum step_event {
+    EV_START,        /* before the inputs' copy */
+    EV_INPUTS_DONE,  /* after the inputs' copy; when a graph holds the copies, before the
+                        graph (the copies then count as compute) */
+    EV_COMPUTE_DONE, /* after the forward and the device sampling */
+    EV_OUTPUTS_DONE, /* after the sampled ids' copy to the host: collect waits for it */
+    EV_COUNT
+} step_event;
+
+/* e->cur when no step is in the air. */
+#define NO_FLIGHT (-1)
+
+/* What engine_reap_zombies frees. */
+typedef enum reap_mode {
+    REAP_UNREFERENCED, /* the finished sequences nothing refers to any more */
+    REAP_ALL,          /* every one: the engine is failing or going away, no launched step or
+                          cancel list will be read */
+} reap_mode;
+
 /* ---- one request while the engine holds it ---- */
 typedef struct eseq {
     llmrt_sched_seq sched;   /* scheduler bookkeeping; sched.owner == this */
@@ -33,7 +68,7 @@ typedef struct eseq {
     int32_t *stop_ids;
     char **stops;
     uint64_t seed;
-    int32_t *tokens;         /* [cap] prompt then generated; -1 = not known yet */
+    int32_t *tokens;         /* [cap] prompt then generated; NO_TOKEN = not known yet */
     int32_t cap;
     int32_t n_prompt;
     int32_t n_generated;     /* known generated tokens */
@@ -59,7 +94,7 @@ typedef struct flight {
     int chained;             /* token ids: the previous step's sampled ids, on the device */
     int graph;
     int d2h_done;            /* outputs' copy enqueued */
-    int device_op;           /* 0 none, 1 argmax, 2 sample, 3 model forward_argmax */
+    device_op device_op;     /* how its sampled ids come out of the device */
     int any_host;            /* rows sampled on the host */
     llmrt_sched_item *items; /* [max_seqs] */
     uint8_t *row_host;       /* [max_seqs] 1: sampled on the host */
@@ -71,12 +106,13 @@ typedef struct flight {
     uint64_t h2d_bytes, d2h_bytes;
 } flight;
 
+/* ---- a captured decode step, replayed for every step of its key ---- */
 typedef struct graph_entry {
-    int32_t rows;
-    int half;
-    int chained;
-    int op;
-    llmrt_graph *g;
+    int32_t rows;            /* key: sequences, padding included */
+    int half;                /* key: the half, or 0 when both halves share addresses */
+    int chained;             /* key: token ids from the previous step's output */
+    device_op op;            /* key */
+    llmrt_graph *g;          /* NULL until captured */
 } graph_entry;
 
 struct llmrt_engine {
@@ -110,9 +146,9 @@ struct llmrt_engine {
     float *top_lps;
     int32_t *eos;
     int32_t n_eos;
-    llmrt_event *ev[2][4];
+    llmrt_event *ev[2][EV_COUNT]; /* [half][step_event] */
     flight fl[2];
-    int cur;                 /* index of the flight in the air, -1 when none */
+    int cur;                 /* index of the flight in the air, NO_FLIGHT when none */
     int next_half;           /* half of the next synchronous launch */
     graph_entry graphs[MAX_GRAPHS];
     int n_graphs;
@@ -163,9 +199,9 @@ void engine_accept_token(llmrt_engine *e, eseq *s, int32_t t, float lp, int32_t 
 /* End a sequence without a new token (cancel, error): release any held text first. */
 void engine_finish_without_token(llmrt_engine *e, eseq *s, llmrt_finish_reason why,
                                  const char *error);
-/* Free finished sequences nothing refers to any more: no launched step (refs) and no queued
- * cancel (cancel_held). force: the engine is failing or going away, every list is dropped. */
-void engine_reap_zombies(llmrt_engine *e, int force);
+/* Free finished sequences: those nothing refers to any more (no launched step, refs; no
+ * queued cancel, cancel_held), or all of them. */
+void engine_reap_zombies(llmrt_engine *e, reap_mode mode);
 /* Every request ends with FINISH_ERROR; the engine takes no more. */
 void engine_fail_all(llmrt_engine *e, const char *msg);
 

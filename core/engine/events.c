@@ -50,10 +50,10 @@ static void add_zombie(llmrt_engine *e, eseq *s)
     e->zombies[e->n_zombies++] = s;
 }
 
-void engine_reap_zombies(llmrt_engine *e, int force)
+void engine_reap_zombies(llmrt_engine *e, reap_mode mode)
 {
     for (int32_t i = 0; i < e->n_zombies;) {
-        if (force || (e->zombies[i]->refs == 0 && !e->zombies[i]->cancel_held)) {
+        if (mode == REAP_ALL || (e->zombies[i]->refs == 0 && !e->zombies[i]->cancel_held)) {
             engine_seq_free(e->zombies[i]);
             e->zombies[i] = e->zombies[--e->n_zombies];
         } else {
@@ -132,7 +132,7 @@ void engine_finish_without_token(llmrt_engine *e, eseq *s, llmrt_finish_reason w
     size_t on;
     llmrt_stopper_flush(s->stopper, &o, &on);
     text_add(e, o, on);
-    emit(e, s, -1, e->text, e->text_len, 0, 0, NULL, NULL, why, NULL, -1, error);
+    emit(e, s, NO_TOKEN, e->text, e->text_len, 0, 0, NULL, NULL, why, NULL, NO_TOKEN, error);
 }
 
 static int is_stop_token(const llmrt_engine *e, const eseq *s, int32_t t, int *by_eos)
@@ -162,7 +162,7 @@ void engine_accept_token(llmrt_engine *e, eseq *s, int32_t t, float lp, int32_t 
     pthread_mutex_unlock(&e->mu);
 
     llmrt_finish_reason fin = LLMRT_FINISH_NONE;
-    int32_t stop_token = -1;
+    int32_t stop_token = NO_TOKEN;
     int by_eos = 0;
     int checks = s->n_generated >= s->sp.min_tokens;
     if (checks && is_stop_token(e, s, t, &by_eos)) {
@@ -193,7 +193,7 @@ void engine_accept_token(llmrt_engine *e, eseq *s, int32_t t, float lp, int32_t 
         text_add(e, o, on);
         if (m >= 0) {
             fin = LLMRT_FINISH_STOP;
-            stop_token = -1;
+            stop_token = NO_TOKEN;
             stop_reason = llmrt_stopper_matched(s->stopper);
         } else if (fin != LLMRT_FINISH_NONE) {
             const char *ft = llmrt_detok_flush(s->detok, &n);
@@ -201,7 +201,7 @@ void engine_accept_token(llmrt_engine *e, eseq *s, int32_t t, float lp, int32_t 
             text_add(e, o, on);
             if (m >= 0) {
                 fin = LLMRT_FINISH_STOP;
-                stop_token = -1;
+                stop_token = NO_TOKEN;
                 stop_reason = llmrt_stopper_matched(s->stopper);
             } else {
                 llmrt_stopper_flush(s->stopper, &o, &on);
@@ -234,7 +234,7 @@ void engine_fail_all(llmrt_engine *e, const char *msg)
     }
     for (int f = 0; f < 2; f++)
         e->fl[f].active = 0;
-    e->cur = -1;
+    e->cur = NO_FLIGHT;
     for (int32_t i = 0; i < e->n_zombies; i++)
         e->zombies[i]->refs = 0;
     /* Running and waiting sequences. */
@@ -245,6 +245,6 @@ void engine_fail_all(llmrt_engine *e, const char *msg)
         s->placeholder = 0;
         engine_finish_without_token(e, s, LLMRT_FINISH_ERROR, msg);
     }
-    engine_reap_zombies(e, 1); /* the dropped cancel lists hold no one any more */
+    engine_reap_zombies(e, REAP_ALL); /* the dropped cancel lists hold no one any more */
     engine_publish(e);
 }

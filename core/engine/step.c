@@ -122,11 +122,11 @@ static void fill_inputs(llmrt_engine *e, flight *f, int32_t *max_seq_len, int32_
 }
 
 
-/* Which device op samples this flight: 0 none (all on the host), 1 argmax, 2 sample, 3 the
+/* Which device op samples this flight: none (all on the host), argmax, sample, or the
  * model's forward_argmax (every row greedy on the device and none sampled on the host, which
  * would read the logits: the model may find the argmax without them). A captured graph is
  * keyed by this op, so steps of the two argmax kinds never replay each other's graph. */
-static int pick_device_op(const llmrt_engine *e, const flight *f)
+static device_op pick_device_op(const llmrt_engine *e, const flight *f)
 {
     int any_dev = 0, any_temp = 0;
     for (int32_t i = 0; i < f->n_items; i++) {
@@ -137,12 +137,12 @@ static int pick_device_op(const llmrt_engine *e, const flight *f)
         any_temp |= s->sp.temperature >= 1e-5f;
     }
     if (!any_dev)
-        return 0;
+        return DEVICE_OP_NONE;
     if (any_temp)
-        return 2; /* row_needs_host guarantees sample exists for these rows */
+        return DEVICE_OP_SAMPLE; /* row_needs_host guarantees sample exists for these rows */
     if (e->bvt->argmax && !f->any_host && LLMRT_VT_HAS(e->parts.model_vt, llmrt_model_vtable, forward_argmax))
-        return 3;
-    return e->bvt->argmax ? 1 : 2;
+        return DEVICE_OP_FORWARD_ARGMAX;
+    return e->bvt->argmax ? DEVICE_OP_ARGMAX : DEVICE_OP_SAMPLE;
 }
 
 static llmrt_status enqueue_device_work(llmrt_engine *e, flight *f, const llmrt_batch *batch,
@@ -150,7 +150,7 @@ static llmrt_status enqueue_device_work(llmrt_engine *e, flight *f, const llmrt_
 {
     int32_t *out = e->sb.out.device[f->half];
     llmrt_status st;
-    if (f->device_op == 3) {
+    if (f->device_op == DEVICE_OP_FORWARD_ARGMAX) {
         st = e->parts.model_vt->forward_argmax(e->parts.model, batch, &e->kv.view, e->sb.logits,
                                                out, err);
         if (st)
@@ -164,9 +164,9 @@ static llmrt_status enqueue_device_work(llmrt_engine *e, flight *f, const llmrt_
                            batch->n_seqs);
         return st;
     }
-    if (f->device_op == 1)
+    if (f->device_op == DEVICE_OP_ARGMAX)
         st = e->bvt->argmax(e->b, out, e->sb.logits, f->n_rows, e->info.vocab, err);
-    else if (f->device_op == 2)
+    else if (f->device_op == DEVICE_OP_SAMPLE)
         st = e->bvt->sample(e->b, out, e->sb.logits,
                             (const llmrt_sample_params *)llmrt_step_dev(&e->sb, f->half,
                                                                         f->lay.sample_params),
@@ -186,7 +186,7 @@ static llmrt_status enqueue_inputs(llmrt_engine *e, flight *f, llmrt_error *err)
 
 static llmrt_status enqueue_outputs(llmrt_engine *e, flight *f, llmrt_error *err)
 {
-    if (!f->device_op)
+    if (f->device_op == DEVICE_OP_NONE)
         return LLMRT_OK;
     return e->parts.memory.vt->to_host(e->parts.memory.m, &e->sb.out, f->half,
                                        sizeof(int32_t) * (size_t)f->n_rows, err);
@@ -244,14 +244,14 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
     f->h2d_bytes = zero_copy ? 0 : L->bytes;
     f->d2h_bytes = 0;
     f->d2h_done = 0;
-    TRY(e->bvt->event_record(e->b, e->ev[h][0], err));
+    TRY(e->bvt->event_record(e->b, e->ev[h][EV_START], err));
     graph_entry *g = f->graph ? find_graph(e, f) : NULL;
     if (f->graph && !g)
         f->graph = 0;
     const int in_graph_copies = f->graph && e->copies_in_graph;
     if (!in_graph_copies)
         TRY(enqueue_inputs(e, f, err));
-    TRY(e->bvt->event_record(e->b, e->ev[h][1], err));
+    TRY(e->bvt->event_record(e->b, e->ev[h][EV_INPUTS_DONE], err));
     if (f->graph) {
         if (!g->g) { /* capture this shape once */
             llmrt_error gerr = {0};
@@ -287,7 +287,7 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
                 if (in_graph_copies)
                     TRY(enqueue_inputs(e, f, err));
                 TRY(enqueue_device_work(e, f, &batch, err));
-                TRY(e->bvt->event_record(e->b, e->ev[h][2], err));
+                TRY(e->bvt->event_record(e->b, e->ev[h][EV_COMPUTE_DONE], err));
                 goto outputs;
             }
         }
@@ -296,14 +296,14 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
             llmrt_error_prefix(err, "replaying the %d-sequence decode graph", f->n_rows);
             goto cleanup;
         }
-        if (in_graph_copies && f->device_op) {
+        if (in_graph_copies && f->device_op != DEVICE_OP_NONE) {
             f->d2h_done = 1;
             f->d2h_bytes = zero_copy ? 0 : sizeof(int32_t) * (size_t)f->n_rows;
         }
     } else {
         TRY(enqueue_device_work(e, f, &batch, err));
     }
-    TRY(e->bvt->event_record(e->b, e->ev[h][2], err));
+    TRY(e->bvt->event_record(e->b, e->ev[h][EV_COMPUTE_DONE], err));
 outputs:
     (void)0;
 cleanup:
@@ -316,11 +316,11 @@ static llmrt_status finish_launch(llmrt_engine *e, flight *f, llmrt_error *err)
     llmrt_status st = LLMRT_OK;
     if (!f->d2h_done) {
         TRY(enqueue_outputs(e, f, err));
-        if (f->device_op && !(e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY))
+        if (f->device_op != DEVICE_OP_NONE && !(e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY))
             f->d2h_bytes = sizeof(int32_t) * (size_t)f->n_rows;
         f->d2h_done = 1;
     }
-    TRY(e->bvt->event_record(e->b, e->ev[f->half][3], err));
+    TRY(e->bvt->event_record(e->b, e->ev[f->half][EV_OUTPUTS_DONE], err));
 cleanup:
     return st;
 }
@@ -393,9 +393,9 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
 {
     llmrt_status st = LLMRT_OK;
     const int h = f->half;
-    TRY(e->bvt->event_sync(e->b, e->ev[h][3], err));
+    TRY(e->bvt->event_sync(e->b, e->ev[h][EV_OUTPUTS_DONE], err));
     double t_out = llmrt_now_s();
-    if (f->device_op) {
+    if (f->device_op != DEVICE_OP_NONE) {
         const int32_t *out = e->sb.out.host[h];
         for (int32_t i = 0; i < f->n_items; i++)
             if (!f->row_host[i])
@@ -404,8 +404,8 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
     if (f->any_host)
         TRY(host_sample(e, f, err));
     f->active = 0;
-    if (e->cur >= 0 && &e->fl[e->cur] == f)
-        e->cur = -1;
+    if (e->cur != NO_FLIGHT && &e->fl[e->cur] == f)
+        e->cur = NO_FLIGHT;
 
     llmrt_step_record rec;
     memset(&rec, 0, sizeof rec);
@@ -418,9 +418,9 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
     rec.async = f->chained;
     rec.t_start = f->t_start;
     rec.host_prepare_ms = (f->t_prepared - f->t_start) * 1e3;
-    rec.h2d_ms = elapsed_ms(e, e->ev[h][0], e->ev[h][1]);
-    rec.compute_ms = elapsed_ms(e, e->ev[h][1], e->ev[h][2]);
-    rec.d2h_ms = elapsed_ms(e, e->ev[h][2], e->ev[h][3]);
+    rec.h2d_ms = elapsed_ms(e, e->ev[h][EV_START], e->ev[h][EV_INPUTS_DONE]);
+    rec.compute_ms = elapsed_ms(e, e->ev[h][EV_INPUTS_DONE], e->ev[h][EV_COMPUTE_DONE]);
+    rec.d2h_ms = elapsed_ms(e, e->ev[h][EV_COMPUTE_DONE], e->ev[h][EV_OUTPUTS_DONE]);
     rec.gpu_busy_ms = rec.h2d_ms + rec.compute_ms + rec.d2h_ms;
     double from = e->t_prev_out > 0 ? e->t_prev_out : f->t_start;
     rec.wall_ms = (t_out - from) * 1e3;
@@ -446,7 +446,7 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
                      e->top_ids + (size_t)i * LLMRT_MAX_TOP_LOGPROBS,
                      e->top_lps + (size_t)i * LLMRT_MAX_TOP_LOGPROBS);
     }
-    engine_reap_zombies(e, 0);
+    engine_reap_zombies(e, REAP_UNREFERENCED);
     if (e->on_step)
         e->on_step(e->step_user, &rec);
 cleanup:
@@ -497,7 +497,7 @@ static int decode_only(const flight *f)
  * preemption. */
 static int can_chain(llmrt_engine *e, const flight *p, int cancels_pending)
 {
-    if (!e->async_on || cancels_pending || p->any_host || !p->device_op)
+    if (!e->async_on || cancels_pending || p->any_host || p->device_op == DEVICE_OP_NONE)
         return 0;
     if (llmrt_sched_can_admit(&e->sched))
         return 0;
@@ -530,7 +530,7 @@ static llmrt_status launch_chained(llmrt_engine *e, flight *p, llmrt_error *err)
     for (int32_t i = 0; i < p->n_items; i++) {
         eseq *s = p->items[i].seq->owner;
         llmrt_kv_table_reserve(&e->kv, &s->sched.table, s->sched.n_tokens + 1, NULL);
-        s->tokens[s->n_prompt + s->n_generated] = -1; /* filled when p is collected */
+        s->tokens[s->n_prompt + s->n_generated] = NO_TOKEN; /* filled when p is collected */
         s->placeholder = 1;
         s->sched.n_tokens++;
         f->items[i].seq = &s->sched;
@@ -546,9 +546,13 @@ static llmrt_status launch_chained(llmrt_engine *e, flight *p, llmrt_error *err)
     fill_inputs(e, f, &max_seq_len, &max_q);
     count_rows(f);
     f->device_op = pick_device_op(e, f);
-    /* Inputs shared between halves and copied asynchronously: wait until p consumed them. */
-    if (e->in_shared_async)
-        TRY(e->bvt->event_sync(e->b, e->ev[p->half][(e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY) ? 2 : 1], err));
+    /* Inputs shared between halves and copied asynchronously: wait until p consumed them
+     * (its copy did, or with zero-copy its compute, which reads them in place). */
+    if (e->in_shared_async) {
+        step_event used = (e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY) ? EV_COMPUTE_DONE
+                                                                     : EV_INPUTS_DONE;
+        TRY(e->bvt->event_sync(e->b, e->ev[p->half][used], err));
+    }
     f->t_prepared = llmrt_now_s();
     f->active = 1;
     TRY(launch(e, f, p, max_seq_len, max_q, err));
@@ -573,7 +577,7 @@ llmrt_status llmrt_engine_step(llmrt_engine *e, llmrt_error *err)
     engine_drain_inbox(e, &cancels, &n_cancels);
 
     /* A step in the air: chain the next one behind it, or collect it first. */
-    if (e->cur >= 0) {
+    if (e->cur != NO_FLIGHT) {
         flight *p = &e->fl[e->cur];
         if (can_chain(e, p, n_cancels > 0)) {
             TRY(launch_chained(e, p, err));
@@ -627,7 +631,7 @@ llmrt_status llmrt_engine_step(llmrt_engine *e, llmrt_error *err)
 done:
     /* Nobody left to read a step still in the air (all of its sequences ended): collect it
      * now, so has_work can go false. */
-    if (e->cur >= 0 && active_count(e) == 0)
+    if (e->cur != NO_FLIGHT && active_count(e) == 0)
         TRY(collect(e, &e->fl[e->cur], err));
     free(cancels);
     engine_publish(e);

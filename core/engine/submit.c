@@ -402,5 +402,5 @@ void engine_apply_cancels(llmrt_engine *e, eseq **cancels, int32_t n)
         s->placeholder = 0;
         engine_finish_without_token(e, s, LLMRT_FINISH_CANCELLED, NULL);
     }
-    engine_reap_zombies(e, 0);
+    engine_reap_zombies(e, REAP_UNREFERENCED);
 }
