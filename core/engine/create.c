@@ -283,24 +283,13 @@ void llmrt_engine_destroy(llmrt_engine *e)
         e->bvt->synchronize(e->b, &err);
     }
     /* Everything still held ends as cancelled; results in the air are dropped. */
-    for (int f = 0; f < 2; f++)
-        e->fl[f].active = 0;
-    e->cur = NO_FLIGHT;
-    for (int32_t i = 0; i < e->n_zombies; i++)
-        e->zombies[i]->refs = 0;
-    eseq **cancels = NULL;
-    int32_t n_cancels = 0;
     if (e->sched_ok) {
+        eseq **cancels = NULL;
+        int32_t n_cancels = 0;
         engine_drain_inbox(e, &cancels, &n_cancels);
         free(cancels);
-        while (e->sched.n_running > 0 || e->sched.n_waiting > 0) {
-            llmrt_sched_seq *q = e->sched.n_running ? e->sched.running[0] : e->sched.waiting[0];
-            eseq *s = q->owner;
-            s->refs = 0;
-            engine_finish_without_token(e, s, LLMRT_FINISH_CANCELLED, NULL);
-        }
     }
-    engine_reap_zombies(e, REAP_ALL);
+    engine_end_all(e, LLMRT_FINISH_CANCELLED, NULL);
     free(e->zombies);
     for (int i = 0; i < e->n_graphs; i++)
         if (e->graphs[i].g)

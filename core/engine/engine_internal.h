@@ -183,6 +183,9 @@ struct llmrt_engine {
 /* ---- submit.c: requests in, published stats ---- */
 
 void engine_seq_free(eseq *s);
+/* Append s to a growing list (the cancel list, the zombies); -1 when out of memory, then the
+ * list is unchanged. */
+int engine_seq_list_push(eseq ***list, int32_t *n, int32_t *cap, eseq *s);
 /* Refresh the published counters that the stepping thread owns. */
 void engine_publish(llmrt_engine *e);
 /* Take the inbox and the cancellations from other threads (stepping thread). *cancels is
@@ -204,5 +207,8 @@ void engine_finish_without_token(llmrt_engine *e, eseq *s, llmrt_finish_reason w
 void engine_reap_zombies(llmrt_engine *e, reap_mode mode);
 /* Every request ends with FINISH_ERROR; the engine takes no more. */
 void engine_fail_all(llmrt_engine *e, const char *msg);
+/* End every sequence the scheduler holds (running or waiting) with `why` and free every
+ * finished one: the results of launched steps are dropped (failure, destroy). */
+void engine_end_all(llmrt_engine *e, llmrt_finish_reason why, const char *msg);
 
 #endif

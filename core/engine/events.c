@@ -38,18 +38,6 @@ static void text_add(llmrt_engine *e, const char *s, size_t n)
 
 /* ---------------------------------------------------------------- events */
 
-static void add_zombie(llmrt_engine *e, eseq *s)
-{
-    if (e->n_zombies == e->cap_zombies) {
-        int32_t cap = e->cap_zombies ? e->cap_zombies * 2 : 16;
-        eseq **z = realloc(e->zombies, sizeof *z * (size_t)cap);
-        if (!z)
-            return; /* leaks one sequence rather than freeing memory still referenced */
-        e->zombies = z, e->cap_zombies = cap;
-    }
-    e->zombies[e->n_zombies++] = s;
-}
-
 void engine_reap_zombies(llmrt_engine *e, reap_mode mode)
 {
     for (int32_t i = 0; i < e->n_zombies;) {
@@ -111,8 +99,8 @@ static void emit(llmrt_engine *e, eseq *s, int32_t token, const char *text, size
     if (finish != LLMRT_FINISH_NONE) {
         if (s->refs == 0 && !s->cancel_held)
             engine_seq_free(s);
-        else
-            add_zombie(e, s);
+        else /* out of memory for the list: it leaks rather than freeing memory still in use */
+            (void)engine_seq_list_push(&e->zombies, &e->n_zombies, &e->cap_zombies, s);
     }
 }
 
@@ -191,29 +179,26 @@ void engine_accept_token(llmrt_engine *e, eseq *s, int32_t t, float lp, int32_t 
             o = piece, on = n;
         }
         text_add(e, o, on);
-        if (m >= 0) {
-            fin = LLMRT_FINISH_STOP;
-            stop_token = NO_TOKEN;
-            stop_reason = llmrt_stopper_matched(s->stopper);
-        } else if (fin != LLMRT_FINISH_NONE) {
+        if (m < 0 && fin != LLMRT_FINISH_NONE) { /* finished: the text both still hold */
             const char *ft = llmrt_detok_flush(s->detok, &n);
             m = llmrt_stopper_push(s->stopper, ft, n, &o, &on);
             text_add(e, o, on);
-            if (m >= 0) {
-                fin = LLMRT_FINISH_STOP;
-                stop_token = NO_TOKEN;
-                stop_reason = llmrt_stopper_matched(s->stopper);
-            } else {
+            if (m < 0) {
                 llmrt_stopper_flush(s->stopper, &o, &on);
                 text_add(e, o, on);
             }
+        }
+        if (m >= 0) { /* a stop string matched */
+            fin = LLMRT_FINISH_STOP;
+            stop_token = NO_TOKEN;
+            stop_reason = llmrt_stopper_matched(s->stopper);
         }
     }
     emit(e, s, t, e->text, e->text_len, lp, n_top, top_ids, top_lps, fin, stop_reason,
          stop_token, NULL);
 }
 
-/* ---------------------------------------------------------------- failure */
+/* ---------------------------------------------------------------- the end of everything */
 
 void engine_fail_all(llmrt_engine *e, const char *msg)
 {
@@ -232,19 +217,23 @@ void engine_fail_all(llmrt_engine *e, const char *msg)
         pthread_mutex_unlock(&e->mu);
         engine_finish_without_token(e, s, LLMRT_FINISH_ERROR, msg);
     }
+    engine_end_all(e, LLMRT_FINISH_ERROR, msg); /* the dropped cancel lists hold no one */
+    engine_publish(e);
+}
+
+void engine_end_all(llmrt_engine *e, llmrt_finish_reason why, const char *msg)
+{
     for (int f = 0; f < 2; f++)
         e->fl[f].active = 0;
     e->cur = NO_FLIGHT;
     for (int32_t i = 0; i < e->n_zombies; i++)
         e->zombies[i]->refs = 0;
-    /* Running and waiting sequences. */
     while (e->sched.n_running > 0 || e->sched.n_waiting > 0) {
         llmrt_sched_seq *q = e->sched.n_running ? e->sched.running[0] : e->sched.waiting[0];
         eseq *s = q->owner;
         s->refs = 0;
         s->placeholder = 0;
-        engine_finish_without_token(e, s, LLMRT_FINISH_ERROR, msg);
+        engine_finish_without_token(e, s, why, msg);
     }
-    engine_reap_zombies(e, REAP_ALL); /* the dropped cancel lists hold no one any more */
-    engine_publish(e);
+    engine_reap_zombies(e, REAP_ALL);
 }

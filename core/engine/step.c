@@ -33,7 +33,7 @@ static int row_needs_host(const llmrt_engine *e, const eseq *s)
 {
     if (s->sp.logprobs >= 0 || llmrt_sampler_has_penalties(&s->sp))
         return 1;
-    if (s->sp.temperature >= 1e-5f)
+    if (!llmrt_sampler_greedy(&s->sp))
         return e->bvt->sample == NULL;
     return e->bvt->argmax == NULL && e->bvt->sample == NULL;
 }
@@ -46,7 +46,28 @@ static int32_t graph_bucket(const llmrt_engine *e, int32_t n)
     return b < e->graph_max_rows ? b : e->graph_max_rows;
 }
 
-/* Fill half h's inputs for flight f (items set). */
+/* The uniform draw of the token sampled after s's first len tokens: generated token number
+ * len - n_prompt, the same on the device and on the host. */
+static float row_uniform(const eseq *s, int32_t len)
+{
+    return llmrt_sampler_uniform(s->seed, (uint64_t)(len - s->n_prompt));
+}
+
+/* Bytes a copy really moves: none when the device reads host memory in place (zero-copy). */
+static uint64_t moved_bytes(const llmrt_engine *e, size_t bytes)
+{
+    return (e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY) ? 0 : bytes;
+}
+
+/* The outputs' copy is enqueued (on its own or inside a graph): count its bytes. */
+static void outputs_enqueued(const llmrt_engine *e, flight *f)
+{
+    f->d2h_done = 1;
+    if (f->device_op != DEVICE_OP_NONE)
+        f->d2h_bytes = moved_bytes(e, sizeof(int32_t) * (size_t)f->n_rows);
+}
+
+/* Fill half f->half's inputs for flight f (items set). */
 static void fill_inputs(llmrt_engine *e, flight *f, int32_t *max_seq_len, int32_t *max_q)
 {
     const int h = f->half;
@@ -54,7 +75,7 @@ static void fill_inputs(llmrt_engine *e, flight *f, int32_t *max_seq_len, int32_
     for (int32_t i = 0; i < f->n_items; i++) {
         n_tok += f->items[i].n_new;
         int32_t len = f->items[i].start + f->items[i].n_new;
-        int32_t w = (len + e->kv.block_size - 1) / e->kv.block_size;
+        int32_t w = llmrt_kv_blocks_for(&e->kv, len);
         width = w > width ? w : width;
         mq = f->items[i].n_new > mq ? f->items[i].n_new : mq;
         ms = len > ms ? len : ms;
@@ -91,17 +112,16 @@ static void fill_inputs(llmrt_engine *e, flight *f, int32_t *max_seq_len, int32_
         int32_t len = it->start + it->n_new;
         lens[i] = len;
         lrows[i] = row - 1;
-        int32_t nb = (len + e->kv.block_size - 1) / e->kv.block_size;
+        int32_t nb = llmrt_kv_blocks_for(&e->kv, len);
         memcpy(bt + (size_t)i * (size_t)width, s->sched.table.ids, sizeof *bt * (size_t)nb);
         memset(bt + (size_t)i * (size_t)width + nb, 0, sizeof *bt * (size_t)(width - nb));
         llmrt_sample_params *q = &sp[i];
         memset(q, 0, sizeof *q);
-        q->temperature = s->sp.temperature >= 1e-5f ? s->sp.temperature : 0.0f;
+        q->temperature = llmrt_sampler_greedy(&s->sp) ? 0.0f : s->sp.temperature;
         q->top_k = s->sp.top_k;
         q->top_p = s->sp.top_p;
         q->min_p = s->sp.min_p;
-        /* the token sampled here is generated token number len - n_prompt */
-        q->uniform = llmrt_sampler_uniform(s->seed, (uint64_t)(len - s->n_prompt));
+        q->uniform = row_uniform(s, len);
         f->row_host[i] = it->samples && row_needs_host(e, s);
         f->any_host |= f->row_host[i];
     }
@@ -134,7 +154,7 @@ static device_op pick_device_op(const llmrt_engine *e, const flight *f)
         if (!f->items[i].samples || f->row_host[i])
             continue;
         any_dev = 1;
-        any_temp |= s->sp.temperature >= 1e-5f;
+        any_temp |= !llmrt_sampler_greedy(&s->sp);
     }
     if (!any_dev)
         return DEVICE_OP_NONE;
@@ -240,8 +260,7 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
     batch.max_seq_len = max_seq_len;
     batch.max_query_len = max_q;
     batch.all_logits = 0;
-    const int zero_copy = (e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY) != 0;
-    f->h2d_bytes = zero_copy ? 0 : L->bytes;
+    f->h2d_bytes = moved_bytes(e, L->bytes);
     f->d2h_bytes = 0;
     f->d2h_done = 0;
     TRY(e->bvt->event_record(e->b, e->ev[h][EV_START], err));
@@ -296,10 +315,8 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
             llmrt_error_prefix(err, "replaying the %d-sequence decode graph", f->n_rows);
             goto cleanup;
         }
-        if (in_graph_copies && f->device_op != DEVICE_OP_NONE) {
-            f->d2h_done = 1;
-            f->d2h_bytes = zero_copy ? 0 : sizeof(int32_t) * (size_t)f->n_rows;
-        }
+        if (in_graph_copies)
+            outputs_enqueued(e, f);
     } else {
         TRY(enqueue_device_work(e, f, &batch, err));
     }
@@ -316,9 +333,7 @@ static llmrt_status finish_launch(llmrt_engine *e, flight *f, llmrt_error *err)
     llmrt_status st = LLMRT_OK;
     if (!f->d2h_done) {
         TRY(enqueue_outputs(e, f, err));
-        if (f->device_op != DEVICE_OP_NONE && !(e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY))
-            f->d2h_bytes = sizeof(int32_t) * (size_t)f->n_rows;
-        f->d2h_done = 1;
+        outputs_enqueued(e, f);
     }
     TRY(e->bvt->event_record(e->b, e->ev[f->half][EV_OUTPUTS_DONE], err));
 cleanup:
@@ -349,7 +364,7 @@ static llmrt_status host_sample(llmrt_engine *e, flight *f, llmrt_error *err)
                              bytes, LLMRT_COPY_D2D, err));
             TRY(e->parts.memory.vt->to_host(e->parts.memory.m, &e->sb.staging, 0, bytes, err));
             TRY(e->bvt->synchronize(e->b, err));
-            f->d2h_bytes += (e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY) ? 0 : bytes;
+            f->d2h_bytes += moved_bytes(e, bytes);
             rows = e->sb.staging.host[0];
         }
         for (int32_t i = r0; i < r1; i++) {
@@ -366,7 +381,7 @@ static llmrt_status host_sample(llmrt_engine *e, flight *f, llmrt_error *err)
                 use = e->row_scratch;
             }
             int32_t len = f->items[i].start + f->items[i].n_new;
-            float u = llmrt_sampler_uniform(s->seed, (uint64_t)(len - s->n_prompt));
+            float u = row_uniform(s, len);
             int32_t t = llmrt_sampler_pick(e->sampler, use, &s->sp, u);
             e->sampled[i] = t;
             if (s->sp.logprobs >= 0)
@@ -491,6 +506,17 @@ static int decode_only(const flight *f)
     return 1;
 }
 
+/* Shape flight f (items set) the same way for both ways of launching: a graph for a decode
+ * step that fits one (rows padded to its bucket), the inputs, the counts, the device op. */
+static void prepare(llmrt_engine *e, flight *f, int32_t *max_seq_len, int32_t *max_q)
+{
+    f->graph = e->graphs_on && decode_only(f) && f->n_items <= e->graph_max_rows;
+    f->n_rows = f->graph ? graph_bucket(e, f->n_items) : f->n_items;
+    fill_inputs(e, f, max_seq_len, max_q);
+    count_rows(f);
+    f->device_op = pick_device_op(e, f);
+}
+
 /* Can step N+1 be launched from the device-side ids of flight p, before collecting it?
  * Every sequence in p samples on the device, none stops by length at p, none is cancelled,
  * nobody waits to be admitted, and each one has room for one more token without
@@ -540,12 +566,8 @@ static llmrt_status launch_chained(llmrt_engine *e, flight *p, llmrt_error *err)
         s->sched.n_computed = s->sched.n_tokens;
         s->refs++;
     }
-    f->graph = e->graphs_on && f->n_items <= e->graph_max_rows;
-    f->n_rows = f->graph ? graph_bucket(e, f->n_items) : f->n_items;
     int32_t max_seq_len, max_q;
-    fill_inputs(e, f, &max_seq_len, &max_q);
-    count_rows(f);
-    f->device_op = pick_device_op(e, f);
+    prepare(e, f, &max_seq_len, &max_q);
     /* Inputs shared between halves and copied asynchronously: wait until p consumed them
      * (its copy did, or with zero-copy its compute, which reads them in place). */
     if (e->in_shared_async) {
@@ -615,12 +637,8 @@ llmrt_status llmrt_engine_step(llmrt_engine *e, llmrt_error *err)
     f->n_items = n;
     for (int32_t i = 0; i < n; i++)
         ((eseq *)f->items[i].seq->owner)->refs++;
-    f->graph = e->graphs_on && decode_only(f) && n <= e->graph_max_rows;
-    f->n_rows = f->graph ? graph_bucket(e, n) : n;
     int32_t max_seq_len, max_q;
-    fill_inputs(e, f, &max_seq_len, &max_q);
-    count_rows(f);
-    f->device_op = pick_device_op(e, f);
+    prepare(e, f, &max_seq_len, &max_q);
     f->t_prepared = llmrt_now_s();
     f->active = 1;
     e->cur = f->half;

@@ -51,6 +51,19 @@ void engine_seq_free(eseq *s)
     free(s);
 }
 
+int engine_seq_list_push(eseq ***list, int32_t *n, int32_t *cap, eseq *s)
+{
+    if (*n == *cap) {
+        int32_t c = *cap ? *cap * 2 : 16;
+        eseq **l = realloc(*list, sizeof *l * (size_t)c);
+        if (!l)
+            return -1;
+        *list = l, *cap = c;
+    }
+    (*list)[(*n)++] = s;
+    return 0;
+}
+
 static llmrt_status check_sampling(const llmrt_engine *e, const llmrt_sampling *sp,
                                    llmrt_error *err)
 {
@@ -238,18 +251,12 @@ llmrt_status llmrt_engine_cancel(llmrt_engine *e, uint64_t id)
     if (!s) {
         st = LLMRT_ERR_NOT_FOUND;
     } else if (!s->cancel_queued) {
-        if (e->n_cancels == e->cap_cancels) {
-            int32_t cap = e->cap_cancels ? e->cap_cancels * 2 : 16;
-            eseq **c = realloc(e->cancels, sizeof *c * (size_t)cap);
-            if (!c) {
-                pthread_mutex_unlock(&e->mu);
-                return LLMRT_ERR_NOMEM;
-            }
-            e->cancels = c, e->cap_cancels = cap;
+        if (engine_seq_list_push(&e->cancels, &e->n_cancels, &e->cap_cancels, s) != 0) {
+            pthread_mutex_unlock(&e->mu);
+            return LLMRT_ERR_NOMEM;
         }
         s->cancel = 1;
         s->cancel_queued = 1;
-        e->cancels[e->n_cancels++] = s;
         e->work_pending = 1;
         pthread_cond_broadcast(&e->cv);
     }
