@@ -4,9 +4,9 @@
  *
  * Why one header: the engine is one object cut into files by job (submit.c: requests in;
  * events.c: tokens and final events out; step.c: the step loop; create.c: sizing, creation
- * and destruction; open.c: runtime.ini → parts), and each job reads the same state. Nothing
- * here is API: the functions are named engine_* and libllmrt exports llmrt_* only
- * (core/llmrt.map). */
+ * and destruction), and each job reads the same state; open.c, which opens the parts from
+ * runtime.ini, needs none of it. Nothing here is API: the functions are named engine_* and
+ * libllmrt exports llmrt_* only (core/llmrt.map). */
 #ifndef LLMRT_CORE_ENGINE_INTERNAL_H
 #define LLMRT_CORE_ENGINE_INTERNAL_H
 
