@@ -8,20 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "safetensors.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int is_auto(const char *s) { return !s || !s[0] || strcmp(s, "auto") == 0; }
 
@@ -222,7 +215,7 @@ llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *op
     const char *dir = llmrt_config_get(rt->cfg, "model.path");
     if (!dir || !dir[0])
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "no model: set model.path or pass --model DIR");
-    double t0 = now_s();
+    double t0 = llmrt_now_s();
     llmrt_loaded_model *lm = calloc(1, sizeof *lm);
     TRY_ALLOC(err, lm, "the loaded model");
     lm->dir = strdup(dir);
@@ -265,7 +258,7 @@ llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *op
     llmrt_st_model_close(stm);
     stm = NULL;
     lm->model_vt->info(lm->model, &lm->info);
-    lm->load_seconds = now_s() - t0;
+    lm->load_seconds = llmrt_now_s() - t0;
     if (!o.quiet)
         LOG_INFO("loaded %s: %s (%s), %d layers, %.1f MB of %s%s%s weights on %s in %.2f s",
                  dir, lm->info.arch, lm->model_plugin, lm->info.n_layers,

@@ -89,7 +89,7 @@ int32_t llmrt_kv_used_blocks(const llmrt_kv *kv) { return kv->n_blocks - 1 - kv-
 
 int32_t llmrt_kv_blocks_needed(const llmrt_kv *kv, const llmrt_block_table *t, int32_t n_tokens)
 {
-    int32_t want = (n_tokens + kv->block_size - 1) / kv->block_size;
+    int32_t want = llmrt_kv_blocks_for(kv, n_tokens);
     return want > t->n ? want - t->n : 0;
 }
 

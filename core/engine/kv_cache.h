@@ -46,6 +46,11 @@ void llmrt_kv_free(llmrt_kv *kv);
 int32_t llmrt_kv_usable_blocks(const llmrt_kv *kv);
 int32_t llmrt_kv_used_blocks(const llmrt_kv *kv);
 
+/* Blocks that hold n_tokens tokens. */
+static inline int32_t llmrt_kv_blocks_for(const llmrt_kv *kv, int32_t n_tokens)
+{
+    return (n_tokens + kv->block_size - 1) / kv->block_size;
+}
 /* Blocks a table must gain to hold n_tokens tokens (0 when it already does). */
 int32_t llmrt_kv_blocks_needed(const llmrt_kv *kv, const llmrt_block_table *t, int32_t n_tokens);
 /* Grow t to hold n_tokens tokens. LLMRT_ERR_LIMIT when there are not enough free blocks; then

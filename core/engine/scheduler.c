@@ -117,6 +117,18 @@ int llmrt_sched_can_admit(const llmrt_scheduler *s)
     return llmrt_kv_blocks_needed(s->kv, &h->table, n) <= s->kv->n_free;
 }
 
+/* Put seq's next n tokens in the step (the caller made sure the blocks are free): reserve
+ * them, advance n_computed, fill its item. */
+static void take(llmrt_scheduler *s, llmrt_sched_seq *seq, int32_t n, llmrt_sched_item *item)
+{
+    llmrt_kv_table_reserve(s->kv, &seq->table, seq->n_computed + n, NULL);
+    item->seq = seq;
+    item->start = seq->n_computed;
+    item->n_new = n;
+    seq->n_computed += n;
+    item->samples = seq->n_computed == seq->n_tokens;
+}
+
 int32_t llmrt_sched_schedule(llmrt_scheduler *s, llmrt_sched_item *items, int32_t *n_tokens,
                              int32_t *n_preempted)
 {
@@ -153,13 +165,7 @@ int32_t llmrt_sched_schedule(llmrt_scheduler *s, llmrt_sched_item *items, int32_
         }
         if (gone)
             break; /* seq was the newest left: every older one is already scheduled */
-        llmrt_kv_table_reserve(s->kv, &seq->table, seq->n_computed + n, NULL);
-        items[n_items].seq = seq;
-        items[n_items].start = seq->n_computed;
-        items[n_items].n_new = n;
-        seq->n_computed += n;
-        items[n_items].samples = seq->n_computed == seq->n_tokens;
-        n_items++;
+        take(s, seq, n, &items[n_items++]);
         budget -= n;
         i++;
     }
@@ -174,13 +180,7 @@ int32_t llmrt_sched_schedule(llmrt_scheduler *s, llmrt_sched_item *items, int32_
         seq->queued = 0;
         insert_sorted(s->running, &s->n_running, seq);
         seq->running = 1;
-        llmrt_kv_table_reserve(s->kv, &seq->table, seq->n_computed + n, NULL);
-        items[n_items].seq = seq;
-        items[n_items].start = seq->n_computed;
-        items[n_items].n_new = n;
-        seq->n_computed += n;
-        items[n_items].samples = seq->n_computed == seq->n_tokens;
-        n_items++;
+        take(s, seq, n, &items[n_items++]);
         budget -= n;
     }
     *n_tokens = s->max_tokens - budget;

@@ -4,18 +4,14 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #define REDRAW_INTERVAL_S 0.1
 #define BAR_WIDTH 24
 
-double llmrt_progress_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+double llmrt_progress_now(void) { return llmrt_now_s(); }
 
 int llmrt_progress_is_tty(FILE *out)
 {
