@@ -609,12 +609,6 @@ void llmrt_tokenizer_free(llmrt_tokenizer *t)
 
 /* ---- files ---- */
 
-static int is_file(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 llmrt_status llmrt_tokenizer_load(const char *path, llmrt_tokenizer **out, llmrt_error *err)
 {
     llmrt_status st = LLMRT_OK;
@@ -632,7 +626,7 @@ llmrt_status llmrt_tokenizer_load(const char *path, llmrt_tokenizer **out, llmrt
     if (S_ISDIR(sb.st_mode)) {
         snprintf(dir, pl + 32, "%s", path);
         snprintf(file, pl + 32, "%s/tokenizer.json", path);
-        if (!is_file(file))
+        if (!llmrt_path_exists(file))
             FAIL(err, LLMRT_ERR_NOT_FOUND, "%s holds no tokenizer.json (is it a Hugging Face model folder?)",
                  path);
     } else {
@@ -644,17 +638,19 @@ llmrt_status llmrt_tokenizer_load(const char *path, llmrt_tokenizer **out, llmrt
         else
             snprintf(dir, pl + 32, ".");
     }
-    TRY(llmrt_read_file(file, &data, &len, err));
+    TRY(llmrt_read_file_bounded(file, LLMRT_MAX_TOKENIZER_BYTES, "tokenizer.json", &data, &len,
+                                err));
     TRY(llmrt_tokenizer_parse(data, len, file, &t, err));
     snprintf(cfg, pl + 64, "%s/tokenizer_config.json", dir);
-    if (is_file(cfg))
+    if (llmrt_path_exists(cfg))
         TRY(llmrt_tokenizer_load_config(t, cfg, err));
     /* transformers >= 4.43 may save the template beside the config; it then wins. */
     snprintf(cfg, pl + 64, "%s/chat_template.jinja", dir);
-    if (is_file(cfg)) {
+    if (llmrt_path_exists(cfg)) {
         char *tpl;
         size_t tl;
-        TRY(llmrt_read_file(cfg, &tpl, &tl, err));
+        TRY(llmrt_read_file_bounded(cfg, LLMRT_MAX_CONFIG_BYTES, "chat_template.jinja", &tpl,
+                                    &tl, err));
         free(t->chat_template);
         t->chat_template = tpl;
     }
@@ -745,7 +741,8 @@ llmrt_status llmrt_tokenizer_load_config(llmrt_tokenizer *t, const char *path, l
 {
     char *data;
     size_t len;
-    llmrt_status st = llmrt_read_file(path, &data, &len, err);
+    llmrt_status st = llmrt_read_file_bounded(path, LLMRT_MAX_CONFIG_BYTES,
+                                              "tokenizer_config.json", &data, &len, err);
     if (st != LLMRT_OK)
         return st;
     st = llmrt_tokenizer_parse_config(t, data, len, path, err);

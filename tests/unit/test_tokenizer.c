@@ -797,6 +797,55 @@ START_TEST(malformed_files)
 }
 END_TEST
 
+/* ---- files that are not regular ---- */
+
+START_TEST(files_must_be_regular)
+{
+    char *json = tj(NULL, NULL, "{\"a\":0,\"b\":1}", "[]", NULL, NULL, NULL, NULL);
+    char *dir = tu_mkdtemp();
+    llmrt_tokenizer *t = NULL;
+    llmrt_error err = {0};
+    tu_guard(20); /* a reader that blocks on the FIFOs fails instead of hanging */
+    char *f = tu_mkfifo(dir, "tokenizer.json");
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "tokenizer.json: not a regular file (a FIFO)"), "%s", err.msg);
+    ck_assert_int_eq(llmrt_tokenizer_load(f, &t, &err), LLMRT_ERR_IO);
+    ck_assert_ptr_null(t);
+    remove(f);
+    free(f);
+    free(tu_write_file(dir, "tokenizer.json", json));
+    /* an optional file that is there but not regular is an error, not skipped */
+    f = tu_mkfifo(dir, "tokenizer_config.json");
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "tokenizer_config.json: not a regular file (a FIFO)"), "%s",
+                  err.msg);
+    remove(f);
+    free(f);
+    tu_guard(0);
+    f = tu_symlink(dir, "chat_template.jinja", "/dev/zero");
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "chat_template.jinja: not a regular file (a character device)"),
+                  "%s", err.msg);
+    remove(f);
+    free(f);
+    free(tu_sized_file(dir, "tokenizer_config.json", 17ll << 20));
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_LIMIT);
+    ck_assert_msg(strstr(err.msg, "tokenizer_config.json: 17.0 MiB is larger than the 16 MiB a "
+                                  "tokenizer_config.json may be"),
+                  "%s", err.msg);
+    free(tu_write_file(dir, "tokenizer_config.json", "{}"));
+    free(tu_sized_file(dir, "tokenizer.json", 257ll << 20));
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_LIMIT);
+    ck_assert_msg(strstr(err.msg, "tokenizer.json: 257.0 MiB is larger than the 256 MiB a "
+                                  "tokenizer.json may be"),
+                  "%s", err.msg);
+    ck_assert_ptr_null(t);
+    tu_rmtree(dir);
+    free(dir);
+    free(json);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -816,6 +865,7 @@ int main(void)
     tcase_add_test(tc, decode_lossy_and_stream);
     tcase_add_test(tc, config_and_files);
     tcase_add_test(tc, malformed_files);
+    tcase_add_test(tc, files_must_be_regular);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
