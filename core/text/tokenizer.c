@@ -19,11 +19,31 @@
 static const char gpt2_regex[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
+/* Ids index dense per-id tables (tokenizer_impl.h), so the largest id sizes them: an id is
+ * refused unless it is below the number of model.vocab entries plus added_tokens plus this
+ * many unused ids. Real tokenizers number their tokens densely (a few holes at most), so the
+ * tables stay proportional to what the file holds; an id of 1e9 never allocates gigabytes.
+ * (A hash map for sparse ids would put a lookup on every decode for files that do not exist.) */
+#define TOK_ID_SLACK 65536
+
 typedef struct loader {
     llmrt_tokenizer *t;
     const char *where;
     llmrt_error *err;
+    size_t n_vocab, n_added; /* entries in model.vocab and added_tokens */
+    int64_t id_limit;        /* ids must be below: n_vocab + n_added + TOK_ID_SLACK */
 } loader;
+
+/* The id bound's failure, naming the key (`key` as printf'd by the caller). */
+static llmrt_status id_too_large(const loader *L, const char *key, int64_t id)
+{
+    return llmrt_fail(L->err, LLMRT_ERR_FORMAT,
+                      "%s: %s is %lld, but a tokenizer of %zu model.vocab entries and %zu "
+                      "added_tokens numbers its tokens below %lld (ids may leave at most %d "
+                      "unused)",
+                      L->where, key, (long long)id, L->n_vocab, L->n_added,
+                      (long long)L->id_limit, TOK_ID_SLACK);
+}
 
 static const char *type_of(const json_t *o)
 {
@@ -313,6 +333,11 @@ static llmrt_status parse_model(loader *L, const json_t *m)
             json_integer_value(val) >= INT32_MAX)
             FAIL(L->err, LLMRT_ERR_FORMAT, "%s: model.vocab[\"%.*s\"] must be an id (an integer >= 0)",
                  L->where, (int)klen, key);
+        if (json_integer_value(val) >= L->id_limit) {
+            char k[160];
+            snprintf(k, sizeof k, "model.vocab[\"%.*s\"]", klen > 100 ? 100 : (int)klen, key);
+            return id_too_large(L, k, json_integer_value(val));
+        }
         if (llmrt_bpe_add_token(t->bpe, key, klen, (int32_t)json_integer_value(val), L->err)) {
             llmrt_error_prefix(L->err, "%s: model.vocab", L->where);
             return L->err ? L->err->code : LLMRT_ERR_FORMAT;
@@ -415,6 +440,11 @@ static llmrt_status parse_added(loader *L, const json_t *list)
         snprintf(path, sizeof path, "added_tokens[%zu]", i);
         if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= INT32_MAX)
             FAIL(L->err, LLMRT_ERR_FORMAT, "%s: %s.id must be an integer >= 0", L->where, path);
+        if (json_integer_value(id) >= L->id_limit) {
+            char k[80];
+            snprintf(k, sizeof k, "%s.id", path);
+            return id_too_large(L, k, json_integer_value(id));
+        }
         if (!json_is_string(content) || json_string_length(content) == 0)
             FAIL(L->err, LLMRT_ERR_FORMAT, "%s: %s.content must be a non-empty string", L->where, path);
         tok_added *ta = &t->added[t->n_added];
@@ -544,7 +574,7 @@ llmrt_status llmrt_tokenizer_parse(const char *json, size_t len, const char *whe
     }
     t->where = strdup(where ? where : "tokenizer.json");
     TRY_ALLOC(err, t->where, "tokenizer name");
-    loader L = {t, t->where, err};
+    loader L = {t, t->where, err, 0, 0, 0};
     json_error_t jerr;
     root = json_loadb(json, len, JSON_ALLOW_NUL, &jerr);
     if (!root)
@@ -552,6 +582,10 @@ llmrt_status llmrt_tokenizer_parse(const char *json, size_t len, const char *whe
              jerr.column, jerr.text);
     if (!json_is_object(root))
         FAIL(err, LLMRT_ERR_FORMAT, "%s: the top level must be a JSON object", t->where);
+    /* json_*_size are 0 for a missing or mistyped member (reported by the parsers below) */
+    L.n_vocab = json_object_size(json_object_get(json_object_get(root, "model"), "vocab"));
+    L.n_added = json_array_size(json_object_get(root, "added_tokens"));
+    L.id_limit = (int64_t)L.n_vocab + (int64_t)L.n_added + TOK_ID_SLACK;
     TRY(parse_normalizer(&L, json_object_get(root, "normalizer"), "normalizer"));
     TRY(parse_pre(&L, json_object_get(root, "pre_tokenizer"), "pre_tokenizer"));
     TRY(parse_model(&L, json_object_get(root, "model")));

@@ -797,7 +797,26 @@ START_TEST(malformed_files)
 }
 END_TEST
 
-/* ---- files that are not regular ---- */
+/* ---- ids that would size absurd tables, files that are not regular ---- */
+
+START_TEST(absurd_ids_refused)
+{
+    const char *v = "{\"a\":0,\"b\":1,\"ab\":2}";
+    /* per-id tables are sized by the largest id: 1e9 would be gigabytes */
+    load_fails(tj(NULL, NULL, v, "[]", "[{\"id\":3,\"content\":\"<s>\"},{\"id\":1000000000,"
+                  "\"content\":\"<x>\",\"special\":true}]", NULL, NULL, NULL),
+               LLMRT_ERR_FORMAT, "added_tokens[1].id is 1000000000, but a tokenizer of 3 "
+               "model.vocab entries and 2 added_tokens numbers its tokens below 65541");
+    load_fails(tj(NULL, NULL, "{\"a\":0,\"b\":2147483000}", "[]", NULL, NULL, NULL, NULL),
+               LLMRT_ERR_FORMAT, "model.vocab[\"b\"] is 2147483000");
+    /* holes up to the slack stay fine (the hand-built tokenizers here use id 1000) */
+    llmrt_tokenizer *t =
+        load_ok(tj(NULL, NULL, v, "[]", "[{\"id\":65539,\"content\":\"<x>\"}]", NULL, NULL, NULL));
+    ck_assert_int_eq(llmrt_tokenizer_vocab_size(t), 65540);
+    ck_assert_int_eq(llmrt_tokenizer_token_id(t, "<x>"), 65539);
+    llmrt_tokenizer_free(t);
+}
+END_TEST
 
 START_TEST(files_must_be_regular)
 {
@@ -865,6 +884,7 @@ int main(void)
     tcase_add_test(tc, decode_lossy_and_stream);
     tcase_add_test(tc, config_and_files);
     tcase_add_test(tc, malformed_files);
+    tcase_add_test(tc, absurd_ids_refused);
     tcase_add_test(tc, files_must_be_regular);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
