@@ -159,6 +159,7 @@ START_TEST(test_tied_and_quant)
     s = with(tf5, "dtype", "\"float16\", \"tie_word_embeddings\": false, \"quantization_config\": null");
     ck_assert_int_eq(llmrt_hf_config_parse(s, "config.json", &c, &err), LLMRT_OK);
     ck_assert_ptr_null(c.quant_json);
+    llmrt_hf_config_free(&c);
     free(s);
 }
 END_TEST
