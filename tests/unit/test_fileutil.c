@@ -12,7 +12,8 @@
 #include "fileutil.h"
 #include "test_util.h"
 
-#define ASSERT_MSG(err, s) ck_assert_msg(strstr((err).msg, (s)), "message \"%s\" lacks \"%s\"", (err).msg, (s))
+#define ASSERT_MSG(err, s)                                                                    \
+    ck_assert_msg(strstr((err).msg, (s)), "message \"%s\" lacks \"%s\"", (err).msg, (s))
 
 START_TEST(test_regular_files_read_whole)
 {
