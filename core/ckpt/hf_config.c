@@ -3,12 +3,10 @@
  * architecture-specific key are the model plugin's to read (it gets config.json's text). */
 #include "hf_config.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "error.h"
 #include "fileutil.h"
@@ -139,7 +137,8 @@ llmrt_status llmrt_hf_config_parse_file(const char *path, llmrt_hf_config *out, 
     char *text = NULL;
     memset(out, 0, sizeof *out);
     out->bos_id = -1;
-    llmrt_status st = llmrt_read_file(path, &text, NULL, err);
+    llmrt_status st =
+        llmrt_read_file_bounded(path, LLMRT_MAX_CONFIG_BYTES, "config.json", &text, NULL, err);
     if (st == LLMRT_OK)
         st = llmrt_hf_config_parse(text, path, out, err);
     free(text);
@@ -151,6 +150,8 @@ llmrt_status llmrt_hf_config_load(const char *dir, llmrt_hf_config *out, llmrt_e
     llmrt_status st = LLMRT_OK;
     char path[4096], gpath[4096];
     json_t *gen = NULL;
+    char *gtext = NULL;
+    size_t glen = 0;
     memset(out, 0, sizeof *out);
     out->bos_id = -1;
 
@@ -158,10 +159,11 @@ llmrt_status llmrt_hf_config_load(const char *dir, llmrt_hf_config *out, llmrt_e
     snprintf(gpath, sizeof gpath, "%s/generation_config.json", dir);
     TRY(llmrt_hf_config_parse_file(path, out, err));
 
-    struct stat sb;
-    if (stat(gpath, &sb) == 0) {
+    if (llmrt_path_exists(gpath)) {
         json_error_t jerr;
-        gen = json_load_file(gpath, JSON_REJECT_DUPLICATES, &jerr);
+        TRY(llmrt_read_file_bounded(gpath, LLMRT_MAX_CONFIG_BYTES, "generation_config.json",
+                                    &gtext, &glen, err));
+        gen = json_loadb(gtext, glen, JSON_REJECT_DUPLICATES, &jerr);
         if (!gen)
             FAIL(err, LLMRT_ERR_FORMAT, "%s: bad JSON at line %d column %d: %s", gpath,
                  jerr.line, jerr.column, jerr.text);
@@ -179,6 +181,7 @@ cleanup:
         out->bos_id = -1;
     }
     json_decref(gen);
+    free(gtext);
     return st;
 }
 

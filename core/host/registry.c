@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <llmrt/quant.h>
 
 #include "error.h"
+#include "fileutil.h"
 #include "log.h"
 
 typedef struct entry {
@@ -307,17 +309,27 @@ llmrt_status llmrt_registry_load_file(llmrt_registry *reg, const char *path, llm
             reg->n_seen++;
     }
 
+    /* A regular file (a FIFO named x.so would block the open, and dlopen, forever) that
+     * starts like an ELF object; any size, dlopen maps it. */
     llmrt_status st = LLMRT_OK;
-    FILE *f = fopen(path, "rb");
     unsigned char magic[4] = {0};
-    size_t got = 0;
-    if (f) {
-        got = fread(magic, 1, 4, f);
-        fclose(f);
-    } else {
-        st = llmrt_fail(err, LLMRT_ERR_IO, "cannot open: %s", strerror(errno));
+    ssize_t got = 0;
+    int fd = -1;
+    llmrt_error oerr = {0};
+    st = llmrt_open_regular(path, O_RDONLY, 0, "plugin", &fd, NULL, &oerr);
+    if (st != LLMRT_OK) {
+        /* the rejection list names the path already: keep only what follows "PATH: " */
+        size_t pl = strlen(path);
+        const char *why = strncmp(oerr.msg, path, pl) == 0 && strncmp(oerr.msg + pl, ": ", 2) == 0
+                              ? oerr.msg + pl + 2
+                              : oerr.msg;
+        st = llmrt_fail(err, st, "%s", why);
         goto done;
     }
+    do
+        got = read(fd, magic, 4);
+    while (got < 0 && errno == EINTR);
+    close(fd);
     if (got < 4 || memcmp(magic, "\x7f" "ELF", 4) != 0) {
         st = llmrt_fail(err, LLMRT_ERR_FORMAT, "not an ELF shared object");
         goto done;

@@ -119,6 +119,10 @@ struct llmrt_model {
     int32_t head_rows;
 };
 
+/* Before anything is sized from num_hidden_layers: the checkpoint must hold the last layer it
+ * implies (else LLMRT_ERR_FORMAT naming the key and the layers the checkpoint does hold). */
+llmrt_status qwen3_weights_check_layers(const qwen3_config *c, const llmrt_checkpoint *ckpt,
+                                        llmrt_error *err);
 /* Load every weight (through the quant plugin for decoder linears when one is given) into
  * backend memory; shapes are checked against m->cfg. m->be, m->quant, m->cfg must be set. */
 llmrt_status qwen3_weights_load(llmrt_model *m, const llmrt_checkpoint *ckpt, llmrt_error *err);

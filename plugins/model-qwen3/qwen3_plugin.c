@@ -140,8 +140,14 @@ static llmrt_status alloc_scratch(llmrt_model *m, llmrt_error *err)
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
         total += align_up(n[i] * sizeof(float));
     llmrt_status st = m->be.vt->dev_alloc(m->be.b, total, &m->s.base, err);
-    if (st)
-        return st;
+    if (st) {
+        char why[LLMRT_ERROR_MSG_MAX];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return llmrt_fail(err, st,
+                          "qwen3 activations for %zu tokens (hidden_size %zu, intermediate_size "
+                          "%zu, num_attention_heads * head_dim %zu; %.1f MiB): %s",
+                          T, H, I, QD, (double)total / (1 << 20), why);
+    }
     size_t off = 0;
     for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
         *dst[i] = n[i] ? (float *)((char *)m->s.base + off) : NULL;
@@ -267,7 +273,8 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
     m->use_add_rmsnorm = fuse && LLMRT_VT_HAS(backend->vt, llmrt_backend_vtable, add_rmsnorm);
     m->use_qkv = fuse && LLMRT_VT_HAS(backend->vt, llmrt_backend_vtable, qk_norm_rope_store);
     m->use_gate_up = fuse && LLMRT_VT_HAS(backend->vt, llmrt_backend_vtable, swiglu);
-    if ((st = qwen3_config_parse(ckpt->config_json, &m->cfg, err)))
+    if ((st = qwen3_config_parse(ckpt->config_json, &m->cfg, err)) ||
+        (st = qwen3_weights_check_layers(&m->cfg, ckpt, err)))
         goto fail;
     m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);
     if (!m->layers) {

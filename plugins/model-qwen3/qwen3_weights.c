@@ -28,6 +28,61 @@ static const char *shape_str(char *buf, size_t n, int32_t ndim, const int64_t *s
     return buf;
 }
 
+/* "64.0 GiB" */
+static const char *bytes_str(char *buf, size_t n, uint64_t bytes)
+{
+    if (bytes >= (1ull << 30))
+        snprintf(buf, n, "%.1f GiB", (double)bytes / (double)(1ull << 30));
+    else if (bytes >= (1ull << 20))
+        snprintf(buf, n, "%.1f MiB", (double)bytes / (double)(1ull << 20));
+    else
+        snprintf(buf, n, "%llu bytes", (unsigned long long)bytes);
+    return buf;
+}
+
+/* A backend allocation for a tensor whose size config.json implies failed: say which tensor,
+ * which keys sized it and how large it is, then the backend's reason. */
+static llmrt_status alloc_failed(llmrt_status st, const char *name, const char *dims,
+                                 int32_t ndim, const int64_t *shape, uint64_t bytes,
+                                 llmrt_error *err)
+{
+    char why[LLMRT_ERROR_MSG_MAX], sh[96], sz[32];
+    snprintf(why, sizeof why, "%s", err ? err->msg : "");
+    return llmrt_fail(err, st, "tensor %s (%s = %s, %s): %s", name, dims,
+                      shape_str(sh, sizeof sh, ndim, shape), bytes_str(sz, sizeof sz, bytes), why);
+}
+
+/* The layer tensor every checkpoint has, quantized or not (norms are always dense). */
+static int has_layer(const llmrt_checkpoint *ck, int32_t i)
+{
+    char name[96];
+    snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", i);
+    if (ck->has)
+        return ck->has(ck->ctx, name);
+    llmrt_tensor_view v;
+    llmrt_error e = {0};
+    return ck->find(ck->ctx, name, &v, &e) == LLMRT_OK;
+}
+
+llmrt_status qwen3_weights_check_layers(const qwen3_config *c, const llmrt_checkpoint *ck,
+                                        llmrt_error *err)
+{
+    if (has_layer(ck, c->n_layers - 1))
+        return LLMRT_OK;
+    int32_t held = 0; /* layers 0, 1, ... present; stops at the first missing one */
+    while (held < c->n_layers - 1 && has_layer(ck, held))
+        held++;
+    char holds[64];
+    if (held)
+        snprintf(holds, sizeof holds, "it holds layers 0 to %d", held - 1);
+    else
+        snprintf(holds, sizeof holds, "it holds no layer");
+    return llmrt_fail(err, LLMRT_ERR_FORMAT,
+                      "config.json: num_hidden_layers is %d, but the checkpoint %s has no "
+                      "model.layers.%d.input_layernorm.weight (%s)",
+                      c->n_layers, ck->dir ? ck->dir : "", c->n_layers - 1, holds);
+}
+
 /* Find a dense tensor and check it has the expected shape and a float dtype.
  * `dims` names the config keys behind the shape, for the message ("[vocab_size, hidden_size]"). */
 static llmrt_status find_dense(const llmrt_checkpoint *ck, const char *name, int32_t ndim,
@@ -78,7 +133,7 @@ static llmrt_status load_dense(llmrt_model *m, const llmrt_checkpoint *ck, const
     const size_t bytes = v.bytes;
     st = m->be.vt->dev_alloc(m->be.b, bytes, &t.data, err);
     if (st)
-        return st;
+        return alloc_failed(st, name, dims, ndim, shape, bytes, err);
     st = m->be.vt->copy(m->be.b, t.data, v.data, bytes, LLMRT_COPY_H2D, err);
     if (st) {
         m->be.vt->dev_free(m->be.b, t.data);
@@ -159,8 +214,21 @@ static llmrt_status load_dense_fused(llmrt_model *m, const llmrt_checkpoint *ck,
     }
     llmrt_tensor t = {.dtype = v[0].dtype, .ndim = 2, .shape = {total, in}};
     llmrt_status st = m->be.vt->dev_alloc(m->be.b, llmrt_tensor_bytes(&t), &t.data, err);
-    if (st)
-        return st;
+    if (st) {
+        /* "model.layers.0.mlp.gate_proj.weight + up_proj", "[intermediate_size, ...] + [...]" */
+        char name[256], dims[400];
+        size_t kn = (size_t)snprintf(name, sizeof name, "%s.weight", fp->prefix[0]);
+        size_t kd = (size_t)snprintf(dims, sizeof dims, "%s", fp->dims[0]);
+        for (int p = 1; p < fp->n; p++) {
+            const char *dot = strrchr(fp->prefix[p], '.');
+            if (kn < sizeof name)
+                kn += (size_t)snprintf(name + kn, sizeof name - kn, " + %s",
+                                       dot ? dot + 1 : fp->prefix[p]);
+            if (kd < sizeof dims)
+                kd += (size_t)snprintf(dims + kd, sizeof dims - kd, " + %s", fp->dims[p]);
+        }
+        return alloc_failed(st, name, dims, 2, t.shape, llmrt_tensor_bytes(&t), err);
+    }
     size_t off = 0;
     for (int p = 0; p < fp->n && st == LLMRT_OK; p++) {
         st = m->be.vt->copy(m->be.b, (char *)t.data + off, v[p].data, v[p].bytes, LLMRT_COPY_H2D,

@@ -238,6 +238,50 @@ START_TEST(test_load_merges_generation_config)
 }
 END_TEST
 
+/* config.json and generation_config.json are read as regular files within 16 MiB: a FIFO
+ * never blocks (tu_guard fails the test if it does), /dev/zero is refused by kind. */
+START_TEST(test_files_bounded)
+{
+    char *d = tu_mkdtemp();
+    free(tu_write_file(d, "config.json", qwen3_06b));
+    llmrt_hf_config c;
+    llmrt_error err = {0};
+    char *g = tu_mkfifo(d, "generation_config.json");
+    tu_guard(20);
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_ERR_IO);
+    tu_guard(0);
+    ck_assert_msg(strstr(err.msg, "generation_config.json: not a regular file (a FIFO)"), "%s",
+                  err.msg);
+    remove(g);
+    free(g);
+    g = tu_symlink(d, "generation_config.json", "/dev/zero");
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "generation_config.json: not a regular file (a character device)"),
+                  "%s", err.msg);
+    remove(g);
+    free(g);
+    free(tu_sized_file(d, "generation_config.json", (16ll << 20) + 1));
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_ERR_LIMIT);
+    ck_assert_msg(strstr(err.msg, "generation_config.json: 16777217 bytes is larger than the 16 MiB a "
+                                  "generation_config.json may be"),
+                  "%s", err.msg);
+
+    char *z = tu_symlink(d, "zero.json", "/dev/zero");
+    ck_assert_int_eq(llmrt_hf_config_parse_file(z, &c, &err), LLMRT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, z) && strstr(err.msg, "not a regular file (a character device)"),
+                  "%s", err.msg);
+    free(z);
+    char *big = tu_sized_file(d, "config.json", 17ll << 20);
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_ERR_LIMIT);
+    ck_assert_msg(strstr(err.msg, big) &&
+                      strstr(err.msg, "17.0 MiB is larger than the 16 MiB a config.json may be"),
+                  "%s", err.msg);
+    free(big);
+    tu_rmtree(d);
+    free(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("hf_config");
@@ -247,6 +291,7 @@ int main(void)
     tcase_add_test(tc, test_tied_and_quant);
     tcase_add_test(tc, test_errors_name_file_and_key);
     tcase_add_test(tc, test_load_merges_generation_config);
+    tcase_add_test(tc, test_files_bounded);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

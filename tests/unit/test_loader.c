@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <llmrt/memory.h>
 
@@ -84,6 +85,40 @@ START_TEST(test_broken_plugins_each_rejected)
 }
 END_TEST
 
+/* A plugin folder's *.so must be regular files: a FIFO named x.so would block open (and
+ * dlopen) forever, hanging every command; a link to /dev/zero reads as zeros. Both are
+ * rejected by kind, without blocking, and the good plugins beside them still load. */
+START_TEST(test_non_regular_files_rejected)
+{
+    llmrt_registry *reg;
+    llmrt_error err = {0};
+    ck_assert_int_eq(llmrt_registry_new(&host, &reg, &err), LLMRT_OK);
+    char *tmp = tu_mkdtemp();
+    free(tu_mkfifo(tmp, "fifo.so"));
+    free(tu_symlink(tmp, "zero.so", "/dev/zero"));
+    char sub[4200];
+    snprintf(sub, sizeof sub, "%s/sub", tmp); /* not scanned: loaded by path below */
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    char *fifo = tu_mkfifo(sub, "named.so");
+    char good[4200];
+    snprintf(good, sizeof good, "%s/good.so", broken_dir);
+    free(tu_symlink(tmp, "good.so", good));
+    tu_guard(20);
+    llmrt_registry_scan_dir(reg, tmp);
+    ck_assert_int_eq(llmrt_registry_load_file(reg, fifo, &err), LLMRT_ERR_IO);
+    tu_guard(0);
+    ck_assert_msg(strcmp(err.msg, "not a regular file (a FIFO)") == 0, "%s", err.msg);
+    expect_reason(reg, "fifo.so", "not a regular file (a FIFO)", NULL);
+    expect_reason(reg, "named.so", "not a regular file (a FIFO)", NULL);
+    expect_reason(reg, "zero.so", "not a regular file (a character device)", NULL);
+    ck_assert_ptr_nonnull(llmrt_registry_find(reg, LLMRT_PLUGIN_MEMORY, "good"));
+    free(fifo);
+    tu_rmtree(tmp);
+    free(tmp);
+    llmrt_registry_free(reg);
+}
+END_TEST
+
 /* Built-in registration goes through the same validation. */
 static llmrt_status noop_create(const llmrt_host *h, const llmrt_section *c,
                                 const llmrt_backend_ref *b, llmrt_memory **o, llmrt_error *e)
@@ -136,6 +171,7 @@ int main(void)
     TCase *tc = tcase_create("loader");
     tcase_add_test(tc, test_broken_plugins_each_rejected);
     tcase_add_test(tc, test_builtin_registration);
+    tcase_add_test(tc, test_non_regular_files_rejected);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -797,6 +797,74 @@ START_TEST(malformed_files)
 }
 END_TEST
 
+/* ---- ids that would size absurd tables, files that are not regular ---- */
+
+START_TEST(absurd_ids_refused)
+{
+    const char *v = "{\"a\":0,\"b\":1,\"ab\":2}";
+    /* per-id tables are sized by the largest id: 1e9 would be gigabytes */
+    load_fails(tj(NULL, NULL, v, "[]", "[{\"id\":3,\"content\":\"<s>\"},{\"id\":1000000000,"
+                  "\"content\":\"<x>\",\"special\":true}]", NULL, NULL, NULL),
+               LLMRT_ERR_FORMAT, "added_tokens[1].id is 1000000000, but a tokenizer of 3 "
+               "model.vocab entries and 2 added_tokens numbers its tokens below 65541");
+    load_fails(tj(NULL, NULL, "{\"a\":0,\"b\":2147483000}", "[]", NULL, NULL, NULL, NULL),
+               LLMRT_ERR_FORMAT, "model.vocab[\"b\"] is 2147483000");
+    /* holes up to the slack stay fine (the hand-built tokenizers here use id 1000) */
+    llmrt_tokenizer *t =
+        load_ok(tj(NULL, NULL, v, "[]", "[{\"id\":65539,\"content\":\"<x>\"}]", NULL, NULL, NULL));
+    ck_assert_int_eq(llmrt_tokenizer_vocab_size(t), 65540);
+    ck_assert_int_eq(llmrt_tokenizer_token_id(t, "<x>"), 65539);
+    llmrt_tokenizer_free(t);
+}
+END_TEST
+
+START_TEST(files_must_be_regular)
+{
+    char *json = tj(NULL, NULL, "{\"a\":0,\"b\":1}", "[]", NULL, NULL, NULL, NULL);
+    char *dir = tu_mkdtemp();
+    llmrt_tokenizer *t = NULL;
+    llmrt_error err = {0};
+    tu_guard(20); /* a reader that blocks on the FIFOs fails instead of hanging */
+    char *f = tu_mkfifo(dir, "tokenizer.json");
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "tokenizer.json: not a regular file (a FIFO)"), "%s", err.msg);
+    ck_assert_int_eq(llmrt_tokenizer_load(f, &t, &err), LLMRT_ERR_IO);
+    ck_assert_ptr_null(t);
+    remove(f);
+    free(f);
+    free(tu_write_file(dir, "tokenizer.json", json));
+    /* an optional file that is there but not regular is an error, not skipped */
+    f = tu_mkfifo(dir, "tokenizer_config.json");
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "tokenizer_config.json: not a regular file (a FIFO)"), "%s",
+                  err.msg);
+    remove(f);
+    free(f);
+    tu_guard(0);
+    f = tu_symlink(dir, "chat_template.jinja", "/dev/zero");
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "chat_template.jinja: not a regular file (a character device)"),
+                  "%s", err.msg);
+    remove(f);
+    free(f);
+    free(tu_sized_file(dir, "tokenizer_config.json", 17ll << 20));
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_LIMIT);
+    ck_assert_msg(strstr(err.msg, "tokenizer_config.json: 17.0 MiB is larger than the 16 MiB a "
+                                  "tokenizer_config.json may be"),
+                  "%s", err.msg);
+    free(tu_write_file(dir, "tokenizer_config.json", "{}"));
+    free(tu_sized_file(dir, "tokenizer.json", 257ll << 20));
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_LIMIT);
+    ck_assert_msg(strstr(err.msg, "tokenizer.json: 257.0 MiB is larger than the 256 MiB a "
+                                  "tokenizer.json may be"),
+                  "%s", err.msg);
+    ck_assert_ptr_null(t);
+    tu_rmtree(dir);
+    free(dir);
+    free(json);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -816,6 +884,8 @@ int main(void)
     tcase_add_test(tc, decode_lossy_and_stream);
     tcase_add_test(tc, config_and_files);
     tcase_add_test(tc, malformed_files);
+    tcase_add_test(tc, absurd_ids_refused);
+    tcase_add_test(tc, files_must_be_regular);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

@@ -9,7 +9,8 @@
  *                     argmax_head ops (faked over backend-cpu), with greedy_head = off, and when
  *                     the backend refuses the lm_head
  *   errors            probe, config rejections, missing op, missing tensor, shape and dtype
- *                     mismatches, unknown [model.qwen3] key, forward argument checks
+ *                     mismatches, unknown [model.qwen3] key, forward argument checks, config
+ *                     values that would size absurd allocations
  * The forward groups run on the real backend-cpu.so (exit 77 until it is built) and compare
  * with a double-precision reference forward written here from the Qwen3 definition. The
  * checkpoint is a fake llmrt_checkpoint over tensors built in memory with random values. */
@@ -1090,6 +1091,55 @@ START_TEST(test_load_errors)
 }
 END_TEST
 
+/* The stub's device memory with a ceiling: a larger request fails as a real backend's would. */
+static llmrt_status capped_alloc(llmrt_backend *b, size_t bytes, void **out, llmrt_error *err)
+{
+    if (bytes > (1u << 30))
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "stub: out of memory allocating %zu bytes", bytes);
+    return mock_backend_vtable.dev_alloc(b, bytes, out, err);
+}
+
+/* config.json values that would size absurd allocations: refused naming the key, before the
+ * allocation they would size. */
+START_TEST(test_absurd_config)
+{
+    llmrt_backend_ref be = stub_backend();
+    tcfg c = tiny(LLMRT_DTYPE_BF16);
+    fckpt *f = make_ckpt(&c, 5);
+
+    /* num_hidden_layers sizes the layer array first: the checkpoint must hold the last layer */
+    c.layers = 1000000000;
+    write_config(f, &c);
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_FORMAT, "config.json: num_hidden_layers is 1000000000",
+                "no model.layers.999999999.input_layernorm.weight", "it holds layers 0 to 1", NULL);
+    ck_assert_int_eq(mock_backend_get_stats(&be).dev_alloc_calls, 0);
+    ck_assert_int_eq(f->finds, 0);
+    c.layers = 3;
+    write_config(f, &c);
+    f->ck.has = NULL; /* has is optional: find answers too */
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_FORMAT, "num_hidden_layers is 3",
+                "no model.layers.2.input_layernorm.weight", "it holds layers 0 to 1", NULL);
+    f->ck.has = fk_has;
+    ck_assert_int_eq(mock_backend_get_stats(&be).dev_alloc_calls, 0);
+    c.layers = 2;
+
+    /* huge but consistent: the tensor really is [vocab_size, hidden_size] = 16 GiB (its data
+     * is never read: the allocation fails first); the failure names the tensor and keys */
+    c.vocab = 1 << 28;
+    write_config(f, &c);
+    ftensor *t = fk_get(f, "model.embed_tokens.weight");
+    t->shape[0] = c.vocab;
+    t->bytes = (size_t)c.vocab * (size_t)c.hidden * 2;
+    stub_vt.dev_alloc = capped_alloc;
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_NOMEM, "tensor model.embed_tokens.weight",
+                "[vocab_size, hidden_size] = [268435456, 32]", "16.0 GiB",
+                "stub: out of memory allocating 17179869184 bytes", NULL);
+    ck_assert_int_eq(mock_backend_get_stats(&be).live_dev, 0);
+    fk_free(f);
+    mock_backend_free(&be);
+}
+END_TEST
+
 START_TEST(test_missing_op)
 {
     llmrt_backend_ref be = mock_backend_new(-1, 1); /* the plain mock has no ops at all */
@@ -1164,6 +1214,7 @@ int main(int argc, char **argv)
     if (strcmp(group, "errors") == 0) {
         tcase_add_test(tc, test_probe);
         tcase_add_test(tc, test_load_errors);
+        tcase_add_test(tc, test_absurd_config);
         tcase_add_test(tc, test_missing_op);
         tcase_add_test(tc, test_forward_args);
     } else {
