@@ -13,8 +13,8 @@
  * shown but never refused. Everything else (model, quant, backend, cache, batch limits,
  * plugin_dir, other plugin sections) must be equal. model.path is compared as a resolved
  * path. */
-#ifndef LLMRT_CLI_BENCH_CONFIGS_H
-#define LLMRT_CLI_BENCH_CONFIGS_H
+#ifndef LLMRT_BENCH_BENCH_CONFIGS_H
+#define LLMRT_BENCH_BENCH_CONFIGS_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "error.h"
 #include "progress.h"
 
@@ -110,7 +111,7 @@ static void progress_show(progress *p, const bench_settings *s, int level, int r
 {
     if (!p->out)
         return;
-    double now = llmrt_progress_now();
+    double now = llmrt_now_s();
     if (p->tty && !final_line && now - p->last < 0.1 && p->done != p->total)
         return;
     p->last = now;
@@ -167,7 +168,7 @@ static llmrt_status run_batch(const bench_settings *s, bench_config *cfg, run_ct
         q.on_token = on_token;
         q.user = &pend[slot];
         uint64_t id;
-        r->t_submit = llmrt_progress_now();
+        r->t_submit = llmrt_now_s();
         st = llmrt_engine_submit(cfg->engine, &q, &id, err);
         if (st != LLMRT_OK) {
             llmrt_error_prefix(err, "%s: submitting a request", cfg->name);
@@ -237,7 +238,7 @@ llmrt_status bench_run(const bench_settings *s, bench_config *cfgs, int n_cfg, b
     run_ctx ctx = {.d = out, .output_len = s->output_len};
     pr.out = progress_out;
     pr.tty = progress_out && llmrt_progress_is_tty(progress_out);
-    pr.t0 = llmrt_progress_now();
+    pr.t0 = llmrt_now_s();
     pr.total = per_level_batches * (size_t)s->n_levels;
 
     for (int l = 0; l < s->n_levels; l++) {
@@ -254,7 +255,7 @@ llmrt_status bench_run(const bench_settings *s, bench_config *cfgs, int n_cfg, b
                 TRY(run_batch(s, &cfgs[c], &ctx, warm, conc, prompt, vocab, pend, err));
             }
         if (l == 0)
-            out->t0 = llmrt_progress_now();
+            out->t0 = llmrt_now_s();
         memset(next_unit, 0, (size_t)n_cfg * sizeof *next_unit);
         ctx.recording = 1;
         for (int r = 0; r < s->rounds; r++) {
@@ -278,7 +279,7 @@ llmrt_status bench_run(const bench_settings *s, bench_config *cfgs, int n_cfg, b
             }
         }
     }
-    out->t_end = llmrt_progress_now();
+    out->t_end = llmrt_now_s();
 cleanup:
     progress_clear(&pr);
     free(prompt);

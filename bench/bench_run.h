@@ -11,8 +11,8 @@
  * each config runs `warmup` batches (not recorded), then `rounds` rounds of `requests`
  * blocks; a block runs one batch of every config back to back. Batch k of every config runs
  * in the same block, moments apart, so a verdict can pair them. */
-#ifndef LLMRT_CLI_BENCH_RUN_H
-#define LLMRT_CLI_BENCH_RUN_H
+#ifndef LLMRT_BENCH_BENCH_RUN_H
+#define LLMRT_BENCH_BENCH_RUN_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -9,8 +9,8 @@
  * and pairs batch k of each config, which ran in the same block, moments apart (background
  * load that comes and goes then hits both sides of a pair alike). Summaries and verdicts live
  * apart from the renderers (terminal, JSON, CSV, plot), which only format them. */
-#ifndef LLMRT_CLI_BENCH_SUMMARY_H
-#define LLMRT_CLI_BENCH_SUMMARY_H
+#ifndef LLMRT_BENCH_BENCH_SUMMARY_H
+#define LLMRT_BENCH_BENCH_SUMMARY_H
 
 #include <stddef.h>
 #include <stdint.h>

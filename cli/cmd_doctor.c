@@ -12,9 +12,9 @@
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "commands.h"
 #include "common.h"
 
@@ -43,13 +43,6 @@ static void finding(const char *status, const char *what, const char *remedy, co
 }
 
 static double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* "MemTotal:  123 kB" → bytes; 0 when absent. */
 static unsigned long long meminfo(const char *key)
@@ -152,7 +145,7 @@ static double probe_pinned(const llmrt_backend_ref *be, double cap, double *seco
     const size_t step = 256u << 20;
     void *blocks[256];
     int n = 0;
-    double t0 = now_s();
+    double t0 = llmrt_now_s();
     why[0] = 0;
     while (n < 256 && (double)(n + 1) * step <= cap) {
         llmrt_error err = {0};
@@ -163,7 +156,7 @@ static double probe_pinned(const llmrt_backend_ref *be, double cap, double *seco
         memset(blocks[n], 1, step); /* touch it: pinned memory must really be resident */
         n++;
     }
-    *seconds = now_s() - t0;
+    *seconds = llmrt_now_s() - t0;
     for (int i = 0; i < n; i++)
         be->vt->host_free(be->b, blocks[i]);
     return (double)n * step;

@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "common.h"
 #include "error.h"
+#include "stats.h"
 #include "tokenizer.h"
 
 static const char usage[] =
@@ -148,12 +149,6 @@ static void on_step(void *user, const llmrt_step_record *r)
         g->decode_s += r->wall_ms * 1e-3;
         g->decode_tokens += (uint64_t)r->n_decode_seqs;
     }
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static void print_escaped(const char *s, size_t n)
@@ -421,8 +416,7 @@ int cmd_generate(int argc, char **argv)
         for (int i = 0; i < n_lines; i++)
             for (int32_t j = 0; j < g.outs[i].n_itl; j++)
                 all[k++] = g.outs[i].itl[j];
-        qsort(all, (size_t)n_itl, sizeof *all, cmp_double);
-        p50 = n_itl % 2 ? all[n_itl / 2] : 0.5 * (all[n_itl / 2 - 1] + all[n_itl / 2]);
+        p50 = llmrt_stats_median_inplace(all, (size_t)n_itl);
         free(all);
     }
     fprintf(stderr,

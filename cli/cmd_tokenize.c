@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "chat.h"
 #include "chat_messages.h"
+#include "clock.h"
 #include "commands.h"
 #include "common.h"
 #include "fileutil.h"
@@ -66,15 +66,6 @@ static void print_ids(const llmrt_tokenizer *tok, const int32_t *ids, size_t n, 
     printf("\n");
 }
 
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
-
 typedef struct bench_job {
     const llmrt_tokenizer *tok;
     const char *text;
@@ -90,7 +81,7 @@ typedef struct bench_job {
 static void *bench_thread(void *arg)
 {
     bench_job *j = arg;
-    double t0 = now_s();
+    double t0 = llmrt_now_s();
     do {
         int32_t *ids;
         size_t n;
@@ -100,7 +91,7 @@ static void *bench_thread(void *arg)
             j->mismatch = 1;
         free(ids);
         j->passes++;
-    } while (now_s() - t0 < j->seconds);
+    } while (llmrt_now_s() - t0 < j->seconds);
     return NULL;
 }
 
@@ -113,12 +104,12 @@ static int run_bench(const llmrt_tokenizer *tok, const char *path, int threads, 
     llmrt_error err = {0};
     int32_t *ids = NULL;
     size_t n;
-    double t0 = now_s(), c0;
+    double t0 = llmrt_now_s(), c0;
     if (llmrt_tokenizer_encode(tok, text, len, 0, &ids, &n, &err) != LLMRT_OK) {
         free(text);
         return cli_fail(CMD, &err);
     }
-    double cold = now_s() - t0;
+    double cold = llmrt_now_s() - t0;
     bench_job *jobs = calloc((size_t)threads, sizeof *jobs);
     pthread_t *tid = calloc((size_t)threads, sizeof *tid);
     int rc = 0;
@@ -127,8 +118,8 @@ static int run_bench(const llmrt_tokenizer *tok, const char *path, int threads, 
         rc = 1;
         goto done;
     }
-    t0 = now_s();
-    c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    t0 = llmrt_now_s();
+    c0 = llmrt_cpu_s();
     for (int i = 0; i < threads; i++) {
         jobs[i] = (bench_job){tok, text, len, ids, n, seconds, 0, 0, {0}};
         pthread_create(&tid[i], NULL, bench_thread, &jobs[i]);
@@ -146,7 +137,7 @@ static int run_bench(const llmrt_tokenizer *tok, const char *path, int threads, 
             rc = 1;
         }
     }
-    double wall = now_s() - t0, cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    double wall = llmrt_now_s() - t0, cpu = llmrt_cpu_s() - c0;
     printf("encode bench: %s: %zu bytes, %zu tokens (%.2f bytes/token)\n", path, len, n,
            n ? (double)len / (double)n : 0.0);
     printf("  first pass (cold cache): %8.2f MB/s  %10.0f tokens/s\n", (double)len / cold / 1e6,

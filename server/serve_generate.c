@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "serve.h"
 #include "serve_response.h"
@@ -65,7 +66,7 @@ typedef struct serve_choice {
 } serve_choice;
 
 struct serve_gen {
-    serve_server *srv;
+    llmrt_server *srv;
     struct MHD_Connection *conn;
     serve_conn *cx;
     llmrt_serve_request *req;
@@ -90,13 +91,6 @@ struct serve_gen {
     int ended;
     int failed;                /* building output ran out of memory */
 };
-
-double serve_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- lifetime ---- */
 
@@ -160,7 +154,7 @@ static void on_token(void *user, const llmrt_token_event *ev)
 {
     serve_choice *c = user;
     serve_gen *g = c->g;
-    serve_server *s = g->srv;
+    llmrt_server *s = g->srv;
     int final = ev->finish != LLMRT_FINISH_NONE;
 
     if (ev->token >= 0) {
@@ -260,7 +254,7 @@ static int out_event(serve_gen *g, json_t *obj /* taken */)
 
 static json_t *chunk_head(serve_gen *g)
 {
-    serve_server *s = g->srv;
+    llmrt_server *s = g->srv;
     json_t *o = llmrt_serve_object(g->id,
                                    g->kind == LLMRT_SERVE_CHAT ? "chat.completion.chunk"
                                                                : "text_completion",
@@ -465,7 +459,7 @@ static void stream_free(void *cls)
 /* Non-streaming: the whole response once every choice has finished. */
 static int reply_whole(struct MHD_Connection *conn, serve_gen *g)
 {
-    serve_server *s = g->srv;
+    llmrt_server *s = g->srv;
     llmrt_serve_error e;
     while (g->n_done < g->n_choices) {
         if (gen_pump(g, 1) < 0) {
@@ -520,7 +514,7 @@ static int reply_whole(struct MHD_Connection *conn, serve_gen *g)
 
 /* ---- prompts ---- */
 
-llmrt_status serve_chat_prompt(serve_server *s, const llmrt_serve_request *req, int32_t **ids,
+llmrt_status serve_chat_prompt(llmrt_server *s, const llmrt_serve_request *req, int32_t **ids,
                                size_t *n_ids, llmrt_serve_error *e)
 {
     llmrt_status st = LLMRT_OK;
@@ -566,7 +560,7 @@ cleanup:
 }
 
 /* Token ids of prompt i (malloc'd). */
-static llmrt_status prompt_ids(serve_server *s, const llmrt_serve_request *req, int i,
+static llmrt_status prompt_ids(llmrt_server *s, const llmrt_serve_request *req, int i,
                                int32_t **ids, size_t *n, llmrt_serve_error *e)
 {
     if (req->kind == LLMRT_SERVE_CHAT)
@@ -605,7 +599,7 @@ static llmrt_status prompt_ids(serve_server *s, const llmrt_serve_request *req, 
 }
 
 /* max_tokens for a prompt of n tokens: what was asked, within max_model_len. */
-static llmrt_status budget(serve_server *s, const llmrt_serve_request *req, size_t n,
+static llmrt_status budget(llmrt_server *s, const llmrt_serve_request *req, size_t n,
                            int32_t *max_tokens, llmrt_serve_error *e)
 {
     const char *what = req->kind == LLMRT_SERVE_CHAT ? "messages" : "prompt";
@@ -635,7 +629,7 @@ static llmrt_status budget(serve_server *s, const llmrt_serve_request *req, size
     return LLMRT_OK;
 }
 
-static void make_id(serve_server *s, serve_gen *g)
+static void make_id(llmrt_server *s, serve_gen *g)
 {
     uint64_t x = s->id_salt + atomic_fetch_add(&s->next_id, 1) * 0x9E3779B97F4A7C15ull;
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -665,7 +659,7 @@ static llmrt_status submit_error(const llmrt_error *err, llmrt_serve_kind kind,
 
 int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind kind)
 {
-    serve_server *s = cx->srv;
+    llmrt_server *s = cx->srv;
     llmrt_serve_error e;
     llmrt_serve_request *req = NULL;
     serve_gen *g = NULL;
@@ -673,7 +667,7 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
     size_t *n_ids = NULL;
     int32_t *max_tokens = NULL;
     int n_prompts = 0, rc;
-    double t_arrival = serve_now();
+    double t_arrival = llmrt_now_s();
 
     if (serve_check_ready(s, &e) != 0)
         goto fail;

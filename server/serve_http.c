@@ -137,7 +137,7 @@ int serve_client_gone(struct MHD_Connection *c)
     return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
-int serve_check_model(const serve_server *s, const char *model, llmrt_serve_error *e)
+int serve_check_model(const llmrt_server *s, const char *model, llmrt_serve_error *e)
 {
     if (!model || strcmp(model, s->model_name) == 0)
         return 0;
@@ -147,7 +147,7 @@ int serve_check_model(const serve_server *s, const char *model, llmrt_serve_erro
     return -1;
 }
 
-int serve_check_ready(serve_server *s, llmrt_serve_error *e)
+int serve_check_ready(llmrt_server *s, llmrt_serve_error *e)
 {
     if (atomic_load(&s->draining)) {
         llmrt_serve_error_set(e, 503, NULL, "shutting_down", NULL,
@@ -171,7 +171,7 @@ int serve_check_ready(serve_server *s, llmrt_serve_error *e)
 
 /* ---- small endpoints ---- */
 
-static json_t *model_card(serve_server *s)
+static json_t *model_card(llmrt_server *s)
 {
     json_t *m = json_pack("{s:s, s:s, s:I, s:s, s:n}", "id", s->model_name, "object", "model",
                           "created", (json_int_t)s->started, "owned_by", "llmrt", "parent");
@@ -186,7 +186,7 @@ static json_t *model_card(serve_server *s)
 
 static int handle_models(struct MHD_Connection *c, serve_conn *cx, const char *url)
 {
-    serve_server *s = cx->srv;
+    llmrt_server *s = cx->srv;
     if (cx->route == R_MODEL_ONE) {
         const char *id = url + strlen(routes[R_MODEL_ONE].path);
         char want[512];
@@ -205,7 +205,7 @@ static int handle_models(struct MHD_Connection *c, serve_conn *cx, const char *u
 
 static int handle_health(struct MHD_Connection *c, serve_conn *cx)
 {
-    serve_server *s = cx->srv;
+    llmrt_server *s = cx->srv;
     llmrt_serve_error e;
     /* not ready, failed, or draining: a load balancer should send its traffic elsewhere */
     if (serve_check_ready(s, &e) != 0)
@@ -215,7 +215,7 @@ static int handle_health(struct MHD_Connection *c, serve_conn *cx)
 
 static int handle_metrics(struct MHD_Connection *c, serve_conn *cx)
 {
-    serve_server *s = cx->srv;
+    llmrt_server *s = cx->srv;
     llmrt_engine_stats st;
     llmrt_serve_metrics_info info = {.model_name = s->model_name,
                                      .http_in_flight = atomic_load(&s->http_active)};
@@ -243,7 +243,7 @@ static int key_equal(const char *a, const char *b)
     return d == 0;
 }
 
-static int check_auth(serve_server *s, struct MHD_Connection *c, llmrt_serve_error *e)
+static int check_auth(llmrt_server *s, struct MHD_Connection *c, llmrt_serve_error *e)
 {
     if (!s->api_key[0])
         return 0;
@@ -275,7 +275,7 @@ static int check_auth(serve_server *s, struct MHD_Connection *c, llmrt_serve_err
 static int first_call(struct MHD_Connection *c, serve_conn *cx, const char *url,
                       const char *method, enum MHD_Result *rc)
 {
-    serve_server *s = cx->srv;
+    llmrt_server *s = cx->srv;
     llmrt_serve_error e;
     if (cx->route < 0) {
         llmrt_serve_error_set(&e, 404, NULL, "not_found", NULL,
@@ -325,7 +325,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
 {
-    serve_server *s = cls;
+    llmrt_server *s = cls;
     serve_conn *cx = *con_cls;
     enum MHD_Result rc = MHD_YES;
     (void)version;
@@ -422,7 +422,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    serve_server *s = cls;
+    llmrt_server *s = cls;
     serve_conn *cx = *con_cls;
     (void)c;
     if (!cx)
@@ -437,7 +437,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    serve_server *s = cls;
+    llmrt_server *s = cls;
     char line[256];
     vsnprintf(line, sizeof line, fmt, ap);
     size_t n = strlen(line);
@@ -450,7 +450,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     llmrt_log(LLMRT_LOG_DEBUG, "serve", "libmicrohttpd: %s", line);
 }
 
-llmrt_status serve_http_start(serve_server *s, llmrt_error *err)
+llmrt_status serve_http_start(llmrt_server *s, llmrt_error *err)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -485,7 +485,7 @@ llmrt_status serve_http_start(serve_server *s, llmrt_error *err)
     return LLMRT_OK;
 }
 
-void serve_http_quiesce(serve_server *s)
+void serve_http_quiesce(llmrt_server *s)
 {
     if (!s->daemon)
         return;
@@ -494,7 +494,7 @@ void serve_http_quiesce(serve_server *s)
         close(fd);
 }
 
-void serve_http_stop(serve_server *s)
+void serve_http_stop(llmrt_server *s)
 {
     if (s->daemon)
         MHD_stop_daemon(s->daemon);

@@ -8,8 +8,8 @@
  *
  * Counters and histograms are recorded here (thread-safe: HTTP threads and the stepping
  * thread record concurrently); gauges come from an engine stats snapshot at render time. */
-#ifndef LLMRT_CORE_SERVE_METRICS_H
-#define LLMRT_CORE_SERVE_METRICS_H
+#ifndef LLMRT_SERVER_SERVE_METRICS_H
+#define LLMRT_SERVER_SERVE_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -12,8 +12,8 @@
  * Unknown fields are ignored, as OpenAI-compatible servers do; fields we cannot honour
  * (echo: true, suffix, logit_bias, best_of > n, a non-text response_format) are 400s that
  * say so, never silently dropped. */
-#ifndef LLMRT_CORE_SERVE_REQUEST_H
-#define LLMRT_CORE_SERVE_REQUEST_H
+#ifndef LLMRT_SERVER_SERVE_REQUEST_H
+#define LLMRT_SERVER_SERVE_REQUEST_H
 
 #include <stddef.h>
 #include <stdint.h>

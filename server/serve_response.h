@@ -6,8 +6,8 @@
  * Why a module: the shapes are the compatibility contract with every client; keeping them
  * in one place, separate from sockets and threads, lets unit tests check them field by
  * field. */
-#ifndef LLMRT_CORE_SERVE_RESPONSE_H
-#define LLMRT_CORE_SERVE_RESPONSE_H
+#ifndef LLMRT_SERVER_SERVE_RESPONSE_H
+#define LLMRT_SERVER_SERVE_RESPONSE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -7,19 +7,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "serve.h"
 
 void serve_on_step(void *user, const llmrt_step_record *rec)
 {
-    serve_server *s = user;
+    llmrt_server *s = user;
     llmrt_serve_metrics_step(s->metrics, rec);
     s->log_busy_ms += rec->gpu_busy_ms;
     s->log_idle_ms += rec->idle_ms;
     s->log_steps++;
 }
 
-static void log_line(serve_server *s, double now)
+static void log_line(llmrt_server *s, double now)
 {
     double dt = now - s->log_last_t;
     if (s->log_interval_s <= 0 || dt < s->log_interval_s)
@@ -51,9 +52,9 @@ static void log_line(serve_server *s, double now)
 
 static void *stepper_main(void *arg)
 {
-    serve_server *s = arg;
+    llmrt_server *s = arg;
     llmrt_error err = {0};
-    s->log_last_t = serve_now();
+    s->log_last_t = llmrt_now_s();
     while (!atomic_load(&s->stepper_stop)) {
         if (llmrt_engine_wait_work(s->engine, 250) && !atomic_load(&s->stepper_stop)) {
             if (llmrt_engine_step(s->engine, &err) != LLMRT_OK &&
@@ -66,12 +67,12 @@ static void *stepper_main(void *arg)
                           err.msg);
             }
         }
-        log_line(s, serve_now());
+        log_line(s, llmrt_now_s());
     }
     return NULL;
 }
 
-llmrt_status serve_stepper_start(serve_server *s, llmrt_error *err)
+llmrt_status serve_stepper_start(llmrt_server *s, llmrt_error *err)
 {
     atomic_store(&s->stepper_stop, 0);
     int rc = pthread_create(&s->stepper, NULL, stepper_main, s);
@@ -82,7 +83,7 @@ llmrt_status serve_stepper_start(serve_server *s, llmrt_error *err)
     return LLMRT_OK;
 }
 
-void serve_stepper_stop(serve_server *s)
+void serve_stepper_stop(llmrt_server *s)
 {
     if (!s->stepper_running)
         return;
