@@ -11,7 +11,6 @@
 #define REDRAW_INTERVAL_S 0.1
 #define BAR_WIDTH 24
 
-double llmrt_progress_now(void) { return llmrt_now_s(); }
 
 int llmrt_progress_is_tty(FILE *out)
 {
@@ -31,7 +30,7 @@ void llmrt_progress_init(llmrt_progress *p, FILE *out, int tty, const char *labe
     p->unit = unit;
     p->total_bytes = total_bytes;
     p->total_items = total_items;
-    p->t0 = llmrt_progress_now();
+    p->t0 = llmrt_now_s();
     p->last_draw = -1.0;
     p->quiet_s = 0.5;
     pthread_mutex_init(&p->lock, NULL);
@@ -108,7 +107,7 @@ void llmrt_progress_add(llmrt_progress *p, uint64_t bytes, uint64_t items)
     p->done_bytes += bytes;
     p->done_items += items;
     if (!p->finished) {
-        double now = llmrt_progress_now();
+        double now = llmrt_now_s();
         if (!p->tty)
             draw_plain(p, now);
         else if (p->last_draw < 0 || now - p->last_draw >= REDRAW_INTERVAL_S)
@@ -121,7 +120,7 @@ void llmrt_progress_done(llmrt_progress *p)
 {
     pthread_mutex_lock(&p->lock);
     if (!p->finished) {
-        double now = llmrt_progress_now();
+        double now = llmrt_now_s();
         char bytes[32];
         if (p->done_bytes >= 1000000000ull)
             snprintf(bytes, sizeof bytes, "%.2f GB", (double)p->done_bytes / 1e9);
