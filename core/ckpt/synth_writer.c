@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "progress.h"
 #include "safetensors.h"
