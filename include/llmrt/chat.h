@@ -46,6 +46,18 @@ typedef struct llmrt_chat_options {
     uint32_t n_tools;
 } llmrt_chat_options;
 
+/* How a family's replies are marked up (since 1.2): the host's constrained decoding (a tool
+ * call the request requires) and its reply parsing build on these strings. NULL = the family
+ * has no such markup. Frozen. */
+typedef struct llmrt_chat_syntax {
+    const char *tool_call_open;  /* before a call's JSON: "<tool_call>\n" */
+    const char *tool_call_close; /* after it: "\n</tool_call>" */
+    const char *think_open;      /* reasoning starts: "<think>" */
+    const char *think_close;     /* reasoning ends: "</think>" */
+    int32_t thinks_by_default;   /* 1: a reply starts inside reasoning unless the prompt closed
+                                    it (enable_thinking = false) */
+} llmrt_chat_syntax;
+
 typedef struct llmrt_chat_vtable {
     uint32_t struct_size; /* (required) */
     /* (required) Recognise a chat template's text. `where` names its source in messages
@@ -63,6 +75,9 @@ typedef struct llmrt_chat_vtable {
     llmrt_status (*render)(const llmrt_chat *c, const llmrt_chat_message *msgs, uint32_t n,
                            const llmrt_chat_options *opt, const llmrt_sink *out,
                            llmrt_error *err);
+
+    /* (optional, since 1.2) The family's markup of replies (see llmrt_chat_syntax). */
+    const llmrt_chat_syntax *(*syntax)(const llmrt_chat *c);
 } llmrt_chat_vtable;
 
 #define LLMRT_CHAT_REQUIRED(X) X(create) X(destroy) X(family) X(render)
