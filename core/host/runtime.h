@@ -19,7 +19,11 @@ typedef struct llmrt_runtime {
     llmrt_registry *reg;
 } llmrt_runtime;
 
-/* Build the config (file may be NULL), set the log level, scan the plugin search path. */
+/* Build the config (file may be NULL), set the log level, scan the plugin search path, then
+ * declare every installed plugin's section to the config (its key table validates the
+ * section, applies LLMRT_<KIND>_<NAME>_<KEY>, fills in defaults: an error here fails the
+ * open), warn about LLMRT_* variables that match no key and sections of plugins that are not
+ * installed. */
 llmrt_status llmrt_runtime_open(const char *ini_path, const char *const *sets, int n_sets,
                                 llmrt_runtime **out, llmrt_error *err);
 /* Same, over a config the caller built (ownership passes to the runtime). */
