@@ -84,6 +84,16 @@ check(load.samples.requests.length === 2 * 5 * (1 + 3), 'load requests');
 check(load.levels[1].configs[1].requests === 15 && load.levels[1].configs[1].batches === 5, 'load cell counts');
 EOF
 
+# a developer key is an A/B knob: configs that differ in it run without --allow-diff
+{ cat "$tmp/pageable.ini"; printf '[backend.cpu]\nsimd = baseline\n'; } > "$tmp/simd.ini"
+"$LLMRT" bench -c "$tmp/pageable.ini" -c "$tmp/simd.ini" --input-len 4 --output-len 3 --warmup 0 \
+  --rounds 1 --requests 2 --json "$tmp/simd.json" > "$tmp/simd.out" 2>&1 || { cp "$tmp/simd.out" "$tmp/out"; fail "developer key A/B"; }
+node -e 'const d=JSON.parse(require("fs").readFileSync(process.argv[1]));
+  const r=d.settings_diff.find(x => x.key === "backend.cpu.simd");
+  if (!r || r.class !== "knob" || r.values.join() !== "auto,baseline" ||
+      d.configs[1].developer_keys["backend.cpu.simd"].origin.indexOf("simd.ini:") < 0) process.exit(1);' \
+  "$tmp/simd.json" || fail "backend.cpu.simd is not recorded as a knob with its origin"
+
 # a document missing a required field must be rejected
 node -e 'const fs=require("fs");const d=JSON.parse(fs.readFileSync(process.argv[1]));delete d.levels[0].configs[0].itl_ms.p99;fs.writeFileSync(process.argv[2],JSON.stringify(d))' \
   "$tmp/lat.json" "$tmp/broken.json"
