@@ -19,6 +19,7 @@
 #include <llmrt/model.h>
 #include <llmrt/quant.h>
 
+#include "config.h"
 #include "error.h"
 #include "fileutil.h"
 #include "log.h"
@@ -210,7 +211,21 @@ static llmrt_status validate_desc(const llmrt_plugin_desc *d, llmrt_error *err)
     if (!d->vtable)
         return llmrt_fail(err, LLMRT_ERR_ABI, "%s plugin '%s' has a NULL vtable",
                           llmrt_plugin_kind_name(d->kind), d->name);
-    llmrt_status st = check_members(d->vtable, req, n_req, "vtable", d, err);
+    llmrt_status st;
+    if (LLMRT_VT_HAS(d, llmrt_plugin_desc, keys)) { /* its key table, checked like core's */
+        if (d->struct_size < offsetof(llmrt_plugin_desc, n_keys) + sizeof d->n_keys)
+            return llmrt_fail(err, LLMRT_ERR_ABI,
+                              "%s plugin '%s': descriptor struct_size %u holds keys but not "
+                              "n_keys",
+                              llmrt_plugin_kind_name(d->kind), d->name, d->struct_size);
+        char section[96];
+        llmrt_error kerr = {0};
+        snprintf(section, sizeof section, "%s.%s", llmrt_plugin_kind_name(d->kind), d->name);
+        if (llmrt_key_table_check(section, d->keys, d->n_keys, &kerr) != LLMRT_OK)
+            return llmrt_fail(err, LLMRT_ERR_ABI, "%s plugin '%s': bad key table: %s",
+                              llmrt_plugin_kind_name(d->kind), d->name, kerr.msg);
+    }
+    st = check_members(d->vtable, req, n_req, "vtable", d, err);
     if (st)
         return st;
     if (d->kind == LLMRT_PLUGIN_MODEL) {

@@ -111,7 +111,8 @@ typedef struct llmrt_sink {
  * LLMRT_<KIND>_<NAME>_<KEY> from the environment, fills in defaults, shows where each value
  * came from (`llmrt config --show`) and writes them into `llmrt config --template`. The
  * section handed to create() then holds every declared key with its effective value.
- * A plugin without a table (1.0) gets its section as written and validates it itself. */
+ * A plugin without a table (1.0, or keys NULL) gets its section as written and validates it
+ * itself; a table of no keys (keys set, n_keys 0) says the section takes none. */
 typedef enum llmrt_key_type {
     LLMRT_KEY_STRING = 1,
     LLMRT_KEY_PATH = 2,  /* a file or folder; relative paths in an INI resolve against its folder */

@@ -5,11 +5,8 @@
  * memory (caps HOST_IS_DEVICE | MAPPED_HOST), ops run synchronously on the calling thread
  * plus a persistent thread pool, graphs and on-device sampling are absent (NULL).
  *
- * [backend.cpu]
- *   threads = 0     ; worker threads including the caller; 0 = one per core available
- *   simd = auto     ; auto | avx2 | baseline: vector kernels of the GEMMs (and of quant
- *                   ; plugins, which ask through native_handle("cpu.simd")); all give the
- *                   ; same results, baseline exists to check that and to measure the gain */
+ * [backend.cpu]: its keys are the table cpu_keys below, which the host validates (names,
+ * values) and fills in with defaults before create() sees the section. */
 #include "cpu_internal.h"
 
 #include <errno.h>
@@ -22,8 +19,20 @@
 
 #define CPU_MAX_THREADS 1024
 
-static const char *const known_keys[] = {"threads", "simd"};
-#define N_KNOWN_KEYS (sizeof known_keys / sizeof known_keys[0])
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static const llmrt_key cpu_keys[] = {
+    {"threads", LLMRT_KEY_INT, "0", "0.." STR(CPU_MAX_THREADS),
+     "Worker threads for the CPU backend, the calling thread included (0: one per core this "
+     "process may run on).",
+     0},
+    {"simd", LLMRT_KEY_ENUM, "auto", "auto|avx2|baseline",
+     "Vector kernels of the CPU GEMMs (dense, and AWQ's through native_handle(\"cpu.simd\")); "
+     "all give identical results: baseline exists to check that and to measure the gain.",
+     LLMRT_KEY_DEVELOPER},
+};
+#define N_CPU_KEYS ((uint32_t)(sizeof cpu_keys / sizeof cpu_keys[0]))
 
 /* Cores this process may run on (affinity mask), else online cores. */
 static int available_cores(void)
@@ -38,91 +47,48 @@ static int available_cores(void)
     return n > 0 ? (int)n : 1;
 }
 
-static int edit_distance(const char *a, const char *b)
+/* Where the section's `key` came from ("conf/x.ini:4", "default"). */
+static const char *where_of(const llmrt_section *cfg, const char *key)
 {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 64;
-    int prev[64], cur[64];
-    for (size_t j = 0; j <= lb; j++)
-        prev[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            int del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, sizeof cur);
-    }
-    return prev[lb];
+    for (size_t i = 0; cfg && cfg->where && i < cfg->n; i++)
+        if (strcmp(cfg->keys[i], key) == 0 && cfg->where[i])
+            return cfg->where[i];
+    return "default";
 }
 
-static const char *where_of(const llmrt_section *cfg, size_t i)
-{
-    return cfg->where && cfg->where[i] ? cfg->where[i] : "runtime.ini";
-}
-
-/* Validate [backend.cpu]; *threads gets the requested count (0 = auto), *simd the kernel
- * choice. */
+/* Read [backend.cpu] (the host validated it against cpu_keys; a caller without a host, such
+ * as a test, may pass NULL or a partial section: absent keys take their defaults). *threads
+ * gets the requested count (0 = auto), *simd the kernel choice. */
 static llmrt_status parse_config(const llmrt_section *cfg, int *threads, cpu_simd *simd,
                                  llmrt_error *err)
 {
-    *threads = 0;
-    *simd = cpu_simd_detect();
-    if (!cfg)
-        return LLMRT_OK;
-    const char *name = cfg->name ? cfg->name : "backend.cpu";
-    for (size_t i = 0; i < cfg->n; i++) {
-        const char *key = cfg->keys[i], *val = cfg->values[i] ? cfg->values[i] : "";
-        if (strcmp(key, "threads") == 0) {
-            char *end = NULL;
-            errno = 0;
-            long v = strtol(val, &end, 10);
-            while (end && (*end == ' ' || *end == '\t'))
-                end++;
-            if (end == val || !end || *end || errno || v < 0 || v > CPU_MAX_THREADS)
-                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                                  "%s: [%s] threads = '%s' is not valid (expected an integer from "
-                                  "0 to %d; 0 = one thread per available core)",
-                                  where_of(cfg, i), name, val, CPU_MAX_THREADS);
-            *threads = (int)v;
-            continue;
-        }
-        if (strcmp(key, "simd") == 0) {
-            if (strcmp(val, "auto") == 0) {
-                *simd = cpu_simd_detect();
-            } else if (strcmp(val, "baseline") == 0) {
-                *simd = CPU_SIMD_BASELINE;
-            } else if (strcmp(val, "avx2") == 0) {
-                if (cpu_simd_detect() != CPU_SIMD_AVX2)
-                    return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                                      "%s: [%s] simd = avx2, but this CPU (or this build) has no "
-                                      "AVX2 + F16C; use simd = auto or baseline",
-                                      where_of(cfg, i), name);
-                *simd = CPU_SIMD_AVX2;
-            } else {
-                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                                  "%s: [%s] simd = '%s' is not valid (expected auto, avx2 or "
-                                  "baseline)",
-                                  where_of(cfg, i), name, val);
-            }
-            continue;
-        }
-        const char *best = NULL;
-        int bd = 1 << 30;
-        for (size_t k = 0; k < N_KNOWN_KEYS; k++) {
-            int d = edit_distance(key, known_keys[k]);
-            if (d < bd)
-                bd = d, best = known_keys[k];
-        }
-        if (best && bd <= 2 + (int)strlen(best) / 4)
-            return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                              "%s: unknown key '%s' in [%s] (did you mean '%s'?)", where_of(cfg, i),
-                              key, name, best);
+    const char *name = cfg && cfg->name ? cfg->name : "backend.cpu";
+    const char *tv = llmrt_key_value(cfg, cpu_keys, N_CPU_KEYS, "threads");
+    const char *sv = llmrt_key_value(cfg, cpu_keys, N_CPU_KEYS, "simd");
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(tv, &end, 10);
+    if (end == tv || *end || errno || v < 0 || v > CPU_MAX_THREADS)
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "%s: unknown key '%s' in [%s] (known keys: threads, simd)", where_of(cfg, i),
-                          key, name);
+                          "%s: [%s] threads = '%s' is not valid (expected an integer from 0 to "
+                          "%d; 0 = one thread per available core)",
+                          where_of(cfg, "threads"), name, tv, CPU_MAX_THREADS);
+    *threads = (int)v;
+    if (strcmp(sv, "auto") == 0) {
+        *simd = cpu_simd_detect();
+    } else if (strcmp(sv, "baseline") == 0) {
+        *simd = CPU_SIMD_BASELINE;
+    } else if (strcmp(sv, "avx2") == 0) {
+        if (cpu_simd_detect() != CPU_SIMD_AVX2)
+            return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                              "%s: [%s] simd = avx2, but this CPU (or this build) has no AVX2 + "
+                              "F16C; use simd = auto or baseline",
+                              where_of(cfg, "simd"), name);
+        *simd = CPU_SIMD_AVX2;
+    } else {
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "%s: [%s] simd = '%s' is not valid (expected auto, avx2 or baseline)",
+                          where_of(cfg, "simd"), name, sv);
     }
     return LLMRT_OK;
 }
@@ -165,7 +131,7 @@ static llmrt_status cpu_create(const llmrt_host *host, const llmrt_section *cfg,
 {
     *out = NULL;
     int threads = 0;
-    cpu_simd simd;
+    cpu_simd simd = CPU_SIMD_BASELINE;
     llmrt_status st = parse_config(cfg, &threads, &simd, err);
     if (st != LLMRT_OK)
         return st;
@@ -278,6 +244,8 @@ static const llmrt_plugin_desc cpu_desc = {
     .license = "MIT",
     .vtable = &cpu_vtable,
     .init = NULL,
+    .keys = cpu_keys,
+    .n_keys = N_CPU_KEYS,
 };
 
 LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)

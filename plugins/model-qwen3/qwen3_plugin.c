@@ -53,34 +53,42 @@ static llmrt_status check_quant(const llmrt_quant_ref *q, llmrt_error *err)
     return LLMRT_OK;
 }
 
-/* [model.qwen3] fuse = auto | off (see llmrt_model.fuse), greedy_head = auto | off (see
- * llmrt_model.greedy_head); anything else is a typo worth reporting. */
+/* [model.qwen3]: declared here, validated (and filled in with defaults) by the host. */
+static const llmrt_key qwen3_keys[] = {
+    {"fuse", LLMRT_KEY_ENUM, "auto", "auto|off",
+     "Load q/k/v and gate/up as one linear each and use the fused small ops when the backend "
+     "has them (off: separate ones, for A/B).",
+     0},
+    {"greedy_head", LLMRT_KEY_ENUM, "auto", "auto|off",
+     "Greedy steps of up to 8 sequences find their argmax through the backend's argmax_head "
+     "(CUDA: an int8 copy of lm_head screens, the candidates are recomputed exactly: the same "
+     "ids; vocab x hidden bytes more device memory). off: lm_head + argmax always.",
+     0},
+};
+#define N_QWEN3_KEYS ((uint32_t)(sizeof qwen3_keys / sizeof qwen3_keys[0]))
+
+/* fuse (see llmrt_model.fuse) and greedy_head (see llmrt_model.greedy_head): auto or off. A
+ * caller without a host (a test) may pass NULL or a partial section: absent keys take their
+ * defaults. */
 static llmrt_status parse_section(const llmrt_section *cfg, int *fuse, int *greedy_head,
                                   llmrt_error *err)
 {
-    *fuse = 1;
-    *greedy_head = 1;
-    for (size_t i = 0; cfg && i < cfg->n; i++) {
-        const char *where = cfg->where && cfg->where[i] ? cfg->where[i] : "runtime.ini";
-        const char *sec = cfg->name ? cfg->name : "model.qwen3";
-        int *flag = strcmp(cfg->keys[i], "fuse") == 0          ? fuse
-                    : strcmp(cfg->keys[i], "greedy_head") == 0 ? greedy_head
-                                                               : NULL;
-        if (!flag)
+    int *flags[] = {fuse, greedy_head};
+    for (uint32_t i = 0; i < N_QWEN3_KEYS; i++) {
+        const char *key = qwen3_keys[i].name;
+        const char *v = llmrt_key_value(cfg, qwen3_keys, N_QWEN3_KEYS, key);
+        if (strcmp(v, "auto") != 0 && strcmp(v, "off") != 0) {
+            const char *where = "default";
+            for (size_t j = 0; cfg && cfg->where && j < cfg->n; j++)
+                if (strcmp(cfg->keys[j], key) == 0)
+                    where = cfg->where[j];
             return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                              "%s: unknown key '%s' in [%s] (the qwen3 model plugin's keys are "
-                              "fuse = auto|off and greedy_head = auto|off)",
-                              where, cfg->keys[i], sec);
-        if (strcmp(cfg->values[i], "auto") == 0)
-            *flag = 1;
-        else if (strcmp(cfg->values[i], "off") == 0)
-            *flag = 0;
-        else
-            return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                              "%s: [%s] %s = '%s': expected auto (%s where the backend has "
-                              "them) or off",
-                              where, sec, cfg->keys[i], cfg->values[i],
-                              flag == fuse ? "fused ops and projections" : "the argmax_head ops");
+                              "%s: [model.qwen3] %s = '%s': expected auto (%s where the backend "
+                              "has them) or off",
+                              where, key, v,
+                              i == 0 ? "fused ops and projections" : "the argmax_head ops");
+        }
+        *flags[i] = strcmp(v, "auto") == 0;
     }
     return LLMRT_OK;
 }
@@ -347,6 +355,8 @@ static const llmrt_plugin_desc qwen3_desc = {
     .license = "MIT",
     .vtable = &qwen3_vtable,
     .init = NULL,
+    .keys = qwen3_keys,
+    .n_keys = N_QWEN3_KEYS,
 };
 
 LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)

@@ -230,4 +230,5 @@ check $o 'j.model === "tiny-chat"' "served_model_name in responses"
 check $o 'j.error.code === "queue_full" && j.error.message.includes("max_queue")' "503 error object"
 [[ $(post /v1/completions '{"prompt": "Hi", "max_tokens": 1, "n": 2}' $o -H 'Authorization: Bearer sekrit') == 200 ]] || fail "n within server.max_queue"
 serve_stop
+! grep -q "sekrit" "$SERVE_LOG.out" "$SERVE_LOG.err" || fail "the API key is in the server's log"
 echo "ok: serve"
