@@ -434,7 +434,7 @@ static const char *const non_key_vars[] = {
     "LLMRT_ASAN_EXCLUDE",
     "LLMRT_BUNDLE_LIBS",    /* scripts/gpu-pack.sh */
     "LLMRT_8B_DIR",         /* scripts/gpu-check.sh, backend-cuda's gpu-sweep.sh */
-    "LLMRT_QWEN3_TOKENIZER", /* tools/fetch-qwen3-tokenizer.sh, test_tokenizer_qwen3 */
+    "LLMRT_TOKENIZER_DIR",  /* the tokenizer folder of tools/fetch-*-tokenizer.sh and tests */
     "LLMRT_LOGITS_BACKEND", /* tests/integration/test_logits.sh */
     "LLMRT_LOGITS_TOL",
 };
