@@ -211,26 +211,31 @@ static llmrt_status choose_target(const llmrt_backend_ref *be, awq_target *out, 
 {
     const char *name = be->name ? be->name : "?";
 #ifdef AWQ_HAVE_CUDA
+    const char *no_cuda = "";
     if (llmrt_cuda_ext_of(be)) {
         *out = AWQ_ON_CUDA;
         return LLMRT_OK;
     }
+#else
+    const char *no_cuda = "; this build of quant-awq has no CUDA kernels either";
 #endif
     if (be->vt->caps(be->b) & LLMRT_BACKEND_CAP_HOST_IS_DEVICE) {
         *out = AWQ_ON_CPU;
         return LLMRT_OK;
     }
+#ifndef AWQ_HAVE_CUDA
     if (llmrt_backend_extension(be->vt, be->b, LLMRT_EXT_CUDA, LLMRT_EXT_CUDA_VERSION))
         return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
                           "quant-awq was built without CUDA: backend '%s' offers the \"%s\" "
                           "extension, but this build has no CUDA kernels to run on it (rebuild "
                           "with a CUDA toolkit, LLMRT_CUDA=ON)",
                           name, LLMRT_EXT_CUDA);
+#endif
     return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
                       "quant-awq has no kernels for backend '%s': it offers neither the \"%s\" "
                       "extension (version %d, for the CUDA kernels) nor host-addressable device "
-                      "memory (caps LLMRT_BACKEND_CAP_HOST_IS_DEVICE, for the CPU kernels)",
-                      name, LLMRT_EXT_CUDA, LLMRT_EXT_CUDA_VERSION);
+                      "memory (caps LLMRT_BACKEND_CAP_HOST_IS_DEVICE, for the CPU kernels)%s",
+                      name, LLMRT_EXT_CUDA, LLMRT_EXT_CUDA_VERSION, no_cuda);
 }
 
 static llmrt_status awq_create(const llmrt_host *host, const llmrt_section *cfg,
