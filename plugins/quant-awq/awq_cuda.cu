@@ -39,12 +39,12 @@
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-
-#include <llmrt/cuda.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <llmrt/cuda.h>
 
 #define AWQ_MT 2            /* m-tiles (16 rows each) per warp: AWQ_CL_MPAD / 16 */
 #define AWQ_MAX_N 32        /* tokens the tensor-core GEMV handles (4 n-tiles of 8) */
