@@ -6,8 +6,12 @@
  * plus a persistent thread pool, graphs and on-device sampling are absent (NULL).
  *
  * [backend.cpu]: its keys are the table cpu_keys below, which the host validates (names,
- * values) and fills in with defaults before create() sees the section. */
+ * values) and fills in with defaults before create() sees the section. simd also serves
+ * quant plugins with CPU kernels, which ask for it through the "llmrt.cpu" extension. */
 #include "cpu_internal.h"
+
+#include <llmrt/ext/cpu.h>
+#include <llmrt/ext/fused.h>
 
 #include <errno.h>
 #include <sched.h>
@@ -171,14 +175,6 @@ static llmrt_status cpu_synchronize(llmrt_backend *b, llmrt_error *err)
     return LLMRT_OK; /* ops complete before they return */
 }
 
-/* "cpu.simd" → the kernel family in use, as a static string ("avx2", "baseline"). */
-static void *cpu_native_handle(llmrt_backend *b, const char *what)
-{
-    if (what && strcmp(what, "cpu.simd") == 0)
-        return (void *)cpu_simd_name(b->simd);
-    return NULL;
-}
-
 static void cpu_parallel_for(llmrt_backend *b, int64_t n, void (*fn)(void *, int64_t, int64_t),
                              void *ctx)
 {
@@ -189,6 +185,36 @@ static llmrt_status cpu_mem_info(llmrt_backend *b, uint64_t *free_bytes, uint64_
                                  llmrt_error *err)
 {
     return cpu_meminfo(total_bytes, free_bytes, err);
+}
+
+/* ---- extensions ---- */
+
+static const char *ext_simd(llmrt_backend *b) { return cpu_simd_name(b->simd); }
+static int32_t ext_threads(llmrt_backend *b) { return b->n_threads; }
+
+static const llmrt_cpu_ext cpu_ext = {
+    .struct_size = sizeof(llmrt_cpu_ext),
+    .simd = ext_simd,
+    .threads = ext_threads,
+};
+
+static const llmrt_fused_ops fused_ext = {
+    .struct_size = sizeof(llmrt_fused_ops),
+    .add_rmsnorm = cpu_add_rmsnorm,
+    .qk_norm_rope_store = cpu_qk_norm_rope_store,
+    .swiglu = cpu_swiglu,
+};
+
+/* "llmrt.cpu" (the vector path and thread count, for other plugins' CPU kernels) and
+ * "llmrt.fused" (cpu_fused.c), each at its version or older. */
+static const void *cpu_extension(llmrt_backend *b, const char *name, uint32_t version)
+{
+    (void)b;
+    if (name && strcmp(name, LLMRT_EXT_CPU) == 0)
+        return version <= LLMRT_EXT_CPU_VERSION ? &cpu_ext : NULL;
+    if (name && strcmp(name, LLMRT_EXT_FUSED) == 0)
+        return version <= LLMRT_EXT_FUSED_VERSION ? &fused_ext : NULL;
+    return NULL;
 }
 
 static const llmrt_backend_vtable cpu_vtable = {
@@ -226,12 +252,12 @@ static const llmrt_backend_vtable cpu_vtable = {
     .gemm = cpu_gemm,
     .argmax = cpu_argmax,
     .sample = NULL,
-    .native_handle = cpu_native_handle,
+    /* native_handle and the deprecated fused slots stay NULL: the same services are the
+     * extensions above (backend.h) */
+    .native_handle = NULL,
     .parallel_for = cpu_parallel_for,
     .mem_info = cpu_mem_info,
-    .add_rmsnorm = cpu_add_rmsnorm,
-    .qk_norm_rope_store = cpu_qk_norm_rope_store,
-    .swiglu = cpu_swiglu,
+    .extension = cpu_extension,
 };
 
 static const llmrt_plugin_desc cpu_desc = {

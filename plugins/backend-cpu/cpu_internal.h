@@ -95,7 +95,7 @@ llmrt_status cpu_attention(llmrt_backend *b, float *out, const float *q,
                            const llmrt_attn_params *p, llmrt_error *err);
 llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
                       int32_t n, llmrt_error *err);
-/* optional fused ops (cpu_fused.c) */
+/* the "llmrt.fused" extension's ops (cpu_fused.c) */
 llmrt_status cpu_add_rmsnorm(llmrt_backend *b, float *out, float *x, const float *res,
                              const llmrt_tensor *w, int32_t rows, int32_t d, float eps,
                              llmrt_error *err);

@@ -1,5 +1,5 @@
 /* cuda_argmax_head.cu — greedy decoding's output projection without computing every logit
- * (the optional argmax_head ops of backend.h).
+ * (the "llmrt.argmax_head" extension, ext/argmax_head.h).
  *
  * Why: at batch-1 decode the lm_head GEMV reads the whole [vocab, d] matrix every token
  * (Qwen3-8B, f16: 1.245 GB, 0.27 ms of a 2.1 ms step on the H200), yet a greedy step needs only
@@ -51,7 +51,7 @@ struct llmrt_argmax_head {
     float *part;                    /* [max_rows, blocks] per-block max (A - b) */
     float2 *xnorm;                  /* [max_rows] (||x_r||, ||x_r - x'_r||) */
     unsigned long long *best;       /* [max_rows] packed (L, -j) maxima; 0 between calls */
-    unsigned long long *stats;      /* [2] candidates, rows (LLMRT_CUDA_TUNE ah_stats=1) */
+    unsigned long long *stats;      /* [2] candidates, rows ([backend.cuda] tune ah_stats=1) */
     int blocks;                     /* screen grid */
 };
 
@@ -159,8 +159,8 @@ ah_screen_kernel(float *__restrict__ approx, float *__restrict__ part, float2 *_
         rows_of(grp);
         load(lane * 16);
     }
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
 
     /* x' in shared memory; warp w takes groups w, w + AH_WARPS, ... of every row */
     float xx[N], dd[N];
@@ -311,8 +311,8 @@ ah_select_kernel(unsigned long long *__restrict__ best, unsigned long long *stat
                  int screen_blocks)
 {
     __shared__ float red[32];
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int r = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float t = -INFINITY;
@@ -345,8 +345,8 @@ ah_select_kernel(unsigned long long *__restrict__ best, unsigned long long *stat
 __global__ void ah_finish_kernel(int32_t *__restrict__ out, unsigned long long *__restrict__ best,
                                  unsigned long long *stats, int n)
 {
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int r = threadIdx.x;
     if (r < n) {
         const unsigned long long v = best[r];

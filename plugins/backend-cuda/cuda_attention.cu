@@ -23,7 +23,7 @@
                               * H200, 8B, ctx 2048: 4 -> 2 took 2.40 -> 2.37 ms: a shorter
                               * dependent chain per thread, more splits) */
 #define ATT_MAX_SPLITS 256   /* decode: most splits of one sequence */
-#define ATT_DEFAULT_SPLITS 32 /* decode: most splits unless LLMRT_CUDA_TUNE att_maxs says */
+#define ATT_DEFAULT_SPLITS 32 /* decode: most splits unless [backend.cuda] tune att_maxs says */
 #define ATT_COUNTERS (1 << 20) /* decode: completion counters at the start of the scratch */
 #define ATT_WINDOW_BYTES 32768 /* decode: K/V a block copies to shared memory before its wait */
 #define PF_THREADS 256       /* prefill: threads per block (16 x 16) */
@@ -151,7 +151,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     const int lr = lane % LPR;
 
     /* Before the wait on the kernel before this one (programmatic dependent launch; see
-     * pdl_wait in cuda_common.cuh): the step inputs and the cache rows of earlier steps'
+     * the launch protocol in cuda_common.cuh): the step inputs and the cache rows of earlier steps'
      * tokens (positions < L - qlen) were written by work that completed before that kernel
      * started, so the block copies its split's first stage_t of those rows into shared memory
      * now, overlapping that kernel's run. This step's rows (the kernel before stored them) and
@@ -178,8 +178,8 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         cp_async16(att_window + (size_t)stage_t * RV + i, reinterpret_cast<const uint4 *>(vc + at) + c);
     }
     cp_async_commit();
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     if (!run)
         return;
     const int row = qs0 + qlen - 1; /* decode: the one query token, at position L - 1 */
@@ -427,8 +427,8 @@ attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, const 
     float *KVs = Qs + QR * LDQ;                      /* [KT][LDQ] */
     float *Ps = KVs + KT * LDQ;                      /* [QR][LDP] */
 
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int s = blockIdx.z;
     const int group = n_heads / n_kv_heads;
@@ -629,7 +629,7 @@ llmrt_status cuda_attention_init(llmrt_backend *b, llmrt_error *err)
 #undef PF_SET
     if (e != cudaSuccess)
         return cuda_fail(err, LLMRT_ERR_DEVICE, e, "cudaFuncSetAttribute(attention prefill)");
-    /* decode: the staged K/V window (LLMRT_CUDA_TUNE att_win = KB, -1 = none), on devices
+    /* decode: the staged K/V window ([backend.cuda] tune att_win = KB, -1 = none), on devices
      * where it fits next to every decode kernel's static shared memory */
     const size_t win = b->tune.att_win < 0   ? 0
                        : b->tune.att_win > 0 ? (size_t)b->tune.att_win * 1024

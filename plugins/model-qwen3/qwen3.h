@@ -12,6 +12,8 @@
 #include <llmrt/backend.h>
 #include <llmrt/chat.h>
 #include <llmrt/checkpoint.h>
+#include <llmrt/ext/argmax_head.h>
+#include <llmrt/ext/fused.h>
 #include <llmrt/model.h>
 #include <llmrt/quant.h>
 
@@ -103,18 +105,21 @@ struct llmrt_model {
     qwen3_layer *layers;      /* [n_layers] */
     qwen3_scratch s;
     uint64_t weight_bytes;
-    /* [model.qwen3] fuse = auto: use the backend's optional fused ops (add_rmsnorm,
-     * qk_norm_rope_store, swiglu) and fused q/k/v and gate/up linears where available;
-     * off: the separate ops only (for A/B and as a reference). */
+    /* [model.qwen3] fuse = auto: use the backend's fused ops (the "llmrt.fused" extension:
+     * add_rmsnorm, qk_norm_rope_store, swiglu) and fused q/k/v and gate/up linears where
+     * available; off: the separate ops only (for A/B and as a reference). */
     int fuse;
-    int use_add_rmsnorm, use_qkv, use_gate_up; /* decided at create from fuse + backend ops */
+    const llmrt_fused_ops *fused; /* the backend's fused ops; NULL: none, or fuse = off */
+    int use_qkv, use_gate_up;     /* fused projections: decided at create (fused != NULL) */
     /* A forward of at most glu_rows tokens has the gate/up projection write silu(gate) * up
      * itself (quant linear_forward_fused, LLMRT_FUSE_OUT_SWIGLU; 0: never). */
     int32_t glu_rows;
-    /* [model.qwen3] greedy_head = auto: when the backend has the argmax_head ops, greedy steps
-     * of at most head_rows sequences find each argmax through them (CUDA: an int8 copy of
-     * lm_head screens, the candidates are recomputed exactly); off: lm_head + argmax. */
+    /* [model.qwen3] greedy_head = auto: when the backend offers the "llmrt.argmax_head"
+     * extension, greedy steps of at most head_rows sequences find each argmax through it
+     * (CUDA: an int8 copy of lm_head screens, the candidates are recomputed exactly); off:
+     * lm_head + argmax. */
     int greedy_head;
+    const llmrt_argmax_head_ops *head_ops; /* the extension that made `head` */
     llmrt_argmax_head *head;  /* NULL: none */
     int32_t head_rows;
 };

@@ -14,7 +14,7 @@
  *   x += (silu(xn · Wgᵀ) * (xn · Wuᵀ)) · Wdᵀ
  * then the final norm and lm_head on the logits rows (or on every row with all_logits).
  *
- * With the backend's fused ops (m->use_*, see qwen3_plugin.c) the same math takes fewer
+ * With the backend's fused ops (m->fused, see qwen3_plugin.c) the same math takes fewer
  * launches: each residual add is deferred into the next norm (add_rmsnorm: x += r, then
  * xn = rmsnorm(x)); q/k/v come from one fused projection whose per-head norms, RoPE and
  * cache store are one op (qk_norm_rope_store); gate/up come from one projection and
@@ -34,7 +34,7 @@ static llmrt_status linear(llmrt_model *m, const qwen3_linear *l, float *y, cons
 }
 
 /* x [rows, H] += res (when not NULL), then out = rmsnorm(x) * w: one op when the backend has
- * add_rmsnorm, else add and rmsnorm. */
+ * the fused ops, else add and rmsnorm. */
 static llmrt_status add_norm(llmrt_model *m, float *out, float *x, const float *res,
                              const llmrt_tensor *w, int32_t rows, llmrt_error *err)
 {
@@ -42,8 +42,8 @@ static llmrt_status add_norm(llmrt_model *m, float *out, float *x, const float *
     const int32_t H = m->cfg.hidden;
     const float eps = (float)m->cfg.eps;
     llmrt_status st;
-    if (m->use_add_rmsnorm)
-        return be->add_rmsnorm(m->be.b, out, x, res, w, rows, H, eps, err);
+    if (m->fused)
+        return m->fused->add_rmsnorm(m->be.b, out, x, res, w, rows, H, eps, err);
     if (res && (st = be->add(m->be.b, x, x, res, (int64_t)rows * H, err)))
         return st;
     return be->rmsnorm(m->be.b, out, x, w, rows, H, eps, err);
@@ -64,9 +64,10 @@ static llmrt_status attn_prologue(llmrt_model *m, const qwen3_layer *L, const ll
     if (L->fused_qkv) {
         if ((st = linear(m, &L->qkv_proj, s->qkv, s->xn, T, err)))
             return st;
-        return be->qk_norm_rope_store(b, s->q, s->qkv, &L->q_norm, &L->k_norm, batch->positions,
-                                      batch->slot_mapping, T, c->n_heads, c->n_kv_heads, D, eps,
-                                      theta, kv->k[l], kv->v[l], kv->dtype, err);
+        return m->fused->qk_norm_rope_store(b, s->q, s->qkv, &L->q_norm, &L->k_norm,
+                                            batch->positions, batch->slot_mapping, T, c->n_heads,
+                                            c->n_kv_heads, D, eps, theta, kv->k[l], kv->v[l],
+                                            kv->dtype, err);
     }
     if ((st = linear(m, &L->q_proj, s->q, s->xn, T, err)) ||
         (st = linear(m, &L->k_proj, s->k, s->xn, T, err)) ||
@@ -93,7 +94,7 @@ static llmrt_status mlp_up(llmrt_model *m, const qwen3_layer *L, int32_t T, llmr
                                                      T, LLMRT_FUSE_OUT_SWIGLU, err);
         if ((st = linear(m, &L->gate_up_proj, s->gu, s->xn, T, err)))
             return st;
-        return be->swiglu(m->be.b, s->act, s->gu, T, I, err);
+        return m->fused->swiglu(m->be.b, s->act, s->gu, T, I, err);
     }
     if ((st = linear(m, &L->gate_proj, s->gate, s->xn, T, err)) ||
         (st = linear(m, &L->up_proj, s->up, s->xn, T, err)))
@@ -222,7 +223,7 @@ llmrt_status qwen3_forward_argmax(llmrt_model *m, const llmrt_batch *batch,
         return st;
     const llmrt_backend_vtable *be = m->be.vt;
     if (m->head && n <= m->head_rows)
-        return be->argmax_head_forward(m->be.b, m->head, out, rows, n, err);
+        return m->head_ops->forward(m->be.b, m->head, out, rows, n, err);
     if ((st = be->gemm(m->be.b, logits, rows, &m->lm_head, n, err)))
         return st;
     return be->argmax(m->be.b, out, logits, n, m->cfg.vocab, err);

@@ -1,6 +1,6 @@
 /* qwen3_plugin.c — the model-qwen3 plugin's descriptor and vtable: probe, create (config,
- * backend op check, weights, scratch, the greedy argmax_head), destroy, info, forward,
- * forward_argmax.
+ * backend op check, the backend's extensions, weights, scratch, the greedy argmax_head),
+ * destroy, info, forward, forward_argmax.
  *
  * Why check ops at create: a backend may leave ops NULL (a partial third-party backend); a
  * clear "backend 'x' lacks op 'rope'" at load time beats a crash in the first forward. */
@@ -93,20 +93,42 @@ static llmrt_status parse_section(const llmrt_section *cfg, int *fuse, int *gree
     return LLMRT_OK;
 }
 
+/* The backend's "llmrt.fused" table when it has every op of it, else NULL. */
+static const llmrt_fused_ops *fused_ops_of(const llmrt_backend_ref *be)
+{
+    const llmrt_fused_ops *f =
+        llmrt_backend_extension(be->vt, be->b, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION);
+    return LLMRT_VT_HAS(f, llmrt_fused_ops, add_rmsnorm) &&
+                   LLMRT_VT_HAS(f, llmrt_fused_ops, qk_norm_rope_store) &&
+                   LLMRT_VT_HAS(f, llmrt_fused_ops, swiglu)
+               ? f
+               : NULL;
+}
+
+/* The backend's "llmrt.argmax_head" table when it has every op of it, else NULL. */
+static const llmrt_argmax_head_ops *argmax_head_ops_of(const llmrt_backend_ref *be)
+{
+    const llmrt_argmax_head_ops *h = llmrt_backend_extension(be->vt, be->b, LLMRT_EXT_ARGMAX_HEAD,
+                                                             LLMRT_EXT_ARGMAX_HEAD_VERSION);
+    return LLMRT_VT_HAS(h, llmrt_argmax_head_ops, create) &&
+                   LLMRT_VT_HAS(h, llmrt_argmax_head_ops, forward) &&
+                   LLMRT_VT_HAS(h, llmrt_argmax_head_ops, destroy)
+               ? h
+               : NULL;
+}
+
 /* greedy_head = auto: the backend's argmax_head over lm_head for steps of up to 8 sequences,
- * when it has the ops and takes this lm_head. It only saves time, so when the backend cannot
- * make one (this lm_head unsupported, or its copy does not fit) the model goes without: an
- * info line, or a warning for a failure other than LLMRT_ERR_UNSUPPORTED. */
+ * when it offers the extension and takes this lm_head. It only saves time, so when the
+ * backend cannot make one (this lm_head unsupported, or its copy does not fit) the model goes
+ * without: an info line, or a warning for a failure other than LLMRT_ERR_UNSUPPORTED. */
 static void make_head(llmrt_model *m)
 {
-    const llmrt_backend_vtable *be = m->be.vt;
-    if (!m->greedy_head || !LLMRT_VT_HAS(be, llmrt_backend_vtable, argmax_head_create) ||
-        !LLMRT_VT_HAS(be, llmrt_backend_vtable, argmax_head_forward) ||
-        !LLMRT_VT_HAS(be, llmrt_backend_vtable, argmax_head_destroy))
+    const llmrt_argmax_head_ops *ops = m->greedy_head ? argmax_head_ops_of(&m->be) : NULL;
+    if (!ops)
         return;
     const int32_t rows = m->params.max_seqs < 8 ? m->params.max_seqs : 8;
     llmrt_error e = {0};
-    llmrt_status st = be->argmax_head_create(m->be.b, &m->lm_head, rows, &m->head, &e);
+    llmrt_status st = ops->create(m->be.b, &m->lm_head, rows, &m->head, &e);
     if (st) {
         m->head = NULL;
         if (m->has_host)
@@ -114,6 +136,7 @@ static void make_head(llmrt_model *m)
                         "qwen3", "greedy_head: not used (%s)", e.msg);
         return;
     }
+    m->head_ops = ops;
     m->head_rows = rows;
     if (m->has_host)
         m->host.log(m->host.ctx, LLMRT_LOG_INFO, "qwen3",
@@ -237,7 +260,7 @@ static void q3_destroy(llmrt_model *m)
     if (!m)
         return;
     if (m->head)
-        m->be.vt->argmax_head_destroy(m->be.b, m->head);
+        m->head_ops->destroy(m->be.b, m->head);
     qwen3_weights_free(m);
     if (m->s.base)
         m->be.vt->dev_free(m->be.b, m->s.base);
@@ -274,13 +297,12 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
     if (quant && quant->vt)
         m->quant = *quant;
     m->params = *params;
-    /* Fused ops are optional backend members; fused projections need the op that consumes
-     * their output (qk_norm_rope_store splits q|k|v, swiglu splits gate|up). */
+    /* Fused ops are a backend extension; fused projections need the op that consumes their
+     * output (qk_norm_rope_store splits q|k|v, swiglu splits gate|up). */
     m->fuse = fuse;
     m->greedy_head = greedy_head;
-    m->use_add_rmsnorm = fuse && LLMRT_VT_HAS(backend->vt, llmrt_backend_vtable, add_rmsnorm);
-    m->use_qkv = fuse && LLMRT_VT_HAS(backend->vt, llmrt_backend_vtable, qk_norm_rope_store);
-    m->use_gate_up = fuse && LLMRT_VT_HAS(backend->vt, llmrt_backend_vtable, swiglu);
+    m->fused = fuse ? fused_ops_of(backend) : NULL;
+    m->use_qkv = m->use_gate_up = m->fused != NULL;
     if ((st = qwen3_config_parse(ckpt->config_json, &m->cfg, err)) ||
         (st = qwen3_weights_check_layers(&m->cfg, ckpt, err)))
         goto fail;

@@ -1,6 +1,7 @@
 /* awq.c — the quant-awq plugin: recognises AutoAWQ "gemm" checkpoints, validates and loads
- * their linears, and dispatches y = x·Wᵀ to the backend's kernel (awq_cpu.c on "cpu",
- * awq_cuda.cu on "cuda").
+ * their linears, and dispatches y = x·Wᵀ to the kernels the backend can run, chosen by what
+ * it offers (never by its name): awq_cuda.cu on a backend with the "llmrt.cuda" extension,
+ * awq_cpu.c on one whose device memory is host memory (caps HOST_IS_DEVICE).
  *
  * Why: AWQ int4 is the format the decode benchmarks run. What is not supported (other bit
  * widths, the GEMV/Marlin/ExLlama layouts, no zero point, compressed-tensors packing) is
@@ -18,7 +19,17 @@
 
 #include <jansson.h>
 
+#include <llmrt/ext/cpu.h>
 #include <llmrt/quant.h>
+
+#ifdef AWQ_HAVE_CUDA
+#include <llmrt/cuda.h>
+#else
+/* llmrt/cuda.h needs the CUDA toolkit's headers; a build without them needs only the
+ * extension's name, to tell a backend that offers it why this build cannot run there. */
+#define LLMRT_EXT_CUDA "llmrt.cuda"
+#define LLMRT_EXT_CUDA_VERSION 1
+#endif
 
 #include "awq_config.h"
 #include "awq_cpu.h"
@@ -29,6 +40,7 @@ typedef enum { AWQ_ON_CPU = 1, AWQ_ON_CUDA = 2 } awq_target;
 struct llmrt_quant {
     llmrt_backend_ref backend;
     awq_target target;
+    awq_cpu_simd simd; /* CPU: the kernel family */
     int64_t group;
     float *scratch; /* CPU: group sums of x, grown on demand */
     int64_t scratch_cap;
@@ -164,6 +176,68 @@ static llmrt_status awq_probe(const char *quant_config_json, llmrt_error *err)
 
 /* ---- instance ---- */
 
+/* [quant.awq], declared in the descriptor (the host validates it, applies
+ * LLMRT_QUANT_AWQ_<KEY> from the environment and fills in the default); create() reads it
+ * through llmrt_key_value and still rejects unknown keys itself, for a host that hands over
+ * the section as written. */
+static const llmrt_key awq_keys[] = {
+    {"tune", LLMRT_KEY_STRING, "", NULL,
+     "CUDA GEMV tuning knobs for benchmark sweeps, \"key=value,...\": kw = K-splitting warps "
+     "per block (1, 2, 4, 8, 16), sx=0 = read x from global memory instead of staging it in "
+     "shared memory, fx=0 = no folds (SwiGLU in the gate/up GEMV); unknown knobs are ignored.",
+     LLMRT_KEY_DEVELOPER},
+};
+#define N_AWQ_KEYS ((uint32_t)(sizeof awq_keys / sizeof awq_keys[0]))
+
+static llmrt_status check_section(const llmrt_section *cfg, llmrt_error *err)
+{
+    for (size_t i = 0; cfg && i < cfg->n; i++) {
+        uint32_t k = 0;
+        while (k < N_AWQ_KEYS && strcmp(cfg->keys[i], awq_keys[k].name) != 0)
+            k++;
+        if (k == N_AWQ_KEYS)
+            return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                              "%s: unknown key '%s' in [%s] (the keys of quant-awq are: tune)",
+                              cfg->where && cfg->where[i] ? cfg->where[i] : "runtime.ini",
+                              cfg->keys[i], cfg->name ? cfg->name : "quant.awq");
+    }
+    return LLMRT_OK;
+}
+
+/* The kernels to run on `be`, by what it offers: the CUDA kernels when it has the
+ * "llmrt.cuda" extension (and this build has them), else the CPU kernels when its device
+ * memory is host memory; neither is LLMRT_ERR_UNSUPPORTED naming what is missing. */
+static llmrt_status choose_target(const llmrt_backend_ref *be, awq_target *out, llmrt_error *err)
+{
+    const char *name = be->name ? be->name : "?";
+#ifdef AWQ_HAVE_CUDA
+    const char *no_cuda = "";
+    if (llmrt_cuda_ext_of(be)) {
+        *out = AWQ_ON_CUDA;
+        return LLMRT_OK;
+    }
+#else
+    const char *no_cuda = "; this build of quant-awq has no CUDA kernels either";
+#endif
+    if (be->vt->caps(be->b) & LLMRT_BACKEND_CAP_HOST_IS_DEVICE) {
+        *out = AWQ_ON_CPU;
+        return LLMRT_OK;
+    }
+#ifndef AWQ_HAVE_CUDA
+    if (llmrt_backend_extension(be->vt, be->b, LLMRT_EXT_CUDA, LLMRT_EXT_CUDA_VERSION))
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "quant-awq was built without CUDA: backend '%s' offers the \"%s\" "
+                          "extension, but this build has no CUDA kernels to run on it (rebuild "
+                          "with a CUDA toolkit, LLMRT_CUDA=ON)",
+                          name, LLMRT_EXT_CUDA);
+#endif
+    return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                      "quant-awq has no kernels for backend '%s': it offers neither the \"%s\" "
+                      "extension (version %d, for the CUDA kernels) nor host-addressable device "
+                      "memory (caps LLMRT_BACKEND_CAP_HOST_IS_DEVICE, for the CPU kernels)%s",
+                      name, LLMRT_EXT_CUDA, LLMRT_EXT_CUDA_VERSION, no_cuda);
+}
+
 static llmrt_status awq_create(const llmrt_host *host, const llmrt_section *cfg,
                                const char *quant_config_json, const llmrt_backend_ref *backend,
                                llmrt_quant **out, llmrt_error *err)
@@ -171,39 +245,37 @@ static llmrt_status awq_create(const llmrt_host *host, const llmrt_section *cfg,
     *out = NULL;
     awq_params p;
     llmrt_status st = awq_parse_config(quant_config_json, &p, err);
-    if (st != LLMRT_OK)
+    if (st != LLMRT_OK || (st = check_section(cfg, err)) != LLMRT_OK)
         return st;
-    if (cfg && cfg->n > 0)
-        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "%s: unknown key '%s' in [%s] (quant-awq has no settings)",
-                          cfg->where && cfg->where[0] ? cfg->where[0] : "runtime.ini", cfg->keys[0],
-                          cfg->name ? cfg->name : "quant.awq");
-    if (!backend || !backend->vt || !backend->name)
+    if (!backend || !backend->vt || !backend->b)
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "quant-awq: no backend given");
-    awq_target target;
-    if (strcmp(backend->name, "cpu") == 0)
-        target = AWQ_ON_CPU;
-    else if (strcmp(backend->name, "cuda") == 0)
-        target = AWQ_ON_CUDA;
-    else
-        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                          "quant-awq has kernels for the cpu and cuda backends, not '%s'",
-                          backend->name);
+    awq_target target = AWQ_ON_CPU;
+    if ((st = choose_target(backend, &target, err)) != LLMRT_OK)
+        return st;
     llmrt_quant *q = calloc(1, sizeof *q);
     if (!q)
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "quant-awq: out of memory");
     q->backend = *backend;
     q->target = target;
     q->group = p.group;
+    if (target == AWQ_ON_CPU)
+        q->simd = awq_cpu_choose_simd(backend);
 #ifdef AWQ_HAVE_CUDA
     if (target == AWQ_ON_CUDA) {
-        st = awq_cuda_create(backend, &q->cuda, err);
+        st = awq_cuda_create(backend, llmrt_key_value(cfg, awq_keys, N_AWQ_KEYS, "tune"), &q->cuda,
+                             err);
         if (st != LLMRT_OK) {
             free(q);
             return st;
         }
     }
 #endif
+    if (host && host->log)
+        host->log(host->ctx, LLMRT_LOG_INFO, "awq", "backend '%s': %s kernels",
+                  backend->name ? backend->name : "?",
+                  target == AWQ_ON_CUDA ? "CUDA"
+                  : q->simd == AWQ_CPU_AVX2 ? "CPU (avx2)"
+                                            : "CPU (baseline)");
     *out = q;
     return LLMRT_OK;
 }
@@ -316,15 +388,13 @@ static llmrt_status awq_linear_load(llmrt_quant *q, const llmrt_checkpoint *ckpt
     l->in = in;
     l->out = out;
     if (q->target == AWQ_ON_CPU) {
-        st = awq_cpu_load(&q->backend, qw.data, qz.data, sc.data, in, out, g, &l->cpu, err);
+        st = awq_cpu_load(&q->backend, q->simd, qw.data, qz.data, sc.data, in, out, g, &l->cpu,
+                          err);
     } else {
 #ifdef AWQ_HAVE_CUDA
         st = awq_cuda_load(q->cuda, qw.data, qz.data, sc.data, in, out, g, &l->cuda, err);
 #else
-        st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                        "quant-awq was built without CUDA: it cannot load %s on the cuda backend "
-                        "(rebuild with a CUDA toolkit, LLMRT_CUDA=ON)",
-                        prefix);
+        st = llmrt_fail(err, LLMRT_ERR_INTERNAL, "quant-awq: a CUDA target in a build without CUDA");
 #endif
     }
     if (st != LLMRT_OK) {
@@ -384,7 +454,7 @@ static llmrt_status awq_linear_load_fused(llmrt_quant *q, const llmrt_checkpoint
         }
         st = awq_cuda_load_parts(q->cuda, parts, n_parts, in, g, &l->cuda, err);
 #else
-        st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED, "quant-awq was built without CUDA");
+        st = llmrt_fail(err, LLMRT_ERR_INTERNAL, "quant-awq: a CUDA target in a build without CUDA");
 #endif
     } else {
         int32_t *cqw = malloc((size_t)in * (size_t)(total / 8) * 4);
@@ -401,7 +471,7 @@ static llmrt_status awq_linear_load_fused(llmrt_quant *q, const llmrt_checkpoint
                 copy_columns(csc, total, c0, sc[p].data, outs[p], in / g, 2);
                 c0 += outs[p];
             }
-            st = awq_cpu_load(&q->backend, cqw, cqz, csc, in, total, g, &l->cpu, err);
+            st = awq_cpu_load(&q->backend, q->simd, cqw, cqz, csc, in, total, g, &l->cpu, err);
         }
         free(cqw), free(cqz), free(csc);
     }
@@ -531,6 +601,8 @@ static const llmrt_plugin_desc awq_desc = {
     .license = "MIT",
     .vtable = &awq_vtable,
     .init = NULL,
+    .keys = awq_keys,
+    .n_keys = N_AWQ_KEYS,
 };
 
 LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)

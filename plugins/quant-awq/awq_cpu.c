@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <llmrt/ext/cpu.h>
+
 #include "awq_pack.h"
 
 #define LANES 16
@@ -32,7 +34,7 @@
 
 struct awq_cpu_linear {
     int64_t in, out, group, n_groups, n_blocks;
-    int avx2;         /* run the AVX2 kernel (the backend's "cpu.simd" says so) */
+    int avx2;         /* run the AVX2 kernel (awq_cpu_choose_simd) */
     uint32_t *q;      /* [out, n_blocks, 16] */
     uint16_t *scales; /* [out, n_groups] f16 */
     uint8_t *zeros;   /* [out, n_groups] */
@@ -107,9 +109,23 @@ static void run_parallel(const llmrt_backend_ref *be, int64_t n,
         fn(ctx, 0, n);
 }
 
-llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, const void *qzeros,
-                          const void *scales, int64_t in, int64_t out, int64_t group,
-                          awq_cpu_linear **out_linear, llmrt_error *err)
+awq_cpu_simd awq_cpu_choose_simd(const llmrt_backend_ref *be)
+{
+    const llmrt_cpu_ext *cx =
+        llmrt_backend_extension(be->vt, be->b, LLMRT_EXT_CPU, LLMRT_EXT_CPU_VERSION);
+    const char *simd = LLMRT_VT_HAS(cx, llmrt_cpu_ext, simd) ? cx->simd(be->b) : NULL;
+#ifdef AWQ_HAVE_AVX2_KERNEL
+    if (simd && strcmp(simd, "avx2") == 0)
+        return AWQ_CPU_AVX2;
+#else
+    (void)simd;
+#endif
+    return AWQ_CPU_BASELINE;
+}
+
+llmrt_status awq_cpu_load(const llmrt_backend_ref *be, awq_cpu_simd simd, const void *qweight,
+                          const void *qzeros, const void *scales, int64_t in, int64_t out,
+                          int64_t group, awq_cpu_linear **out_linear, llmrt_error *err)
 {
     *out_linear = NULL;
     awq_cpu_linear *l = calloc(1, sizeof *l);
@@ -131,10 +147,8 @@ llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, cons
     l->q = l->mem;
     l->scales = (uint16_t *)((char *)l->mem + qb);
     l->zeros = (uint8_t *)((char *)l->mem + qb + sb);
-    /* the kernel family follows the backend's [backend.cpu] simd */
-    const char *simd = be->vt->native_handle ? be->vt->native_handle(be->b, "cpu.simd") : NULL;
 #ifdef AWQ_HAVE_AVX2_KERNEL
-    l->avx2 = simd ? strcmp(simd, "avx2") == 0 : __builtin_cpu_supports("avx2");
+    l->avx2 = simd == AWQ_CPU_AVX2;
 #else
     (void)simd;
 #endif
@@ -289,8 +303,8 @@ typedef struct {
 DEFINE_AWQ_KERNEL(base, 4, 2, )
 
 #ifdef AWQ_HAVE_AVX2_KERNEL
-/* AVX2: 32-byte vectors and four rows per pass; used when the backend's native_handle
- * "cpu.simd" is "avx2" ([backend.cpu] simd), else the baseline kernel. */
+/* AVX2: 32-byte vectors and four rows per pass; used when the backend's "llmrt.cpu" extension
+ * says "avx2" ([backend.cpu] simd), else the baseline kernel. */
 DEFINE_AWQ_KERNEL(avx2, 8, 4, __attribute__((target("avx2"))))
 #endif
 

@@ -14,13 +14,23 @@
 
 typedef struct awq_cpu_linear awq_cpu_linear;
 
-/* Repack one linear into memory from the backend's dev_alloc (host memory on "cpu").
+/* The kernel family: AVX2 (32-byte vectors, four rows per pass) or the portable baseline
+ * (16-byte vectors, two rows per pass); both give the same bits. */
+typedef enum awq_cpu_simd { AWQ_CPU_BASELINE = 0, AWQ_CPU_AVX2 = 1 } awq_cpu_simd;
+
+/* The family for backend `be`: AVX2 when its "llmrt.cpu" extension says its kernels use
+ * "avx2" (and this build has the AVX2 kernel), else the baseline — also for a backend without
+ * the extension, or a vector path not known here. */
+awq_cpu_simd awq_cpu_choose_simd(const llmrt_backend_ref *be);
+
+/* Repack one linear into memory from the backend's dev_alloc (host memory on "cpu"), for
+ * the kernel family `simd`.
  *   qweight int32 [in, out/8], qzeros int32 [in/group, out/8], scales f16 [in/group, out];
  *   checked by the caller: in % group == 0, group % 16 == 0 and (128 % group == 0 or
  *   group % 128 == 0), out % 8 == 0. Source pointers need no alignment. */
-llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, const void *qzeros,
-                          const void *scales, int64_t in, int64_t out, int64_t group,
-                          awq_cpu_linear **out_linear, llmrt_error *err);
+llmrt_status awq_cpu_load(const llmrt_backend_ref *be, awq_cpu_simd simd, const void *qweight,
+                          const void *qzeros, const void *scales, int64_t in, int64_t out,
+                          int64_t group, awq_cpu_linear **out_linear, llmrt_error *err);
 void awq_cpu_free(const llmrt_backend_ref *be, awq_cpu_linear *l);
 uint64_t awq_cpu_bytes(const awq_cpu_linear *l);
 

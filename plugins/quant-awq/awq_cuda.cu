@@ -21,6 +21,10 @@
  * issues its first 4 KB of weight loads before waiting on the previous kernel (programmatic
  * dependent launch, when the backend uses it): weights never change, activations do.
  *
+ * The kernels run on the backend's stream and device, and launch the way its kernels launch,
+ * all three from the backend's "llmrt.cuda" extension (llmrt/cuda.h: llmrt_cuda_launch, the
+ * PDL wait and trigger).
+ *
  * Several linears reading the same input (q/k/v, gate/up) load as one (awq_cuda_load_parts):
  * each part is repacked into its own range of m-tiles, so one launch computes all of them.
  * The decode GEMV of a [gate; up] linear can also finish the MLP's SwiGLU (the GLU variant,
@@ -40,13 +44,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <llmrt/cuda.h>
+
 #define AWQ_MT 2            /* m-tiles (16 rows each) per warp: AWQ_CL_MPAD / 16 */
 #define AWQ_MAX_N 32        /* tokens the tensor-core GEMV handles (4 n-tiles of 8) */
 #define AWQ_ITK AWQ_CL_KPAD /* inputs per warp iteration */
 #define AWQ_KW_MAX 16       /* K-splitting warps per block */
 #define AWQ_SX_MAX_BYTES 32768 /* decode: x staged in shared memory up to this size */
 
-/* Developer tuning knobs (env LLMRT_AWQ_TUNE="key=value,..."; 0 = built-in choice), for
+/* Developer tuning knobs ([quant.awq] tune = "key=value,..."; 0 = built-in choice), for
  * benchmark sweeps without a rebuild. Not a user setting. */
 typedef struct awq_tune {
     int kw;     /* force K-splitting warps per block (1..16, a power of two) */
@@ -59,7 +65,7 @@ struct awq_cuda_ctx {
     cudaStream_t stream;
     int device;
     int sm_count;
-    int pdl;                  /* launch with programmatic dependent launch (backend "cuda.pdl") */
+    int pdl;                  /* the backend's launch protocol (llmrt_cuda_ext.pdl) */
     awq_tune tune;
     void *staging;            /* raw qweight | qzeros | scales of one part during a load */
     size_t staging_bytes;
@@ -81,8 +87,7 @@ struct awq_cuda_linear {
 
 static llmrt_status cfail(llmrt_error *err, cudaError_t e, const char *what)
 {
-    return llmrt_fail(err, LLMRT_ERR_DEVICE, "awq cuda: %s: %s (%s)", what, cudaGetErrorName(e),
-                      cudaGetErrorString(e));
+    return llmrt_cuda_fail(err, LLMRT_ERR_DEVICE, e, "awq cuda", what);
 }
 
 static llmrt_status use_device(const awq_cuda_ctx *ctx, llmrt_error *err)
@@ -93,47 +98,7 @@ static llmrt_status use_device(const awq_cuda_ctx *ctx, llmrt_error *err)
 
 static llmrt_status check_launch(llmrt_error *err, const char *kernel)
 {
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess)
-        return LLMRT_OK;
-    char what[128];
-    snprintf(what, sizeof what, "launching %s", kernel);
-    return cfail(err, e, what);
-}
-
-/* ---- programmatic dependent launch (as the backend's kernels: see backend-cuda) ---- */
-
-__device__ __forceinline__ void pdl_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void pdl_trigger()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" :::);
-#endif
-}
-
-/* Launch a forward kernel on the backend's stream, with programmatic dependent launch when
- * the backend uses it (the kernel then must pdl_wait() before touching activations). */
-template <typename... KArgs, typename... Args>
-static void awq_launch(const awq_cuda_ctx *ctx, void (*k)(KArgs...), dim3 grid, dim3 block,
-                       size_t smem, Args... args)
-{
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = ctx->stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = ctx->pdl ? 1 : 0;
-    cudaLaunchKernelEx(&cfg, k, static_cast<KArgs>(args)...);
+    return llmrt_cuda_check_launch(err, "awq cuda", kernel);
 }
 
 /* Grow a device buffer owned by the context (allocation happens at load time only). */
@@ -230,13 +195,13 @@ __global__ void awq_dequant_kernel(OT *__restrict__ w, const uint32_t *__restric
 
 /* Prefill: dense f16 W [out, in] from the repacked tensors, one thread per fragment word
  * (8 weights: rows r0, r0 + 8, inputs ka, ka + 1, ka + 8, ka + 9), written as f16 pairs.
- * Launched on the forward stream (pdl_wait first: the previous gemm may still read deq). */
+ * Launched on the forward stream (the PDL wait first: the previous gemm may still read deq). */
 __global__ void awq_dequant_f16_kernel(__half *__restrict__ w, const uint32_t *__restrict__ wq,
                                        const uint32_t *__restrict__ meta, int64_t out,
                                        int64_t in, int group, int64_t kpad, int64_t n_words)
 {
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int64_t n_super = kpad / 64;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_words;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -279,38 +244,34 @@ static unsigned grid_for(const awq_cuda_ctx *ctx, int64_t total, int threads)
     return (unsigned)(b > 0 ? b : 1);
 }
 
-extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cuda_ctx **out,
-                                        llmrt_error *err)
+extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const char *tune,
+                                        awq_cuda_ctx **out, llmrt_error *err)
 {
     *out = NULL;
+    const llmrt_cuda_ext *cx = llmrt_cuda_ext_of(backend);
+    if (!cx)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "awq cuda: backend '%s' does not offer the \"" LLMRT_EXT_CUDA
+                          "\" extension (version %d) the CUDA kernels run through",
+                          backend->name ? backend->name : "?", LLMRT_EXT_CUDA_VERSION);
     awq_cuda_ctx *ctx = (awq_cuda_ctx *)calloc(1, sizeof *ctx);
     if (!ctx)
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "awq cuda: out of memory");
     ctx->be = *backend;
-    ctx->stream = (cudaStream_t)(backend->vt->native_handle
-                                     ? backend->vt->native_handle(backend->b, "cuda.stream")
-                                     : NULL);
-    if (!ctx->stream) {
-        free(ctx);
-        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "awq cuda: backend '%s' has no \"cuda.stream\" native handle",
-                          backend->name ? backend->name : "?");
-    }
-    ctx->pdl = backend->vt->native_handle(backend->b, "cuda.pdl") != NULL;
-    cudaError_t e = cudaStreamGetDevice(ctx->stream, &ctx->device);
-    if (e == cudaSuccess)
-        e = cudaSetDevice(ctx->device);
+    ctx->stream = cx->stream(backend->b);
+    ctx->device = cx->device(backend->b);
+    ctx->pdl = cx->pdl(backend->b) != 0;
+    cudaError_t e = cudaSetDevice(ctx->device);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, ctx->device);
     if (e != cudaSuccess) {
         free(ctx);
-        return cfail(err, e, "reading the backend stream's device");
+        return cfail(err, e, "selecting the backend's device");
     }
-    /* LLMRT_AWQ_TUNE="kw=8,sx=0" (see awq_tune); unknown keys are ignored */
-    const char *env = getenv("LLMRT_AWQ_TUNE");
-    if (env && *env) {
+    /* tune = "kw=8,sx=0" (see awq_tune); unknown knobs are ignored */
+    if (tune && *tune) {
         char buf[256];
-        snprintf(buf, sizeof buf, "%s", env);
+        snprintf(buf, sizeof buf, "%s", tune);
         for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
              tok = strtok_r(NULL, ",", &save)) {
             char *eq = strchr(tok, '=');
@@ -714,8 +675,8 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
         awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
     if (DB && it + KW < n_iters)
         awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW);
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
      * words, padded so token rows start in different banks; zeros up to kpad), so each k-tile
      * reads its B fragment with one 8-byte shared load instead of two global loads and
@@ -907,13 +868,14 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
     const int xstride = awq_xs_words(l->kpad);
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
-        awq_launch(ctx, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
-                   KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
-                   (int)l->kpad, xstride);
+        llmrt_cuda_launch(ctx->stream, ctx->pdl, gemv_fn<GROUP, NT, KW, true, GLU>(),
+                          (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, xs_bytes, y, x, l->wq,
+                          l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, xstride);
         return;
     }
-    awq_launch(ctx, gemv_fn<GROUP, NT, KW, false, GLU>(), (unsigned)(l->n_mtiles / AWQ_MT),
-               KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, 0);
+    llmrt_cuda_launch(ctx->stream, ctx->pdl, gemv_fn<GROUP, NT, KW, false, GLU>(),
+                      (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, 0, y, x, l->wq, l->meta, n,
+                      (int)l->out, (int)l->in, (int)l->kpad, 0);
 }
 
 template <int GROUP, int NT, bool GLU = false>
@@ -964,8 +926,9 @@ extern "C" llmrt_status awq_cuda_forward(awq_cuda_ctx *ctx, const awq_cuda_linea
     }
     /* prefill: dense f16 W in scratch, then the backend's gemm (cuBLAS, fp32 accumulation) */
     const int64_t n_words = l->n_mtiles * (l->kpad / 16) * 32;
-    awq_launch(ctx, awq_dequant_f16_kernel, grid_for(ctx, n_words, 256), 256, 0, ctx->deq, l->wq,
-               l->meta, l->out, l->in, (int)l->group, l->kpad, n_words);
+    llmrt_cuda_launch(ctx->stream, ctx->pdl, awq_dequant_f16_kernel, grid_for(ctx, n_words, 256),
+                      256, 0, ctx->deq, l->wq, l->meta, l->out, l->in, (int)l->group, l->kpad,
+                      n_words);
     if ((st = check_launch(err, "awq_dequant_f16_kernel")))
         return st;
     llmrt_tensor w;

@@ -43,6 +43,26 @@ llmrt_backend *ct_create_simd(int threads, const char *simd)
     return b;
 }
 
+static const void *extension(llmrt_backend *b, const char *name, uint32_t version)
+{
+    const void *t = llmrt_backend_extension(ct_vtable(), b, name, version);
+    if (!t) {
+        fprintf(stderr, "the cpu backend does not offer the \"%s\" extension\n", name);
+        abort();
+    }
+    return t;
+}
+
+const llmrt_cpu_ext *ct_cpu_ext(llmrt_backend *b)
+{
+    return extension(b, LLMRT_EXT_CPU, LLMRT_EXT_CPU_VERSION);
+}
+
+const llmrt_fused_ops *ct_fused(llmrt_backend *b)
+{
+    return extension(b, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION);
+}
+
 void ct_poison(float *p, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)

@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 #include <llmrt/backend.h>
+#include <llmrt/ext/cpu.h>
+#include <llmrt/ext/fused.h>
 
 /* The backend-cpu vtable from $LLMRT_PLUGIN_DIR/backend-cpu.so (loaded once). */
 const llmrt_backend_vtable *ct_vtable(void);
@@ -13,6 +15,9 @@ const llmrt_backend_vtable *ct_vtable(void);
 llmrt_backend *ct_create(int threads);
 /* The same with simd = "auto", "avx2" or "baseline". */
 llmrt_backend *ct_create_simd(int threads, const char *simd);
+/* b's "llmrt.cpu" and "llmrt.fused" extension tables (abort the test when absent). */
+const llmrt_cpu_ext *ct_cpu_ext(llmrt_backend *b);
+const llmrt_fused_ops *ct_fused(llmrt_backend *b);
 
 /* xorshift64*: same sequence on every machine. */
 typedef struct ct_rng {

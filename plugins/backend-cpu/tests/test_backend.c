@@ -71,11 +71,10 @@ START_TEST(config_threads_validated)
     ck_assert_int_eq(info.multiprocessors, cores());
     vt->destroy(b);
 
-    /* simd: the kernel family, reported through native_handle("cpu.simd") */
+    /* simd: the kernel family, reported through the "llmrt.cpu" extension */
     const char *base[] = {"simd", "baseline", NULL};
     ck_assert_int_eq(create_with(base, &b, &err), LLMRT_OK);
-    ck_assert_str_eq((const char *)vt->native_handle(b, "cpu.simd"), "baseline");
-    ck_assert_ptr_null(vt->native_handle(b, "cuda.stream"));
+    ck_assert_str_eq(ct_cpu_ext(b)->simd(b), "baseline");
     vt->destroy(b);
     const char *badsimd[] = {"simd", "avx512", NULL};
     ck_assert_int_eq(create_with(badsimd, &b, &err), LLMRT_ERR_INVALID_ARG);
@@ -84,7 +83,7 @@ START_TEST(config_threads_validated)
                   "message: %s", err.msg);
     const char *autosimd[] = {"simd", "auto", NULL};
     ck_assert_int_eq(create_with(autosimd, &b, &err), LLMRT_OK);
-    const char *simd = vt->native_handle(b, "cpu.simd");
+    const char *simd = ct_cpu_ext(b)->simd(b);
     ck_assert(strcmp(simd, "avx2") == 0 || strcmp(simd, "baseline") == 0);
     vt->destroy(b);
 
@@ -140,6 +139,42 @@ START_TEST(config_keys_declared)
     free(ini);
     tu_rmtree(dir);
     free(dir);
+}
+END_TEST
+
+/* The extensions: "llmrt.cpu" (simd, threads) and "llmrt.fused" at their version or older,
+ * nothing else (not "llmrt.cuda", not a newer version); the deprecated 1.0 slots and
+ * native_handle are left NULL. */
+START_TEST(extensions_offered)
+{
+    const llmrt_backend_vtable *vt = ct_vtable();
+    ck_assert_ptr_nonnull(vt->extension);
+    ck_assert_ptr_null(vt->native_handle);
+    ck_assert_ptr_null(vt->add_rmsnorm);
+    ck_assert_ptr_null(vt->qk_norm_rope_store);
+    ck_assert_ptr_null(vt->swiglu);
+    ck_assert_ptr_null(vt->argmax_head_create);
+    ck_assert_ptr_null(vt->argmax_head_forward);
+    ck_assert_ptr_null(vt->argmax_head_destroy);
+    llmrt_backend *b = ct_create_simd(3, "baseline");
+    const llmrt_cpu_ext *cx = llmrt_backend_extension(vt, b, LLMRT_EXT_CPU, LLMRT_EXT_CPU_VERSION);
+    ck_assert_ptr_nonnull(cx);
+    ck_assert_uint_ge(cx->struct_size, sizeof(llmrt_cpu_ext));
+    ck_assert_str_eq(cx->simd(b), "baseline");
+    ck_assert_int_eq(cx->threads(b), 3);
+    ck_assert_ptr_eq(llmrt_backend_extension(vt, b, LLMRT_EXT_CPU, 0), cx);
+    ck_assert_ptr_null(llmrt_backend_extension(vt, b, LLMRT_EXT_CPU, LLMRT_EXT_CPU_VERSION + 1));
+    const llmrt_fused_ops *f =
+        llmrt_backend_extension(vt, b, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_ge(f->struct_size, sizeof(llmrt_fused_ops));
+    ck_assert(f->add_rmsnorm && f->qk_norm_rope_store && f->swiglu);
+    ck_assert_ptr_null(llmrt_backend_extension(vt, b, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION + 1));
+    ck_assert_ptr_null(llmrt_backend_extension(vt, b, "llmrt.cuda", 1));
+    ck_assert_ptr_null(llmrt_backend_extension(vt, b, "llmrt.argmax_head", 1));
+    ck_assert_ptr_null(llmrt_backend_extension(vt, b, "", 1));
+    ck_assert_ptr_null(vt->extension(b, NULL, 1));
+    vt->destroy(b);
 }
 END_TEST
 
@@ -372,6 +407,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, config_threads_validated);
     tcase_add_test(tc, config_keys_declared);
+    tcase_add_test(tc, extensions_offered);
     tcase_add_test(tc, probe_and_mem_info);
     tcase_add_test(tc, memory_mechanisms);
     tcase_add_test(tc, pinned_alloc_over_memlock_limit);

@@ -104,7 +104,7 @@ static void check_gemm(int64_t n, int64_t in, int64_t out, llmrt_dtype dt, uint6
     ck_assert_int_eq(vt->gemm(bb, y2, x, &w.t, (int32_t)n, &err), LLMRT_OK);
     ck_assert_msg(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
                   "gemm %s n=%lld: baseline and %s kernels differ", llmrt_dtype_name(dt),
-                  (long long)n, (const char *)vt->native_handle(b1, "cpu.simd"));
+                  (long long)n, ct_cpu_ext(b1)->simd(b1));
     free_weights(&w);
     free(x);
     free(y1);

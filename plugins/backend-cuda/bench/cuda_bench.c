@@ -14,8 +14,9 @@
  * qk_norm_rope_store, swiglu). --sweep adds rows for the tuning variants (AWQ GEMV
  * K-splitting warps and x staging, decode-attention split sizes, programmatic dependent launch
  * off, sampling on the one-block path), each on a backend / quant instance created with that
- * LLMRT_CUDA_TUNE / LLMRT_AWQ_TUNE / LLMRT_CUDA_PDL setting; --prefill adds prefill-sized rows (AWQ n = 128 and 2048 through
- * dequant + cuBLAS, prefill attention over 2048 tokens).
+ * [backend.cuda] tune, [quant.awq] tune or [backend.cuda] pdl value in its section;
+ * --prefill adds prefill-sized rows (AWQ n = 128 and 2048 through dequant + cuBLAS, prefill
+ * attention over 2048 tokens).
  *
  * usage: llmrt-cuda-bench [--reps N] [--filter SUBSTRING] [--device N] [--sweep] [--prefill]
  * Plugins come from $LLMRT_PLUGIN_DIR, else <exe>/../lib/llmrt/plugins. */
@@ -34,6 +35,7 @@
 
 #include <llmrt/backend.h>
 #include <llmrt/checkpoint.h>
+#include <llmrt/cuda.h>
 #include <llmrt/quant.h>
 
 /* Qwen3-8B */
@@ -357,8 +359,8 @@ static void enq_awq(void *c, int i)
         DIE("awq forward: %s", err.msg);
 }
 
-/* Time one AWQ linear [out, in] (g128) at each token count in ns[0..nn). tune: NULL, or an
- * LLMRT_AWQ_TUNE value the quant instance is created with (a sweep row). sep / fused: its
+/* Time one AWQ linear [out, in] (g128) at each token count in ns[0..nn). tune: NULL, or a
+ * [quant.awq] tune value the quant instance is created with (a sweep row). sep / fused: its
  * launches per decode step (n = 1) with separate and with fused kernels. */
 static void bench_awq(const llmrt_plugin_desc *qd, const char *name, int in, int out, int sep,
                       int fused, const int *ns, int nn, const char *tune)
@@ -377,11 +379,9 @@ static void bench_awq(const llmrt_plugin_desc *qd, const char *name, int in, int
     memset(&a, 0, sizeof a);
     a.qv = qv;
     llmrt_error err = {0};
-    if (tune)
-        setenv("LLMRT_AWQ_TUNE", tune, 1);
-    llmrt_status cst = qv->create(&HOST, NULL, cfg, &ref, &a.q, &err);
-    if (tune)
-        unsetenv("LLMRT_AWQ_TUNE");
+    const char *keys[] = {"tune"}, *vals[] = {tune}, *where[] = {"--sweep"};
+    llmrt_section sec = {"quant.awq", 1, keys, vals, where};
+    llmrt_status cst = qv->create(&HOST, tune ? &sec : NULL, cfg, &ref, &a.q, &err);
     if (cst)
         DIE("quant-awq create: %s", err.msg);
     /* random packed tensors; every copy is the same data loaded again (separate buffers) */
@@ -636,7 +636,7 @@ static void enq_sample(void *c, int i)
     OK(VT->sample(B, s->ids, s->x[i % s->n_x], s->sp, s->rows, VOCAB, &err));
 }
 
-/* tag NULL: every configuration at 1 and 32 rows; else (a LLMRT_CUDA_TUNE variant's backend)
+/* tag NULL: every configuration at 1 and 32 rows; else (a [backend.cuda] tune variant's backend)
  * the two headline ones at 1 row, named with the tag. */
 static void bench_sample(const char *tag)
 {
@@ -686,29 +686,24 @@ static void bench_sample(const char *tag)
     }
 }
 
-/* (Re)create the backend with LLMRT_CUDA_TUNE / LLMRT_CUDA_PDL as given (NULL: unset). */
+/* (Re)create the backend with [backend.cuda] tune / pdl as given (NULL: the default). */
 static void backend_open(const char *tune, const char *pdl)
 {
     if (B)
         VT->destroy(B);
     B = NULL;
-    if (tune)
-        setenv("LLMRT_CUDA_TUNE", tune, 1);
-    else
-        unsetenv("LLMRT_CUDA_TUNE");
-    if (pdl)
-        setenv("LLMRT_CUDA_PDL", pdl, 1);
-    else
-        unsetenv("LLMRT_CUDA_PDL");
     char dev[16];
     snprintf(dev, sizeof dev, "%d", device_index);
-    const char *keys[] = {"device"}, *vals[] = {dev}, *where[] = {"--device"};
-    llmrt_section sec = {"backend.cuda", 1, keys, vals, where};
+    const char *keys[3] = {"device"}, *vals[3] = {dev}, *where[3] = {"--device"};
+    size_t n = 1;
+    if (tune)
+        keys[n] = "tune", vals[n] = tune, where[n++] = "--sweep";
+    if (pdl)
+        keys[n] = "pdl", vals[n] = pdl, where[n++] = "--sweep";
+    llmrt_section sec = {"backend.cuda", n, keys, vals, where};
     llmrt_error err = {0};
     if (VT->create(&HOST, &sec, &B, &err))
         DIE("%s", err.msg);
-    unsetenv("LLMRT_CUDA_TUNE");
-    unsetenv("LLMRT_CUDA_PDL");
 }
 
 /* The decode step at batch 1, context 128, as the sum of its kernels' times. */
@@ -782,11 +777,15 @@ int main(int argc, char **argv)
     }
     backend_open(NULL, NULL);
     OK(VT->device_info(B, &info, &err));
+    const llmrt_backend_ref ref = {VT, B, "cuda"};
+    const llmrt_cuda_ext *cuda_ext = llmrt_cuda_ext_of(&ref);
+    if (!cuda_ext)
+        DIE("backend-cuda.so does not offer the \"" LLMRT_EXT_CUDA "\" extension");
     printf("llmrt-cuda-bench: %s, cc %d.%d, %d SMs, %.0f GiB, driver %d, runtime %d; median of %d "
            "graph replays of %d launches; programmatic dependent launch %s\n",
            info.name, info.cc_major, info.cc_minor, info.multiprocessors,
            info.mem_total / 1073741824.0, info.driver_version, info.runtime_version, reps, BATCH,
-           VT->native_handle(B, "cuda.pdl") ? "on" : "off");
+           cuda_ext->pdl(B) ? "on" : "off");
     printf("%-36s %-22s %9s %9s %10s %9s %7s\n", "kernel", "shape", "time_us", "GB/s", "MB",
            "floor_us", "%floor");
 

@@ -12,8 +12,8 @@
 #   qtests (the CUDA op/AWQ/generate tests only), qbench (AWQ rows and their sweep only).
 # GEN_VARIANTS: the switched-off variants the gen step also runs (default: fuse-off pdl-off;
 # also head-off = model.qwen3.greedy_head=off, sx0 = AWQ without x in shared memory,
-# awq:K=V,... = LLMRT_AWQ_TUNE, cuda:K=V,... =
-# LLMRT_CUDA_TUNE).
+# awq:K=V,... = --set quant.awq.tune=K=V,..., cuda:K=V,... = --set backend.cuda.tune=K=V,...,
+# env:VAR=v+VAR=v = those environment variables, e.g. env:LLMRT_BACKEND_CUDA_PDL=off).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -52,7 +52,7 @@ row "gpu" "$(head -1 "$L/nvidia-smi.txt")"
 row "commit" "$(cat .device/COMMIT 2>/dev/null || echo unknown)"
 
 tests_re='backend-cuda|generate_cuda|memory-.*\.cuda|integration\.(logits|bench|generate)$|model-qwen3|quant-awq'
-want qtests && tests_re='backend-cuda\.(ops|awq)|generate_cuda|integration\.generate$'
+want qtests && tests_re='backend-cuda\.ops|quant-awq\.cuda|generate_cuda|integration\.generate$'
 if want tests || want qtests; then
   timeout 130 ctest --test-dir build-gpu -j6 --output-on-failure -R "$tests_re" \
     > "$L/ctest.log" 2>&1
@@ -60,10 +60,11 @@ if want tests || want qtests; then
   grep -E '\*\*\*(Failed|Exception|Timeout)' "$L/ctest.log" | head -8 | sed 's/^/    /'
   grep -E '^/.*:[0-9]+:[EF]:' "$L/ctest.log" | head -6 | cut -c1-200 | sed 's/^/    /'
   # a failing CUDA test again without programmatic dependent launch: is PDL the cause?
-  if grep -qE 'backend-cuda\.(ops|awq).*\*\*\*Failed|generate_cuda.*\*\*\*Failed' "$L/ctest.log"; then
-    LLMRT_CUDA_PDL=off timeout 120 ctest --test-dir build-gpu -j4 --output-on-failure \
-      -R 'backend-cuda\.(ops|awq)|generate_cuda' > "$L/ctest-nopdl.log" 2>&1
-    row "  same, LLMRT_CUDA_PDL=off" "$(grep -E 'tests passed|tests failed' "$L/ctest-nopdl.log" | tail -1)"
+  # (the CUDA unit tests read LLMRT_BACKEND_CUDA_PDL as the host does)
+  if grep -qE '(backend-cuda\.ops|quant-awq\.cuda).*\*\*\*Failed|generate_cuda.*\*\*\*Failed' "$L/ctest.log"; then
+    LLMRT_BACKEND_CUDA_PDL=off timeout 120 ctest --test-dir build-gpu -j4 --output-on-failure \
+      -R 'backend-cuda\.ops|quant-awq\.cuda|generate_cuda' > "$L/ctest-nopdl.log" 2>&1
+    row "  same, LLMRT_BACKEND_CUDA_PDL=off" "$(grep -E 'tests passed|tests failed' "$L/ctest-nopdl.log" | tail -1)"
   fi
 fi
 
@@ -108,10 +109,10 @@ if want gen && [[ -f $model8b/config.json ]]; then
     case $v in
       fuse-off) EXTRA="--set model.qwen3.fuse=off" gen pinned-128-$v 128 LLMRT_MEMORY=pinned ;;
       head-off) EXTRA="--set model.qwen3.greedy_head=off" gen pinned-128-$v 128 LLMRT_MEMORY=pinned ;;
-      pdl-off) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_CUDA_PDL=off ;;
-      sx0) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_AWQ_TUNE=sx=0 ;;
-      awq:*) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_AWQ_TUNE="${v#awq:}" ;;
-      cuda:*) gen pinned-128-$v 128 LLMRT_MEMORY=pinned LLMRT_CUDA_TUNE="${v#cuda:}" ;;
+      pdl-off) EXTRA="--set backend.cuda.pdl=off" gen pinned-128-$v 128 LLMRT_MEMORY=pinned ;;
+      sx0) EXTRA="--set quant.awq.tune=sx=0" gen pinned-128-$v 128 LLMRT_MEMORY=pinned ;;
+      awq:*) EXTRA="--set quant.awq.tune=${v#awq:}" gen pinned-128-$v 128 LLMRT_MEMORY=pinned ;;
+      cuda:*) EXTRA="--set backend.cuda.tune=${v#cuda:}" gen pinned-128-$v 128 LLMRT_MEMORY=pinned ;;
       env:*) IFS=+ read -r -a kv <<< "${v#env:}"; gen pinned-128-$v 128 LLMRT_MEMORY=pinned "${kv[@]}" ;;
       *) continue ;;
     esac
@@ -169,7 +170,7 @@ fi
 if want timeline && [[ -f $model8b/config.json && -f build-gpu/lib/libllmrt-cupti-trace.so ]]; then
   # the decode step in situ: every graph node traced with CUPTI (bench/cupti_trace.c; the GPU
   # machine has no Nsight Systems), then per kernel kind what it costs the step
-  # (TIMELINE_ENV: extra VAR=value for the run, e.g. LLMRT_AWQ_TUNE=...)
+  # (TIMELINE_ENV: extra VAR=value for the run, e.g. LLMRT_QUANT_AWQ_TUNE=...)
   env LLMRT_MEMORY=pinned ${TIMELINE_ENV:-} LLMRT_CUPTI_TRACE="$L/step.csv" \
     LD_PRELOAD="$PWD/build-gpu/lib/libllmrt-cupti-trace.so" timeout 60 "$llmrt" generate \
     --model "$model8b" --set cache.kv_tokens=16384 --prompt-ids "$(seq -s, 1 128)" \

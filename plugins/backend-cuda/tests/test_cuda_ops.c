@@ -224,22 +224,13 @@ START_TEST(test_kv_store)
 }
 END_TEST
 
-/* A second CUDA backend made with LLMRT_CUDA_TUNE=tune (read at creation), the caller's
- * environment restored. */
+/* A second CUDA backend made with [backend.cuda] tune = `tune`. */
 static llmrt_backend *create_tuned(const char *tune)
 {
     llmrt_error err = {0};
-    char *saved = getenv("LLMRT_CUDA_TUNE") ? strdup(getenv("LLMRT_CUDA_TUNE")) : NULL;
-    setenv("LLMRT_CUDA_TUNE", tune, 1);
     llmrt_backend *b = NULL;
-    llmrt_status st = CT.cuda_vt->create(&CT.host, NULL, &b, &err);
-    if (saved) {
-        setenv("LLMRT_CUDA_TUNE", saved, 1);
-        free(saved);
-    } else {
-        unsetenv("LLMRT_CUDA_TUNE");
-    }
-    ck_assert_msg(st == LLMRT_OK, "CUDA backend with LLMRT_CUDA_TUNE=%s: %s", tune, err.msg);
+    llmrt_status st = ct_create_cuda("tune", tune, &b, &err);
+    ck_assert_msg(st == LLMRT_OK, "CUDA backend with tune = %s: %s", tune, err.msg);
     return b;
 }
 
@@ -371,7 +362,7 @@ START_TEST(test_attention)
 END_TEST
 
 /* Decode attention stages the first K/V rows of each split in shared memory before waiting
- * on the previous kernel (LLMRT_CUDA_TUNE att_win = its KB): every case again with a 2 KB
+ * on the previous kernel ([backend.cuda] tune att_win = its KB): every case again with a 2 KB
  * window (splits read partly from the window, partly from the cache) and with none. */
 START_TEST(test_attention_windows)
 {
@@ -446,8 +437,8 @@ START_TEST(test_add_rmsnorm)
     static const int shapes[][2] = {{1, 4096}, {3, 1000}, {2, 8192}, {5, 33}, {1, 16384}, {4, 64}};
     llmrt_error err = {0};
     ct_rng r = {17};
-    ck_assert_ptr_nonnull(CT.cuda_vt->add_rmsnorm);
-    ck_assert_ptr_nonnull(cpu_vt()->add_rmsnorm);
+    ck_assert_ptr_nonnull(ct_fused(&CT.cuda)->add_rmsnorm);
+    ck_assert_ptr_nonnull(ct_fused(&CT.cpu)->add_rmsnorm);
     for (int di = 0; di < 3; di++)
         for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
             for (int with_res = 0; with_res < 2; with_res++) {
@@ -462,7 +453,7 @@ START_TEST(test_add_rmsnorm)
                     float *dx = ct_dup(bes[b], x, cnt * 4), *dr = ct_dup(bes[b], res, cnt * 4);
                     float *dout = ct_alloc(bes[b], cnt * 4);
                     ct_poison(bes[b], dout, cnt);
-                    CT_OK(bes[b]->vt->add_rmsnorm(bes[b]->b, dout, dx, with_res ? dr : NULL, &t,
+                    CT_OK(ct_fused(bes[b])->add_rmsnorm(bes[b]->b, dout, dx, with_res ? dr : NULL, &t,
                                                   rows, d, 1e-6f, &err));
                     got_out[b] = malloc(cnt * 4), got_x[b] = malloc(cnt * 4);
                     ct_download(bes[b], got_out[b], dout, cnt * 4);
@@ -507,8 +498,8 @@ START_TEST(test_qk_norm_rope_store)
                                     {3, 12, 4, 96}, {2, 8, 1, 256}};
     llmrt_error err = {0};
     ct_rng r = {18};
-    ck_assert_ptr_nonnull(CT.cuda_vt->qk_norm_rope_store);
-    ck_assert_ptr_nonnull(cpu_vt()->qk_norm_rope_store);
+    ck_assert_ptr_nonnull(ct_fused(&CT.cuda)->qk_norm_rope_store);
+    ck_assert_ptr_nonnull(ct_fused(&CT.cpu)->qk_norm_rope_store);
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
         for (int di = 0; di < 3; di++)
             for (int normed = 0; normed < 2; normed++) {
@@ -540,7 +531,7 @@ START_TEST(test_qk_norm_rope_store)
                     ct_poison(be, dq, q_n);
                     if (v < 2) {
                         float *dqkv = ct_dup(be, qkv, qkv_n * 4);
-                        CT_OK(be->vt->qk_norm_rope_store(be->b, dq, dqkv, normed ? &tq : NULL,
+                        CT_OK(ct_fused(be)->qk_norm_rope_store(be->b, dq, dqkv, normed ? &tq : NULL,
                                                          normed ? &tk : NULL, dp, ds, n, H, KV, hd,
                                                          1e-6f, 1000000.0f, kc, vc, cdt, &err));
                         ct_free(be, dqkv);
@@ -599,8 +590,8 @@ START_TEST(test_swiglu)
     static const int shapes[][2] = {{1, 12288}, {5, 1000}, {3, 33}, {17, 256}};
     llmrt_error err = {0};
     ct_rng r = {19};
-    ck_assert_ptr_nonnull(CT.cuda_vt->swiglu);
-    ck_assert_ptr_nonnull(cpu_vt()->swiglu);
+    ck_assert_ptr_nonnull(ct_fused(&CT.cuda)->swiglu);
+    ck_assert_ptr_nonnull(ct_fused(&CT.cpu)->swiglu);
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
         for (int off = 0; off < 2; off++) {
             const int n = shapes[si][0], d = shapes[si][1];
@@ -612,7 +603,7 @@ START_TEST(test_swiglu)
                 float *dgu = ct_alloc(bes[b], (gn + 1) * 4), *dout = ct_alloc(bes[b], (on + 1) * 4);
                 ct_upload(bes[b], dgu + off, gu, gn * 4);
                 ct_poison(bes[b], dout, on + 1);
-                CT_OK(bes[b]->vt->swiglu(bes[b]->b, dout + off, dgu + off, n, d, &err));
+                CT_OK(ct_fused(bes[b])->swiglu(bes[b]->b, dout + off, dgu + off, n, d, &err));
                 res[b] = malloc(on * 4);
                 ct_download(bes[b], res[b], dout + off, on * 4);
                 ct_free(bes[b], dgu), ct_free(bes[b], dout);
@@ -729,11 +720,11 @@ END_TEST
 
 /* ---- argmax_head ---- */
 
-/* argmax_head_forward gives the ids of gemm + argmax on the same backend, bit for bit (every
- * candidate's logit is computed as the GEMV computes it): random weights of every float
- * dtype, x with an outlier, n = 1..8, exact ties (lowest index wins), a near tie one f16 ulp
- * apart, and a flat matrix where every row is a candidate; three calls each (the maxima must
- * reset). Refusals: rows per call, a width that is not a multiple of 32, too many rows. */
+/* The argmax_head extension's forward gives the ids of gemm + argmax on the same backend, bit
+ * for bit (every candidate's logit is computed as the GEMV computes it): random weights of
+ * every float dtype, x with an outlier, n = 1..8, exact ties (lowest index wins), a near tie
+ * one f16 ulp apart, and a flat matrix where every row is a candidate; three calls each (the
+ * maxima must reset). Refusals: rows per call, a width that is not a multiple of 32, too many rows. */
 static void check_head_case(llmrt_dtype dt, int vocab, int d, int n, int pattern, uint64_t seed)
 {
     llmrt_error err = {0};
@@ -762,11 +753,11 @@ static void check_head_case(llmrt_dtype dt, int vocab, int d, int n, int pattern
     CT_OK(cu->vt->argmax(cu->b, dout, logits, n, vocab, &err));
     ct_download(cu, want, dout, (size_t)n * sizeof(int32_t));
     llmrt_argmax_head *h = NULL;
-    CT_OK(cu->vt->argmax_head_create(cu->b, &t, 8, &h, &err));
+    CT_OK(ct_argmax_head(cu)->create(cu->b, &t, 8, &h, &err));
     for (int rep = 0; rep < 3; rep++) {
         int32_t junk[8] = {-7, -7, -7, -7, -7, -7, -7, -7};
         ct_upload(cu, dout, junk, sizeof junk);
-        CT_OK(cu->vt->argmax_head_forward(cu->b, h, dout, dx, n, &err));
+        CT_OK(ct_argmax_head(cu)->forward(cu->b, h, dout, dx, n, &err));
         ct_download(cu, got, dout, (size_t)n * sizeof(int32_t));
         for (int i = 0; i < n; i++)
             ck_assert_msg(got[i] == want[i],
@@ -781,14 +772,14 @@ static void check_head_case(llmrt_dtype dt, int vocab, int d, int n, int pattern
     if (pattern == 3)
         for (int i = 0; i < n; i++)
             ck_assert_int_eq(got[i], 0);
-    cu->vt->argmax_head_destroy(cu->b, h);
+    ct_argmax_head(cu)->destroy(cu->b, h);
     ct_free(cu, t.data), ct_free(cu, dx), ct_free(cu, logits), ct_free(cu, dout);
     free(w), free(x);
 }
 
 START_TEST(test_argmax_head)
 {
-    ck_assert_ptr_nonnull(CT.cuda.vt->argmax_head_create);
+    ck_assert_ptr_nonnull(ct_argmax_head(&CT.cuda)->create);
     static const int ns[] = {1, 2, 3, 5, 8};
     for (int di = 0; di < 3; di++)
         for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
@@ -805,18 +796,18 @@ START_TEST(test_argmax_head)
         vals[i] = (float)(i % 7) - 3.0f;
     llmrt_argmax_head *h = NULL;
     llmrt_tensor t = make_tensor(cu, vals, LLMRT_DTYPE_F16, 48, 40); /* 40 columns */
-    ck_assert_int_eq(cu->vt->argmax_head_create(cu->b, &t, 1, &h, &err), LLMRT_ERR_UNSUPPORTED);
+    ck_assert_int_eq(ct_argmax_head(cu)->create(cu->b, &t, 1, &h, &err), LLMRT_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "multiple of 32"), "%s", err.msg);
     ct_free(cu, t.data);
     t = make_tensor(cu, vals, LLMRT_DTYPE_F16, 30, 64);
-    ck_assert_int_eq(cu->vt->argmax_head_create(cu->b, &t, 9, &h, &err), LLMRT_ERR_UNSUPPORTED);
+    ck_assert_int_eq(ct_argmax_head(cu)->create(cu->b, &t, 9, &h, &err), LLMRT_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "9 rows"), "%s", err.msg);
-    CT_OK(cu->vt->argmax_head_create(cu->b, &t, 2, &h, &err));
+    CT_OK(ct_argmax_head(cu)->create(cu->b, &t, 2, &h, &err));
     float *dx = ct_alloc(cu, 3 * 64 * sizeof(float));
     int32_t *dout = ct_alloc(cu, 3 * sizeof(int32_t));
-    ck_assert_int_eq(cu->vt->argmax_head_forward(cu->b, h, dout, dx, 3, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_int_eq(ct_argmax_head(cu)->forward(cu->b, h, dout, dx, 3, &err), LLMRT_ERR_INVALID_ARG);
     ck_assert_msg(strstr(err.msg, "1..2"), "%s", err.msg);
-    cu->vt->argmax_head_destroy(cu->b, h);
+    ct_argmax_head(cu)->destroy(cu->b, h);
     ct_free(cu, t.data), ct_free(cu, dx), ct_free(cu, dout);
 }
 END_TEST
@@ -962,7 +953,7 @@ START_TEST(test_sample_distribution)
 END_TEST
 
 /* The fast path (cuda_sample.cu: max, histogram, candidates) must draw exactly what the
- * one-block path over the whole row draws (the original algorithm; LLMRT_CUDA_TUNE
+ * one-block path over the whole row draws (the original algorithm; [backend.cuda] tune
  * sample_full=1 sends every row there), bit for bit, whatever the route a row takes: top-k
  * and top-p candidates, the id-order draw, greedy, and the one-block fallback when too many
  * candidates survive. Logits include exact ties (the draw order among equal logits), NaN and

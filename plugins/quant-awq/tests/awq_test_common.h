@@ -9,6 +9,7 @@
 #include <llmrt/quant.h>
 
 const llmrt_quant_vtable *at_awq(void);
+const llmrt_plugin_desc *at_awq_desc(void);
 const llmrt_backend_vtable *at_cpu(void);
 /* A cpu backend with [backend.cpu] threads = n (aborts on failure). */
 llmrt_backend_ref at_cpu_backend(int threads);
@@ -16,6 +17,10 @@ llmrt_backend_ref at_cpu_backend(int threads);
 llmrt_backend_ref at_cpu_backend_simd(int threads, const char *simd);
 /* An awq instance over `be` for an AWQ config with this group size (aborts on failure). */
 llmrt_quant *at_quant(const llmrt_backend_ref *be, int group);
+/* The same with [quant.awq] tune = `tune` (NULL: no section). */
+llmrt_quant *at_quant_tune(const llmrt_backend_ref *be, int group, const char *tune);
+/* The AWQ config JSON at_quant uses, for this group size (a static buffer). */
+const char *at_config(int group);
 
 /* An in-memory checkpoint: tensors added by name; data is owned by the checkpoint. */
 typedef struct at_ckpt at_ckpt;

@@ -1,22 +1,201 @@
-/* test_cuda_awq.c — AWQ int4 linears on the CUDA backend (quant-awq's awq_cuda.cu), through the
- * quant-awq plugin on each backend: the CUDA dequantisation (from the repacked layout) equals
- * the source weights exactly, and CUDA forward equals the CPU kernel for several shapes,
- * group sizes and token counts (the tensor-core GEMV for n <= 32, dequant + cuBLAS above);
- * a graph replay equals eager; fused loads (several linears as one) and every GEMV
- * configuration (K-splitting warps, x staged in shared memory or not) agree with the CPU too, and
- * so does the GEMV that finishes SwiGLU (linear_forward_fused) with the separate ops.
+/* test_awq_cuda.c — quant-awq's CUDA kernels (awq_cuda.cu) on the CUDA backend, through the
+ * plugin on each backend: the CUDA dequantisation (from the repacked layout) equals the source
+ * weights exactly, and CUDA forward equals the CPU kernel for several shapes, group sizes and
+ * token counts (the tensor-core GEMV for n <= 32, dequant + cuBLAS above); a graph replay
+ * equals eager; fused loads (several linears as one) and every GEMV configuration
+ * (K-splitting warps, x staged in shared memory or not, forced through [quant.awq] tune) agree
+ * with the CPU too, and so does the GEMV that finishes SwiGLU (linear_forward_fused) with the
+ * separate ops.
+ *
+ * The plugin finds the backend's stream, device and launch protocol through its "llmrt.cuda"
+ * extension, as any plugin with CUDA kernels would: this test needs backend-cuda.so and
+ * backend-cpu.so built beside quant-awq.so, and nothing of backend-cuda's sources.
  *
  * Tolerance: the CUDA path multiplies f16-rounded activations (2^-11 relative) with exact
  * q - z on the tensor cores in f32, so 2e-3 relative L2; 3e-3 above 32 tokens, where the
- * dequantised weights are f16 too. Exits 77 when no CUDA device is visible. */
+ * dequantised weights are f16 too. Exits 77 when no CUDA device is visible. CUDA cannot
+ * survive fork(), so the suite runs without forking. */
 #define _POSIX_C_SOURCE 200809L
+#include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <llmrt/cuda.h>
+
 #include "awq_test_common.h"
-#include "cuda_test_common.h"
+#include "mock_backend.h"
+#include "test_util.h"
+
+/* ---- the two backends ---- */
+
+static llmrt_backend_ref cuda, cpu;
+static llmrt_host host;
+
+#define CT_OK(call)                                                                           \
+    do {                                                                                      \
+        llmrt_status st_ = (call);                                                            \
+        ck_assert_msg(st_ == LLMRT_OK, "%s failed (%s): %s", #call, llmrt_status_str(st_),   \
+                      err.msg);                                                               \
+    } while (0)
+
+/* Load backend-cuda.so and create it (exit 77 when no CUDA device is visible), with
+ * LLMRT_BACKEND_CUDA_PDL / LLMRT_BACKEND_CUDA_TUNE from the environment as its pdl and tune,
+ * as the host would give them (a sweep runs the suite with PDL off); and a backend-cpu (the
+ * reference). */
+static void open_backends(void)
+{
+    host = mock_host(NULL);
+    char *path = tu_plugin_path("backend-cuda.so");
+    const llmrt_plugin_desc *d = tu_load_plugin(path, 0);
+    if (!d || d->kind != LLMRT_PLUGIN_BACKEND) {
+        fprintf(stderr, "cannot load %s\n", path);
+        exit(1);
+    }
+    free(path);
+    cuda = (llmrt_backend_ref){d->vtable, NULL, "cuda"};
+    llmrt_device_info info;
+    int32_t count = 0;
+    llmrt_error err = {0};
+    if (cuda.vt->probe(&info, 1, &count, &err) != LLMRT_OK) {
+        fprintf(stderr, "backend-cuda probe failed: %s\n", err.msg);
+        exit(1);
+    }
+    if (count == 0) {
+        printf("SKIP: no CUDA device visible (%s)\n", err.msg);
+        exit(77);
+    }
+    printf("device: %s (cc %d.%d, %d SMs)\n", info.name, info.cc_major, info.cc_minor,
+           info.multiprocessors);
+    static const char *const env[][2] = {{"pdl", "LLMRT_BACKEND_CUDA_PDL"},
+                                         {"tune", "LLMRT_BACKEND_CUDA_TUNE"}};
+    const char *keys[2], *values[2], *where[2];
+    size_t n = 0;
+    for (size_t i = 0; i < 2; i++)
+        if (getenv(env[i][1])) {
+            keys[n] = env[i][0], values[n] = getenv(env[i][1]), where[n++] = env[i][1];
+            printf("[backend.cuda] %s = %s (env %s)\n", env[i][0], getenv(env[i][1]), env[i][1]);
+        }
+    llmrt_section sec = {"backend.cuda", n, keys, values, where};
+    if (cuda.vt->create(&host, &sec, &cuda.b, &err) != LLMRT_OK) {
+        fprintf(stderr, "creating the CUDA backend failed: %s\n", err.msg);
+        exit(1);
+    }
+    if (!llmrt_cuda_ext_of(&cuda)) {
+        fprintf(stderr, "backend-cuda does not offer the \"" LLMRT_EXT_CUDA "\" extension\n");
+        exit(1);
+    }
+    cpu = at_cpu_backend(0);
+}
+
+static void close_backends(void)
+{
+    cuda.vt->destroy(cuda.b);
+    cpu.vt->destroy(cpu.b);
+}
+
+/* ---- buffers on a backend (synchronous) ---- */
+
+static void *ct_alloc(const llmrt_backend_ref *b, size_t bytes)
+{
+    llmrt_error err = {0};
+    void *p = NULL;
+    CT_OK(b->vt->dev_alloc(b->b, bytes, &p, &err));
+    return p;
+}
+
+static void ct_free(const llmrt_backend_ref *b, void *p) { b->vt->dev_free(b->b, p); }
+
+static void ct_sync(const llmrt_backend_ref *b)
+{
+    llmrt_error err = {0};
+    CT_OK(b->vt->synchronize(b->b, &err));
+}
+
+static void ct_upload(const llmrt_backend_ref *b, void *dev, const void *h, size_t bytes)
+{
+    llmrt_error err = {0};
+    CT_OK(b->vt->copy(b->b, dev, h, bytes, LLMRT_COPY_H2D, &err));
+    ct_sync(b);
+}
+
+static void ct_download(const llmrt_backend_ref *b, void *h, const void *dev, size_t bytes)
+{
+    llmrt_error err = {0};
+    CT_OK(b->vt->copy(b->b, h, dev, bytes, LLMRT_COPY_D2H, &err));
+    ct_sync(b);
+}
+
+static void *ct_dup(const llmrt_backend_ref *b, const void *h, size_t bytes)
+{
+    void *p = ct_alloc(b, bytes);
+    ct_upload(b, p, h, bytes);
+    return p;
+}
+
+/* n floats of device memory set to NaN, so an unwritten output fails the comparison */
+static void ct_poison(const llmrt_backend_ref *b, void *dev, size_t n)
+{
+    float *h = malloc(n * sizeof(float) + 1);
+    for (size_t i = 0; i < n; i++)
+        h[i] = NAN;
+    ct_upload(b, dev, h, n * sizeof(float));
+    free(h);
+}
+
+/* ---- random inputs (splitmix64, deterministic per seed) ---- */
+
+typedef struct ct_rng {
+    uint64_t s;
+} ct_rng;
+
+static uint64_t ct_next(ct_rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float *ct_rand_f32(ct_rng *r, size_t n, float lo, float hi)
+{
+    float *p = malloc(n * sizeof(float) + 1);
+    for (size_t i = 0; i < n; i++)
+        p[i] = lo + (hi - lo) * (float)((ct_next(r) >> 40) * (1.0 / 16777216.0));
+    return p;
+}
+
+/* ---- comparison ---- */
+
+/* Assert a matches ref within tol (relative L2) and has no NaN/inf where ref is finite. */
+static void ct_assert_close(const float *a, const float *ref, size_t n, double tol,
+                            const char *what)
+{
+    double num = 0, den = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) && isfinite(ref[i])) {
+            bad++;
+            continue;
+        }
+        if (!isfinite(ref[i]))
+            continue;
+        const double d = (double)a[i] - (double)ref[i];
+        num += d * d;
+        den += (double)ref[i] * (double)ref[i];
+    }
+    const double e = den > 0 ? sqrt(num / den) : sqrt(num);
+    size_t first = 0;
+    for (; first < n && !(fabsf(a[first] - ref[first]) > 0 || (isnan(a[first]) != isnan(ref[first]))); first++)
+        ;
+    ck_assert_msg(bad == 0, "%s: %zu of %zu values are NaN/inf where the reference is finite "
+                  "(unwritten output?); first difference at %zu: %g vs %g",
+                  what, bad, n, first, first < n ? a[first] : 0.0, first < n ? ref[first] : 0.0);
+    ck_assert_msg(e <= tol, "%s: relative error %.3g > %.3g (n = %zu; first difference at %zu: %.9g "
+                  "vs %.9g)", what, e, tol, n, first, first < n ? a[first] : 0.0,
+                  first < n ? ref[first] : 0.0);
+}
 
 #define TOL_AWQ 2e-3
 #define TOL_AWQ_PREFILL 3e-3
@@ -56,8 +235,8 @@ START_TEST(test_awq_vs_cpu)
     at_ckpt *ck = at_ckpt_new();
     at_linear_add(ck, "layer", &lin);
     const llmrt_quant_vtable *qv = at_awq();
-    llmrt_quant *q_cuda = at_quant(&CT.cuda, (int)c->group);
-    llmrt_quant *q_cpu = at_quant(&CT.cpu, (int)c->group);
+    llmrt_quant *q_cuda = at_quant(&cuda, (int)c->group);
+    llmrt_quant *q_cpu = at_quant(&cpu, (int)c->group);
     llmrt_qlinear *l_cuda = NULL, *l_cpu = NULL;
     CT_OK(qv->linear_load(q_cuda, at_ckpt_view(ck), "layer", c->in, c->out, &l_cuda, &err));
     CT_OK(qv->linear_load(q_cpu, at_ckpt_view(ck), "layer", c->in, c->out, &l_cpu, &err));
@@ -79,7 +258,7 @@ START_TEST(test_awq_vs_cpu)
         const int n = ns[ni];
         float *x = ct_rand_f32(&r, (size_t)(n * c->in), -2, 2);
         float *res[2];
-        const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+        const llmrt_backend_ref *bes[2] = {&cuda, &cpu};
         llmrt_quant *qs[2] = {q_cuda, q_cpu};
         llmrt_qlinear *ls[2] = {l_cuda, l_cpu};
         for (int b = 0; b < 2; b++) {
@@ -114,43 +293,43 @@ START_TEST(test_awq_graph)
     at_linear_add(ck, "a", &la);
     at_linear_add(ck, "b", &lb);
     const llmrt_quant_vtable *qv = at_awq();
-    llmrt_quant *q = at_quant(&CT.cuda, 128);
+    llmrt_quant *q = at_quant(&cuda, 128);
     llmrt_qlinear *a = NULL, *b = NULL;
     CT_OK(qv->linear_load(q, at_ckpt_view(ck), "a", 4096, 1024, &a, &err));
     CT_OK(qv->linear_load(q, at_ckpt_view(ck), "b", 1024, 4096, &b, &err));
     ct_rng r = {31};
     const int n = 1;
-    float *x = ct_alloc(&CT.cuda, 4096 * 4), *h = ct_alloc(&CT.cuda, 1024 * 4), *y = ct_alloc(&CT.cuda, 4096 * 4);
+    float *x = ct_alloc(&cuda, 4096 * 4), *h = ct_alloc(&cuda, 1024 * 4), *y = ct_alloc(&cuda, 4096 * 4);
     float *ye = malloc(4096 * 4), *yg = malloc(4096 * 4);
     float *xh = ct_rand_f32(&r, 4096, -1, 1);
-    ct_upload(&CT.cuda, x, xh, 4096 * 4);
+    ct_upload(&cuda, x, xh, 4096 * 4);
     CT_OK(qv->linear_forward(q, a, h, x, n, &err)); /* warm-up */
     CT_OK(qv->linear_forward(q, b, y, h, n, &err));
-    ct_sync(&CT.cuda);
+    ct_sync(&cuda);
     llmrt_graph *g = NULL;
-    CT_OK(CT.cuda_vt->graph_begin(CT.cuda.b, &err));
+    CT_OK(cuda.vt->graph_begin(cuda.b, &err));
     CT_OK(qv->linear_forward(q, a, h, x, n, &err));
     CT_OK(qv->linear_forward(q, b, y, h, n, &err));
-    CT_OK(CT.cuda_vt->graph_end(CT.cuda.b, &g, &err));
+    CT_OK(cuda.vt->graph_end(cuda.b, &g, &err));
     for (int it = 0; it < 3; it++) {
         free(xh);
         xh = ct_rand_f32(&r, 4096, -1, 1);
-        ct_upload(&CT.cuda, x, xh, 4096 * 4);
-        ct_poison(&CT.cuda, y, 4096);
+        ct_upload(&cuda, x, xh, 4096 * 4);
+        ct_poison(&cuda, y, 4096);
         CT_OK(qv->linear_forward(q, a, h, x, n, &err));
         CT_OK(qv->linear_forward(q, b, y, h, n, &err));
-        ct_download(&CT.cuda, ye, y, 4096 * 4);
-        ct_poison(&CT.cuda, y, 4096);
-        ct_poison(&CT.cuda, h, 1024);
-        CT_OK(CT.cuda_vt->graph_launch(CT.cuda.b, g, &err));
-        ct_download(&CT.cuda, yg, y, 4096 * 4);
+        ct_download(&cuda, ye, y, 4096 * 4);
+        ct_poison(&cuda, y, 4096);
+        ct_poison(&cuda, h, 1024);
+        CT_OK(cuda.vt->graph_launch(cuda.b, g, &err));
+        ct_download(&cuda, yg, y, 4096 * 4);
         ct_assert_close(yg, ye, 4096, 0.0, "awq graph replay vs eager");
     }
-    CT.cuda_vt->graph_destroy(CT.cuda.b, g);
+    cuda.vt->graph_destroy(cuda.b, g);
     qv->linear_free(q, a);
     qv->linear_free(q, b);
     qv->destroy(q);
-    ct_free(&CT.cuda, x), ct_free(&CT.cuda, h), ct_free(&CT.cuda, y);
+    ct_free(&cuda, x), ct_free(&cuda, h), ct_free(&cuda, y);
     free(ye), free(yg), free(xh);
     at_ckpt_free(ck);
     at_linear_free(&la);
@@ -187,8 +366,8 @@ START_TEST(test_awq_fused)
     }
     const llmrt_quant_vtable *qv = at_awq();
     ck_assert_ptr_nonnull(qv->linear_load_fused);
-    llmrt_quant *q_cuda = at_quant(&CT.cuda, (int)fc[i].group);
-    llmrt_quant *q_cpu = at_quant(&CT.cpu, (int)fc[i].group);
+    llmrt_quant *q_cuda = at_quant(&cuda, (int)fc[i].group);
+    llmrt_quant *q_cpu = at_quant(&cpu, (int)fc[i].group);
     llmrt_qlinear *l_cuda = NULL, *l_cpu = NULL;
     CT_OK(qv->linear_load_fused(q_cuda, at_ckpt_view(ck), prefixes, fc[i].n_parts, fc[i].in,
                                 fc[i].outs, &l_cuda, &err));
@@ -210,7 +389,7 @@ START_TEST(test_awq_fused)
         const int n = fns[ni];
         float *x = ct_rand_f32(&r, (size_t)(n * in), -2, 2);
         float *res[2];
-        const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+        const llmrt_backend_ref *bes[2] = {&cuda, &cpu};
         llmrt_quant *qs[2] = {q_cuda, q_cpu};
         llmrt_qlinear *ls[2] = {l_cuda, l_cpu};
         for (int bk = 0; bk < 2; bk++) {
@@ -235,7 +414,7 @@ START_TEST(test_awq_fused)
 END_TEST
 
 /* Every GEMV configuration the loader may pick (K-splitting warps 1..16, forced through
- * LLMRT_AWQ_TUNE, read when an awq instance is created), and x read from global memory
+ * [quant.awq] tune, read when an awq instance is created), and x read from global memory
  * instead of staged in shared memory (sx=0), compute the same as the CPU. */
 START_TEST(test_awq_configs)
 {
@@ -246,10 +425,8 @@ START_TEST(test_awq_configs)
     at_ckpt *ck = at_ckpt_new();
     at_linear_add(ck, "l", &lin);
     const llmrt_quant_vtable *qv = at_awq();
-    setenv("LLMRT_AWQ_TUNE", tune, 1);
-    llmrt_quant *q_cuda = at_quant(&CT.cuda, 128);
-    unsetenv("LLMRT_AWQ_TUNE");
-    llmrt_quant *q_cpu = at_quant(&CT.cpu, 128);
+    llmrt_quant *q_cuda = at_quant_tune(&cuda, 128, tune);
+    llmrt_quant *q_cpu = at_quant(&cpu, 128);
     llmrt_qlinear *l_cuda = NULL, *l_cpu = NULL;
     CT_OK(qv->linear_load(q_cuda, at_ckpt_view(ck), "l", 2048, 512, &l_cuda, &err));
     CT_OK(qv->linear_load(q_cpu, at_ckpt_view(ck), "l", 2048, 512, &l_cpu, &err));
@@ -259,7 +436,7 @@ START_TEST(test_awq_configs)
         const int n = cns[ni];
         float *x = ct_rand_f32(&r, (size_t)n * 2048, -2, 2);
         float *res[2];
-        const llmrt_backend_ref *bes[2] = {&CT.cuda, &CT.cpu};
+        const llmrt_backend_ref *bes[2] = {&cuda, &cpu};
         llmrt_quant *qs[2] = {q_cuda, q_cpu};
         llmrt_qlinear *ls[2] = {l_cuda, l_cpu};
         for (int bk = 0; bk < 2; bk++) {
@@ -308,11 +485,8 @@ START_TEST(test_awq_swiglu)
     at_linear_add(ck, "l", &lin);
     const llmrt_quant_vtable *qv = at_awq();
     ck_assert_ptr_nonnull(qv->linear_forward_fused);
-    if (glu_cases[_i].tune)
-        setenv("LLMRT_AWQ_TUNE", glu_cases[_i].tune, 1);
-    llmrt_quant *q_cuda = at_quant(&CT.cuda, 128);
-    unsetenv("LLMRT_AWQ_TUNE");
-    llmrt_quant *q_cpu = at_quant(&CT.cpu, 128);
+    llmrt_quant *q_cuda = at_quant_tune(&cuda, 128, glu_cases[_i].tune);
+    llmrt_quant *q_cpu = at_quant(&cpu, 128);
     llmrt_qlinear *l_cuda = NULL, *l_cpu = NULL;
     CT_OK(qv->linear_load(q_cuda, at_ckpt_view(ck), "l", in, out, &l_cuda, &err));
     CT_OK(qv->linear_load(q_cpu, at_ckpt_view(ck), "l", in, out, &l_cpu, &err));
@@ -326,31 +500,31 @@ START_TEST(test_awq_swiglu)
         const int n = gns[ni];
         float *x = ct_rand_f32(&r, (size_t)(n * in), -2, 2);
         /* the reference: the CPU linear, then silu(gate) * up as the backends' swiglu */
-        float *cx = ct_dup(&CT.cpu, x, (size_t)(n * in) * sizeof(float));
-        float *cy = ct_alloc(&CT.cpu, (size_t)(n * out) * sizeof(float));
+        float *cx = ct_dup(&cpu, x, (size_t)(n * in) * sizeof(float));
+        float *cy = ct_alloc(&cpu, (size_t)(n * out) * sizeof(float));
         CT_OK(qv->linear_forward(q_cpu, l_cpu, cy, cx, n, &err));
         float *gu = malloc((size_t)(n * out) * sizeof(float));
-        ct_download(&CT.cpu, gu, cy, (size_t)(n * out) * sizeof(float));
+        ct_download(&cpu, gu, cy, (size_t)(n * out) * sizeof(float));
         float *want = malloc((size_t)(n * half) * sizeof(float));
         for (int t = 0; t < n; t++)
             for (int64_t i = 0; i < half; i++) {
                 const float g = gu[t * out + i];
                 want[t * half + i] = g / (1.0f + expf(-g)) * gu[t * out + half + i];
             }
-        float *dx = ct_dup(&CT.cuda, x, (size_t)(n * in) * sizeof(float));
-        float *dy = ct_alloc(&CT.cuda, (size_t)(n * half) * sizeof(float));
+        float *dx = ct_dup(&cuda, x, (size_t)(n * in) * sizeof(float));
+        float *dy = ct_alloc(&cuda, (size_t)(n * half) * sizeof(float));
         float *got = malloc((size_t)(n * half) * sizeof(float));
         for (int rep = 0; rep < 2; rep++) {
-            ct_poison(&CT.cuda, dy, (size_t)(n * half));
+            ct_poison(&cuda, dy, (size_t)(n * half));
             CT_OK(qv->linear_forward_fused(q_cuda, l_cuda, dy, dx, n, LLMRT_FUSE_OUT_SWIGLU, &err));
-            ct_download(&CT.cuda, got, dy, (size_t)(n * half) * sizeof(float));
+            ct_download(&cuda, got, dy, (size_t)(n * half) * sizeof(float));
             char what[128];
             snprintf(what, sizeof what, "awq swiglu [%lld x %lld] %s n=%d", (long long)out,
                      (long long)in, glu_cases[_i].tune ? glu_cases[_i].tune : "", n);
             ct_assert_close(got, want, (size_t)(n * half), TOL_AWQ, what);
         }
         free(x), free(gu), free(want), free(got);
-        ct_free(&CT.cpu, cx), ct_free(&CT.cpu, cy), ct_free(&CT.cuda, dx), ct_free(&CT.cuda, dy);
+        ct_free(&cpu, cx), ct_free(&cpu, cy), ct_free(&cuda, dx), ct_free(&cuda, dy);
     }
     /* past 8 rows: refused, with nothing enqueued */
     ck_assert_int_eq(qv->linear_forward_fused(q_cuda, l_cuda, NULL, NULL, 9, LLMRT_FUSE_OUT_SWIGLU,
@@ -364,8 +538,8 @@ END_TEST
 
 int main(void)
 {
-    ct_open(1);
-    Suite *s = suite_create("backend-cuda.awq");
+    open_backends();
+    Suite *s = suite_create("quant-awq.cuda");
     TCase *tc = tcase_create("awq");
     tcase_set_timeout(tc, 900);
     tcase_add_loop_test(tc, test_awq_vs_cpu, 0, (int)(sizeof cases / sizeof *cases));
@@ -374,7 +548,11 @@ int main(void)
     tcase_add_loop_test(tc, test_awq_configs, 0, 6);
     tcase_add_loop_test(tc, test_awq_swiglu, 0, (int)(sizeof glu_cases / sizeof *glu_cases));
     suite_add_tcase(s, tc);
-    int rc = ct_run(s);
-    ct_close();
-    return rc;
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    close_backends();
+    return failed ? 1 : 0;
 }
