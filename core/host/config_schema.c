@@ -46,6 +46,12 @@ const llmrt_cfg_key llmrt_config_schema[] = {
      "capped by the KV-cache capacity. Longer prompts are rejected, never truncated."},
     {"cache", "dtype", LLMRT_CFG_ENUM, "auto", "auto|f32|f16|bf16",
      "KV-cache element type. auto: f32 on cpu, the model's dtype (f16/bf16) on cuda."},
+    {"cache", "prefix_caching", LLMRT_CFG_BOOL, "on", NULL,
+     "Automatic prefix caching: full KV blocks are kept, indexed by their tokens and the "
+     "prefix before them, and shared with later requests that start the same way (a chat's "
+     "next turn, a shared system prompt), which then prefill only what is new. Blocks nobody "
+     "uses stay cached until their memory is needed (least recently used first). off "
+     "computes every prompt from scratch, for A/B."},
 
     /* [scheduler] */
     {"scheduler", "max_num_seqs", LLMRT_CFG_INT, "32", "1..4096",
