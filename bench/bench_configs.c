@@ -33,7 +33,8 @@ static int starts_with(const char *s, const char *prefix)
 bench_key_class bench_key_classify(const char *key)
 {
     if (starts_with(key, "memory.") || strcmp(key, "scheduler.async_scheduling") == 0 ||
-        strcmp(key, "scheduler.cuda_graphs") == 0 || strcmp(key, "backend.cpu.threads") == 0)
+        strcmp(key, "scheduler.cuda_graphs") == 0 || strcmp(key, "backend.cpu.threads") == 0 ||
+        strcmp(key, "cache.prefix_caching") == 0)
         return BENCH_KEY_KNOB;
     if (strcmp(key, "runtime.log_level") == 0 || starts_with(key, "server."))
         return BENCH_KEY_UNUSED;
