@@ -34,7 +34,7 @@ bench_key_class bench_key_classify(const char *key, uint32_t flags)
 {
     if (starts_with(key, "memory.") || strcmp(key, "scheduler.async_scheduling") == 0 ||
         strcmp(key, "scheduler.cuda_graphs") == 0 || strcmp(key, "backend.cpu.threads") == 0 ||
-        (flags & LLMRT_KEY_DEVELOPER))
+        (flags & LLMRT_KEY_DEVELOPER) || strcmp(key, "cache.prefix_caching") == 0)
         return BENCH_KEY_KNOB;
     if (strcmp(key, "runtime.log_level") == 0 || starts_with(key, "server."))
         return BENCH_KEY_UNUSED;

@@ -8,6 +8,7 @@
  * same computation is executed, never what is computed or how much cache it gets:
  *   memory.* and every [memory.<plugin>] key   (the host-memory path under test)
  *   scheduler.async_scheduling, scheduler.cuda_graphs
+ *   cache.prefix_caching                        (reuse, not recompute, a cached prefix)
  *   backend.cpu.threads                         ([backend.cpu] threads)
  *   every developer key of a plugin             (LLMRT_KEY_DEVELOPER: kernel choices)
  * runtime.log_level and server.* are not used by the measurement: their differences are

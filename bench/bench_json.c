@@ -83,6 +83,7 @@ static json_t *settings_obj(jb *b, const bench_result *r)
     }
     put(b, o, "mode", json_string(s->load_mode ? "load" : "latency"));
     put(b, o, "input_len", json_integer(s->input_len));
+    put(b, o, "prefix_len", json_integer(s->prefix_len));
     put(b, o, "output_len", json_integer(s->output_len));
     put(b, o, "ignore_eos", json_boolean(s->ignore_eos));
     put(b, o, "warmup", json_integer(s->warmup));
@@ -151,16 +152,22 @@ static void recorded_keys(jb *b, const llmrt_config *cfg, json_t *non_default, j
     }
 }
 
+/* hits / queries, null when nothing was looked up (or caching is off) */
+static json_t *hit_rate(uint64_t hits, uint64_t queries)
+{
+    return queries ? json_real((double)hits / (double)queries) : json_null();
+}
+
 static json_t *config_obj(jb *b, const bench_result *r, int ci)
 {
     const bench_config *k = &r->configs[ci];
     const llmrt_engine_stats *s = &k->stats, *e = &k->stats_end;
     json_t *o = json_object(), *set = json_object(), *model = json_object(), *kv = json_object(),
-           *mem = json_object(), *nondef = json_object(), *dev = json_object();
-    if (!o || !set || !model || !kv || !mem || !nondef || !dev) {
+           *mem = json_object(), *nondef = json_object(), *dev = json_object(), *pc = json_object();
+    if (!o || !set || !model || !kv || !mem || !nondef || !dev || !pc) {
         b->oom = 1;
         json_decref(o), json_decref(set), json_decref(model), json_decref(kv), json_decref(mem);
-        json_decref(nondef), json_decref(dev);
+        json_decref(nondef), json_decref(dev), json_decref(pc);
         return NULL;
     }
     put(b, o, "name", json_string(k->name));
@@ -179,6 +186,7 @@ static json_t *config_obj(jb *b, const bench_result *r, int ci)
     put(b, o, "memory_path", json_string(e->mem.path_in_use[0] ? e->mem.path_in_use : s->memory_path));
     put(b, o, "async_scheduling", json_boolean(s->async_scheduling));
     put(b, o, "cuda_graphs", json_boolean(s->cuda_graphs));
+    put(b, o, "prefix_caching", json_boolean(s->prefix_caching));
     put(b, model, "path", json_string(s->model_path));
     put(b, model, "arch", json_string(s->model_arch));
     put(b, model, "quant", json_string(s->quant));
@@ -208,6 +216,14 @@ static json_t *config_obj(jb *b, const bench_result *r, int ci)
     put(b, mem, "device_used_bytes",
         s->device_mem_total ? juint(s->device_mem_total - s->device_mem_free) : json_null());
     put(b, o, "memory", mem);
+    /* the engine's prefix-cache counters over the whole run, warm-up included */
+    put(b, pc, "queries", juint(e->prefix_cache_queries - s->prefix_cache_queries));
+    put(b, pc, "hits", juint(e->prefix_cache_hits - s->prefix_cache_hits));
+    put(b, pc, "hit_rate", hit_rate(e->prefix_cache_hits - s->prefix_cache_hits,
+                                    e->prefix_cache_queries - s->prefix_cache_queries));
+    put(b, pc, "evictions", juint(e->prefix_cache_evictions - s->prefix_cache_evictions));
+    put(b, pc, "blocks_end", json_integer(e->prefix_cache_blocks));
+    put(b, o, "prefix_cache", pc);
     put(b, o, "load_time_s", num(s->load_time_s));
     return o;
 }
@@ -275,6 +291,11 @@ static json_t *cell_obj(jb *b, const bench_result *r, const bench_cell *c)
     put(b, o, "requests", juint(c->n_requests));
     put(b, o, "batches", juint(c->n_batches));
     put(b, o, "tokens", juint(c->n_tokens));
+    put(b, o, "prompt_tokens", juint(c->prompt_tokens));
+    put(b, o, "cached_tokens", juint(c->cached_tokens));
+    put(b, o, "prefix_hit_rate", r->configs[c->config].stats.prefix_caching
+                                     ? hit_rate(c->cached_tokens, c->prompt_tokens)
+                                     : json_null());
     put(b, o, "itl_ms", summary(b, &c->itl_ms));
     put(b, o, "ttft_ms", summary(b, &c->ttft_ms));
     put(b, o, "tpot_ms", summary(b, &c->tpot_ms));
@@ -367,6 +388,7 @@ static json_t *samples_obj(jb *b, const bench_result *r)
             push(b, t, json_real(q->t_tok[k] - d->t0));
         put(b, x, "token_s", t);
         put(b, x, "finish", json_string(llmrt_finish_reason_str((llmrt_finish_reason)q->finish)));
+        put(b, x, "cached_tokens", json_integer(q->cached_tokens));
         push(b, reqs, x);
     }
     for (size_t i = 0; i < d->n_steps; i++) {

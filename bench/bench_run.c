@@ -33,13 +33,18 @@ void bench_round_order(bench_order order, int n_configs, int requests, llmrt_rng
 }
 
 void bench_prompt(uint64_t seed, int level, int unit, int slot, int32_t vocab, int32_t *ids,
-                  int32_t n)
+                  int32_t n, int32_t prefix_len)
 {
     llmrt_rng rng;
+    if (prefix_len > n)
+        prefix_len = n;
+    llmrt_rng_seed(&rng, seed * 0x9e3779b97f4a7c15ull ^ 0x7072656669780000ull); /* "prefix" */
+    for (int32_t i = 0; i < prefix_len; i++)
+        ids[i] = (int32_t)llmrt_rng_below(&rng, (uint64_t)vocab);
     uint64_t key = seed * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(uint32_t)level << 48) ^
                    ((uint64_t)(uint32_t)unit << 20) ^ (uint64_t)(uint32_t)slot;
     llmrt_rng_seed(&rng, key);
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = prefix_len; i < n; i++)
         ids[i] = (int32_t)llmrt_rng_below(&rng, (uint64_t)vocab);
 }
 
@@ -65,6 +70,7 @@ static void on_token(void *user, const llmrt_token_event *ev)
     bench_request *r = p->r;
     if (ev->token >= 0 && r->n_tok < p->ctx->output_len)
         r->t_tok[r->n_tok++] = ev->time_s;
+    r->cached_tokens = ev->cached_tokens;
     if (ev->finish != LLMRT_FINISH_NONE) {
         r->finish = (int32_t)ev->finish;
         if (ev->finish == LLMRT_FINISH_ERROR && !p->ctx->error[0])
@@ -156,8 +162,10 @@ static llmrt_status run_batch(const bench_settings *s, bench_config *cfg, run_ct
         r->slot = slot;
         r->n_tok = 0;
         r->finish = LLMRT_FINISH_NONE;
+        r->cached_tokens = 0;
         pend[slot] = (pending){ctx, r};
-        bench_prompt(s->seed, ctx->level, ctx->unit, slot, vocab, prompt, s->input_len);
+        bench_prompt(s->seed, ctx->level, ctx->unit, slot, vocab, prompt, s->input_len,
+                     s->prefix_len);
         llmrt_request q;
         llmrt_request_init(&q);
         q.prompt_ids = prompt;

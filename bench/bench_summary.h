@@ -34,6 +34,8 @@ typedef struct bench_step_summary {
 typedef struct bench_cell {
     int32_t config, level, concurrency;
     size_t n_requests, n_batches, n_tokens;
+    uint64_t prompt_tokens, cached_tokens; /* of its requests; cached: found in the prefix
+                                              cache */
     llmrt_summary itl_ms;       /* every inter-token gap */
     llmrt_summary ttft_ms;      /* per request: first token − submit */
     llmrt_summary tpot_ms;      /* per request: (last − first token) / (tokens − 1) */

@@ -30,7 +30,7 @@ static const char usage[] =
     "Before loading, bench prints every setting in which the configs differ and refuses\n"
     "(exit 2) differences outside the A/B knobs unless --allow-diff. The knobs:\n"
     "  memory.* and every [memory.<plugin>] key, scheduler.async_scheduling,\n"
-    "  scheduler.cuda_graphs, [backend.cpu] threads.\n"
+    "  scheduler.cuda_graphs, cache.prefix_caching, [backend.cpu] threads.\n"
     "runtime.log_level and server.* are ignored (not used by the measurement). After loading,\n"
     "the engines must also agree on the model and the KV capacity in tokens (set the same\n"
     "cache.kv_tokens), again unless --allow-diff.\n\n"
@@ -39,6 +39,9 @@ static const char usage[] =
     "  --set SECTION.KEY=VAL  override a key in every config (repeatable)\n"
     "  --model DIR            model folder for every config\n"
     "  --input-len N          prompt tokens per request (default 128; synthetic ids)\n"
+    "  --prefix-len N         the first N of them are the same in every request (a shared\n"
+    "                         system prompt: with cache.prefix_caching on, requests after\n"
+    "                         the first find it cached); N < --input-len, default 0\n"
     "  --output-len N         generated tokens per request (default 128)\n"
     "  --ignore-eos           keep generating past eos (default)\n"
     "  --no-ignore-eos        stop at eos (requests may end early)\n"
@@ -59,6 +62,7 @@ static const char usage[] =
 
 enum {
     OPT_INPUT_LEN = CLI_OPT_FIRST_OWN,
+    OPT_PREFIX_LEN,
     OPT_OUTPUT_LEN,
     OPT_IGNORE_EOS,
     OPT_NO_IGNORE_EOS,
@@ -78,6 +82,7 @@ enum {
 static const struct option long_opts[] = {
     CLI_COMMON_OPTIONS,
     {"input-len", required_argument, 0, OPT_INPUT_LEN},
+    {"prefix-len", required_argument, 0, OPT_PREFIX_LEN},
     {"output-len", required_argument, 0, OPT_OUTPUT_LEN},
     {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
     {"no-ignore-eos", no_argument, 0, OPT_NO_IGNORE_EOS},
@@ -140,6 +145,10 @@ static int parse(int argc, char **argv, options *o)
         switch (opt) {
         case OPT_INPUT_LEN:
             if (int_opt("input-len", optarg, 1, 10000000, &s->input_len))
+                return 2;
+            break;
+        case OPT_PREFIX_LEN:
+            if (int_opt("prefix-len", optarg, 0, 10000000, &s->prefix_len))
                 return 2;
             break;
         case OPT_OUTPUT_LEN:
@@ -225,6 +234,11 @@ static int parse(int argc, char **argv, options *o)
     }
     if (optind < argc)
         return cli_usage_error("bench", usage, "unexpected argument '%s'", argv[optind]);
+    if (s->prefix_len >= s->input_len)
+        return cli_usage_error("bench", usage,
+                               "--prefix-len %d: must be shorter than --input-len %d (every "
+                               "request has its own tokens after the shared ones)",
+                               s->prefix_len, s->input_len);
     if (o->b.n_configs == 0)
         return cli_usage_error("bench", usage,
                                "no config given: name each config to compare with -c FILE "

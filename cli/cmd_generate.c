@@ -1,7 +1,7 @@
 /* cmd_generate.c — `llmrt generate`: one prompt streamed to stdout, or a file of prompts
  * submitted together and batched, one output line each in input order. A summary (load time,
- * prefill and decode speed, inter-token latency, KV capacity, memory path, backend) goes to
- * stderr.
+ * prefill and decode speed, inter-token latency, KV capacity, prefix-cache hits, memory path,
+ * backend) goes to stderr.
  *
  * Why a thin front end: generation, batching and stops all happen in the engine
  * (include/llmrt/engine.h); this file only turns options into requests and events into
@@ -419,15 +419,21 @@ int cmd_generate(int argc, char **argv)
         p50 = llmrt_stats_median_inplace(all, (size_t)n_itl);
         free(all);
     }
+    char pc[128] = "";
+    if (st.prefix_caching)
+        snprintf(pc, sizeof pc, " | prefix cache hits %llu of %llu tokens, %llu evictions",
+                 (unsigned long long)st.prefix_cache_hits,
+                 (unsigned long long)st.prefix_cache_queries,
+                 (unsigned long long)st.prefix_cache_evictions);
     fprintf(stderr,
             "llmrt generate: %d prompt(s), %llu prompt tokens, %llu generated | load %.2f s | "
             "prefill %.1f tok/s | decode %.1f tok/s | ITL p50 %.2f ms | KV cache %lld tokens "
-            "(%s) | memory path %s | backend %s (%s)%s\n",
+            "(%s)%s | memory path %s | backend %s (%s)%s\n",
             n_lines, (unsigned long long)prompt_tokens, (unsigned long long)gen_tokens,
             st.load_time_s, g.prefill_s > 0 ? (double)g.prefill_tokens / g.prefill_s : 0.0,
             g.decode_s > 0 ? (double)g.decode_tokens / g.decode_s : 0.0, p50 * 1e3,
-            (long long)st.kv_capacity_tokens, st.kv_dtype, st.memory_path, st.backend, st.device,
-            st.preemptions ? " | preemptions: raise cache.kv_tokens" : "");
+            (long long)st.kv_capacity_tokens, st.kv_dtype, pc, st.memory_path, st.backend,
+            st.device, st.preemptions ? " | preemptions: raise cache.kv_tokens" : "");
 done:
     llmrt_engine_destroy(e);
     for (int i = 0; lines && i < n_lines; i++)

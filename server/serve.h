@@ -86,6 +86,7 @@ struct llmrt_server {
     /* the stepping thread's own tallies for the periodic log line */
     double log_last_t;
     uint64_t log_last_prefill, log_last_gen, log_last_steps;
+    uint64_t log_last_pc_queries, log_last_pc_hits;
     double log_busy_ms, log_idle_ms;
     uint64_t log_steps;
 };

@@ -57,6 +57,7 @@ typedef struct serve_choice {
     char *stop_reason;
     char *error;
     int32_t completion_tokens;
+    int32_t cached_tokens;  /* prompt tokens found in the prefix cache */
     /* connection thread only */
     int done;
     char *text;       /* whole text (non-streaming) or the delta not yet sent (streaming) */
@@ -209,6 +210,7 @@ static void on_token(void *user, const llmrt_token_event *ev)
         c->stop_reason = stop_reason;
         c->error = error;
         c->completion_tokens = ev->completion_tokens;
+        c->cached_tokens = ev->cached_tokens;
         g->n_final++;
     }
     pthread_cond_broadcast(&g->cv);
@@ -383,6 +385,17 @@ static int gen_pump(serve_gen *g, int wait)
     return rc;
 }
 
+/* Prompt tokens read from the prefix cache, each prompt counted once like its tokens: by its
+ * first choice (with n > 1 the choices are admitted together and compute alike). */
+static int64_t cached_tokens(const serve_gen *g)
+{
+    int64_t cached = 0;
+    for (int i = 0; i < g->n_choices; i++)
+        if (i == 0 || g->choices[i].prompt != g->choices[i - 1].prompt)
+            cached += g->choices[i].cached_tokens;
+    return cached;
+}
+
 /* The end of a stream: the usage chunk when asked, then [DONE]. */
 static void stream_finish(serve_gen *g)
 {
@@ -392,7 +405,8 @@ static void stream_finish(serve_gen *g)
             completion += g->choices[i].completion_tokens;
         json_t *o = chunk_head(g);
         if (o)
-            json_object_set_new(o, "usage", llmrt_serve_usage(g->prompt_tokens, completion));
+            json_object_set_new(o, "usage",
+                                llmrt_serve_usage(g->prompt_tokens, completion, cached_tokens(g)));
         out_event(g, o);
     }
     static const char done[] = "data: [DONE]\n\n";
@@ -505,7 +519,8 @@ static int reply_whole(struct MHD_Connection *conn, serve_gen *g)
     }
     if (o) {
         json_object_set_new(o, "choices", choices);
-        json_object_set_new(o, "usage", llmrt_serve_usage(g->prompt_tokens, completion));
+        json_object_set_new(o, "usage",
+                            llmrt_serve_usage(g->prompt_tokens, completion, cached_tokens(g)));
     } else {
         json_decref(choices);
     }

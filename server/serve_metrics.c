@@ -306,6 +306,22 @@ char *llmrt_serve_metrics_render(llmrt_serve_metrics *m, const llmrt_serve_metri
             st->kv_blocks_used);
         one(&b, "llmrt_kv_cache_blocks_total", "gauge", "KV-cache blocks in all.",
             st->kv_blocks_total);
+        one(&b, "llmrt_prefix_cache_queries_total", "counter",
+            "Tokens looked up in the prefix cache when sequences were admitted (vLLM's "
+            "prefix_cache_queries).",
+            (double)st->prefix_cache_queries);
+        one(&b, "llmrt_prefix_cache_hits_total", "counter",
+            "Of them, tokens found in the prefix cache and not computed (vLLM's "
+            "prefix_cache_hits).",
+            (double)st->prefix_cache_hits);
+        one(&b, "llmrt_prefix_cache_evictions_total", "counter",
+            "Cached KV blocks reclaimed for other tokens (least recently used first).",
+            (double)st->prefix_cache_evictions);
+        one(&b, "llmrt_prefix_cache_blocks", "gauge",
+            "KV-cache blocks whose tokens are cached now (held by requests or reclaimable).",
+            st->prefix_cache_blocks);
+        one(&b, "llmrt_prefix_caching_enabled", "gauge", "1 when cache.prefix_caching is on.",
+            st->prefix_caching ? 1 : 0);
         one(&b, "llmrt_memory_h2d_bytes_total", "counter",
             "Step input bytes copied host to device by the memory plugin.",
             (double)st->mem.h2d_bytes);

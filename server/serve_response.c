@@ -82,11 +82,13 @@ json_t *llmrt_serve_json_string(const char *s, size_t len)
     return j;
 }
 
-json_t *llmrt_serve_usage(int64_t prompt_tokens, int64_t completion_tokens)
+json_t *llmrt_serve_usage(int64_t prompt_tokens, int64_t completion_tokens,
+                          int64_t cached_tokens)
 {
-    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)prompt_tokens,
+    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)prompt_tokens,
                      "completion_tokens", (json_int_t)completion_tokens, "total_tokens",
-                     (json_int_t)(prompt_tokens + completion_tokens));
+                     (json_int_t)(prompt_tokens + completion_tokens), "prompt_tokens_details",
+                     "cached_tokens", (json_int_t)cached_tokens);
 }
 
 json_t *llmrt_serve_object(const char *id, const char *object, int64_t created,

@@ -27,8 +27,11 @@ char *llmrt_serve_error_text(const llmrt_serve_error *e, size_t *len);
  * a half-decoded token can never make the response unserialisable. NULL only on OOM. */
 struct json_t *llmrt_serve_json_string(const char *s, size_t len);
 
-/* {"prompt_tokens", "completion_tokens", "total_tokens"} */
-struct json_t *llmrt_serve_usage(int64_t prompt_tokens, int64_t completion_tokens);
+/* {"prompt_tokens", "completion_tokens", "total_tokens",
+ *  "prompt_tokens_details": {"cached_tokens"}} (cached: prompt tokens found in the prefix
+ * cache, as OpenAI reports them) */
+struct json_t *llmrt_serve_usage(int64_t prompt_tokens, int64_t completion_tokens,
+                                 int64_t cached_tokens);
 
 /* {"id", "object", "created", "model"}: the head of every completion, chunk and list entry.
  * object: "text_completion", "chat.completion", "chat.completion.chunk". */

@@ -1,8 +1,8 @@
 /* create.c — an engine from open parts (llmrt_engine_create_from_parts, engine_parts.h) and
  * its end (llmrt_engine_destroy): the KV element type, the longest sequence and the KV
  * capacity (cache.kv_tokens, else from the device's free memory and
- * cache.gpu_memory_utilization, else the cpu default), the step buffers, scheduler and
- * sampler, the events of both step halves, what the backend and memory path allow (async
+ * cache.gpu_memory_utilization, else the cpu default) and its prefix cache, the step buffers,
+ * scheduler and sampler, the events of both step halves, what the backend and memory path allow (async
  * scheduling, graphs), and the published facts.
  *
  * Why apart from open.c: tests and tools build engines from parts they opened themselves
@@ -187,6 +187,8 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
     TRY(llmrt_kv_init(&e->kv, &parts->backend, mi->n_layers, mi->n_kv_heads, mi->head_dim,
                       S->block_size, (int32_t)blocks, kv_dtype, err));
     e->kv_ok = 1;
+    if (S->prefix_caching)
+        TRY(llmrt_kv_prefix_enable(&e->kv, err));
     TRY(llmrt_sched_init(&e->sched, &e->kv, S->max_num_seqs, S->max_num_batched_tokens, err));
     e->sched_ok = 1;
     TRY(llmrt_sampler_new(mi->vocab, &e->sampler, err));
@@ -238,6 +240,7 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
     P->max_num_batched_tokens = S->max_num_batched_tokens;
     P->async_scheduling = e->async_on;
     P->cuda_graphs = e->graphs_on;
+    P->prefix_caching = e->kv.prefix_on;
     snprintf(P->backend, sizeof P->backend, "%s", parts->backend.name ? parts->backend.name : "?");
     snprintf(P->device, sizeof P->device, "%s", e->dev.name);
     snprintf(P->memory_plugin, sizeof P->memory_plugin, "%s",
@@ -259,10 +262,11 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
     engine_publish(e);
     if (!e->opts.quiet) {
         char a[32];
-        LOG_INFO("KV cache: %lld tokens (%d blocks of %d), %s %s (%s); max_model_len %d",
+        LOG_INFO("KV cache: %lld tokens (%d blocks of %d), %s %s (%s); max_model_len %d; "
+                 "prefix caching %s",
                  (long long)P->kv_capacity_tokens, P->kv_blocks_total, S->block_size,
                  gib(e->kv.bytes, a, sizeof a), P->kv_dtype, e->capacity_source,
-                 e->max_model_len);
+                 e->max_model_len, e->kv.prefix_on ? "on" : "off");
         LOG_INFO("engine: backend %s (%s), memory path %s, async scheduling %s, graphs %s",
                  P->backend, P->device, P->memory_path, e->async_on ? "on" : "off",
                  e->graphs_on ? "on" : "off");

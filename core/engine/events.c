@@ -77,6 +77,7 @@ static void emit(llmrt_engine *e, eseq *s, int32_t token, const char *text, size
     ev.prompt_tokens = s->n_prompt;
     ev.completion_tokens = s->n_generated;
     ev.time_s = llmrt_now_s();
+    ev.cached_tokens = s->sched.n_cached;
     if (finish != LLMRT_FINISH_NONE) {
         s->done = 1;
         if (s->in_sched) {
@@ -145,6 +146,13 @@ void engine_accept_token(llmrt_engine *e, eseq *s, int32_t t, float lp, int32_t 
         s->placeholder = 0; /* the launched step already counted this token */
     else
         s->sched.n_tokens++;
+    if (s->in_sched) {
+        /* A launched step may already be computing this token's KV (async scheduling): its
+         * block can join the prefix cache now that its tokens are all known. */
+        int32_t known = s->n_prompt + s->n_generated;
+        llmrt_kv_prefix_commit(&e->kv, &s->sched.table, s->tokens,
+                               s->sched.n_computed < known ? s->sched.n_computed : known);
+    }
     pthread_mutex_lock(&e->mu);
     e->pub.generated_tokens++;
     pthread_mutex_unlock(&e->mu);

@@ -20,6 +20,7 @@ void llmrt_engine_settings_default(llmrt_engine_settings *s)
     s->block_size = 16;
     s->gpu_memory_utilization = 0.80;
     s->kv_dtype = LLMRT_DTYPE_INVALID;
+    s->prefix_caching = 1;
     s->max_num_seqs = 32;
     s->max_num_batched_tokens = 2048;
     s->async_scheduling = 1;
@@ -39,6 +40,7 @@ void llmrt_engine_settings_from_config(const llmrt_config *cfg, llmrt_engine_set
                   : !strcmp(dt, "f16")       ? LLMRT_DTYPE_F16
                   : !strcmp(dt, "bf16")      ? LLMRT_DTYPE_BF16
                                              : LLMRT_DTYPE_INVALID;
+    s->prefix_caching = llmrt_config_bool(cfg, "cache.prefix_caching");
     s->max_num_seqs = (int32_t)llmrt_config_int(cfg, "scheduler.max_num_seqs");
     s->max_num_batched_tokens = (int32_t)llmrt_config_int(cfg, "scheduler.max_num_batched_tokens");
     s->async_scheduling = llmrt_config_bool(cfg, "scheduler.async_scheduling");

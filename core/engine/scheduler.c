@@ -108,13 +108,32 @@ static llmrt_sched_seq *preempt_newest(llmrt_scheduler *s)
     return v;
 }
 
+/* What a waiting sequence needs to join a step with `budget` tokens left: its cached
+ * blocks (*hit), the tokens it would compute (returned) and whether the blocks for them are
+ * free (*fits). */
+static int32_t plan_join(const llmrt_scheduler *s, const llmrt_sched_seq *seq, int32_t budget,
+                         int32_t *hit, int *fits)
+{
+    int32_t unheld = 0;
+    *hit = seq->table.n == 0 ? llmrt_kv_prefix_probe(s->kv, seq->tokens, seq->n_tokens, &unheld)
+                             : 0;
+    int32_t start = *hit * s->kv->block_size;
+    int32_t n = seq->n_tokens - start;
+    if (n > budget)
+        n = budget;
+    int32_t need = llmrt_kv_blocks_for(s->kv, start + n) - *hit;
+    *fits = need <= s->kv->n_free - unheld;
+    return n;
+}
+
 int llmrt_sched_can_admit(const llmrt_scheduler *s)
 {
     if (s->n_waiting == 0 || s->n_running >= s->max_seqs)
         return 0;
-    const llmrt_sched_seq *h = s->waiting[0];
-    int32_t n = h->n_tokens < s->max_tokens ? h->n_tokens : s->max_tokens;
-    return llmrt_kv_blocks_needed(s->kv, &h->table, n) <= s->kv->n_free;
+    int32_t hit;
+    int fits;
+    plan_join(s, s->waiting[0], s->max_tokens, &hit, &fits);
+    return fits;
 }
 
 /* Put seq's next n tokens in the step (the caller made sure the blocks are free): reserve
@@ -171,18 +190,33 @@ int32_t llmrt_sched_schedule(llmrt_scheduler *s, llmrt_sched_item *items, int32_
     }
     while (!preempted && budget > 0 && s->n_waiting > 0 && s->n_running < s->max_seqs) {
         llmrt_sched_seq *seq = s->waiting[0];
-        int32_t n = seq->n_tokens - seq->n_computed;
-        if (n > budget)
-            n = budget;
-        if (llmrt_kv_blocks_needed(s->kv, &seq->table, seq->n_computed + n) > s->kv->n_free)
+        int32_t hit;
+        int fits;
+        int32_t n = plan_join(s, seq, budget, &hit, &fits);
+        if (!fits)
             break; /* FIFO: the head waits for blocks; nobody overtakes it */
+        int32_t start = hit * s->kv->block_size;
+        if (llmrt_kv_table_room(&seq->table, llmrt_kv_blocks_for(s->kv, start + n)) != LLMRT_OK)
+            break; /* out of memory for its table: it waits, and the next step retries */
         remove_at(s->waiting, &s->n_waiting, 0);
         seq->queued = 0;
         insert_sorted(s->running, &s->n_running, seq);
         seq->running = 1;
+        /* A waiting sequence holds no blocks and has nothing computed (new, or preempted).
+         * Attach finds what plan_join found: the table has room, and nothing changed the
+         * cache in between. */
+        llmrt_kv_prefix_attach(s->kv, &seq->table, seq->tokens, seq->n_tokens);
+        seq->n_computed = start;
+        if (seq->n_preempted == 0)
+            seq->n_cached = start;
         take(s, seq, n, &items[n_items++]);
         budget -= n;
     }
+    /* The step's full blocks join the prefix cache: from the next step on they may be
+     * shared (the step that writes them runs before any step that reads them). */
+    for (int32_t i = 0; i < n_items; i++)
+        llmrt_kv_prefix_commit(s->kv, &items[i].seq->table, items[i].seq->tokens,
+                               items[i].seq->n_computed);
     *n_tokens = s->max_tokens - budget;
     *n_preempted = preempted;
     return n_items;

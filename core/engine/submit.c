@@ -170,6 +170,7 @@ static llmrt_status seq_from_request(llmrt_engine *e, const llmrt_request *req, 
     TRY_ALLOC(err, s->tokens, "the request's tokens");
     memcpy(s->tokens, p, sizeof *p * n);
     s->sched.n_tokens = (int32_t)n;
+    s->sched.tokens = s->tokens;
     s->sp = req->sampling;
     s->cb = req->on_token;
     s->user = req->user;
@@ -355,6 +356,10 @@ void engine_publish(llmrt_engine *e)
         inbox++;
     e->pub.waiting = e->sched.n_waiting + inbox;
     e->pub.preemptions = e->sched.preemptions;
+    e->pub.prefix_cache_blocks = e->kv.pc.n_indexed;
+    e->pub.prefix_cache_queries = e->kv.prefix_queries;
+    e->pub.prefix_cache_hits = e->kv.prefix_hits;
+    e->pub.prefix_cache_evictions = e->kv.pc.evictions;
     if (e->parts.memory.vt)
         e->parts.memory.vt->stats(e->parts.memory.m, &e->pub.mem);
     snprintf(e->pub.memory_path, sizeof e->pub.memory_path, "%s", e->pub.mem.path_in_use);

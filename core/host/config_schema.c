@@ -62,6 +62,13 @@ static const llmrt_key cache_keys[] = {
     {"dtype", LLMRT_KEY_ENUM, "auto", "auto|f32|f16|bf16",
      "KV-cache element type. auto: f32 on cpu, the model's dtype (f16/bf16) on cuda.",
      0},
+    {"prefix_caching", LLMRT_KEY_BOOL, "on", NULL,
+     "Automatic prefix caching: full KV blocks are kept, indexed by their tokens and the "
+     "prefix before them, and shared with later requests that start the same way (a chat's "
+     "next turn, a shared system prompt), which then prefill only what is new. Blocks nobody "
+     "uses stay cached until their memory is needed (least recently used first). off "
+     "computes every prompt from scratch, for A/B.",
+     0},
 };
 
 static const llmrt_key scheduler_keys[] = {

@@ -113,6 +113,8 @@ typedef struct llmrt_token_event {
     int32_t completion_tokens;  /* tokens generated so far, including this one */
     double time_s;              /* monotonic clock (CLOCK_MONOTONIC seconds) when the token
                                    reached the host */
+    int32_t cached_tokens;      /* prompt tokens found in the prefix cache (not computed) when
+                                   the request was admitted; 0 with cache.prefix_caching off */
 } llmrt_token_event;
 
 typedef void (*llmrt_token_cb)(void *user, const llmrt_token_event *ev);
@@ -216,8 +218,8 @@ typedef struct llmrt_engine_stats {
     char kv_capacity_source[64]; /* "cache.kv_tokens", "gpu_memory_utilization 0.80", ... */
     int32_t max_model_len;
     /* KV cache and queues, now */
-    int32_t kv_blocks_used;
-    int32_t kv_blocks_free;
+    int32_t kv_blocks_used;      /* held by sequences */
+    int32_t kv_blocks_free;      /* free for sequences: includes cached blocks nobody holds */
     int32_t running;             /* sequences holding KV blocks */
     int32_t waiting;             /* queued, including preempted sequences */
     /* totals since create */
@@ -245,6 +247,13 @@ typedef struct llmrt_engine_stats {
     uint64_t device_mem_total;   /* bytes; 0 when unknown */
     uint64_t device_mem_free;    /* bytes, measured after the KV cache was allocated */
     double load_time_s;          /* create: model + cache + buffers */
+    /* prefix caching (cache.prefix_caching); counts in tokens as vLLM's: each admission of a
+     * sequence (a preempted one again when readmitted) queries its known tokens */
+    int32_t prefix_caching;          /* 1: on */
+    int32_t prefix_cache_blocks;     /* KV blocks cached now (held or reclaimable) */
+    uint64_t prefix_cache_queries;   /* tokens looked up, since create */
+    uint64_t prefix_cache_hits;      /* of them, found cached (not computed) */
+    uint64_t prefix_cache_evictions; /* cached blocks reclaimed for other tokens */
 } llmrt_engine_stats;
 
 /* A consistent snapshot. Thread-safe. */

@@ -109,6 +109,11 @@ START_TEST(test_engine_gauges_and_info)
     st.generated_tokens = 1234;
     st.prompt_tokens = 99;
     st.max_model_len = 4096;
+    st.prefix_caching = 1;
+    st.prefix_cache_queries = 5000;
+    st.prefix_cache_hits = 3072;
+    st.prefix_cache_evictions = 7;
+    st.prefix_cache_blocks = 160;
     snprintf(st.memory_plugin, sizeof st.memory_plugin, "pinned");
     snprintf(st.memory_path, sizeof st.memory_path, "pageable (fallback from pinned)");
     snprintf(st.device, sizeof st.device, "GPU \"0\"\\x");
@@ -125,6 +130,11 @@ START_TEST(test_engine_gauges_and_info)
     ck_assert_double_eq(sample(page, "llmrt_kv_cache_blocks_used"), 50);
     ck_assert_double_eq(sample(page, "llmrt_generation_tokens_total"), 1234);
     ck_assert_double_eq(sample(page, "llmrt_prompt_tokens_total"), 99);
+    ck_assert_double_eq(sample(page, "llmrt_prefix_cache_queries_total"), 5000);
+    ck_assert_double_eq(sample(page, "llmrt_prefix_cache_hits_total"), 3072);
+    ck_assert_double_eq(sample(page, "llmrt_prefix_cache_evictions_total"), 7);
+    ck_assert_double_eq(sample(page, "llmrt_prefix_cache_blocks"), 160);
+    ck_assert_double_eq(sample(page, "llmrt_prefix_caching_enabled"), 1);
     ck_assert_double_eq(
         sample(page, "llmrt_memory_path_info{plugin=\"pinned\",path=\"pageable\",fallback=\"true\"}"), 1);
     ck_assert_msg(strstr(page, "device=\"GPU \\\"0\\\"\\\\x\""), "label not escaped:\n%s", page);

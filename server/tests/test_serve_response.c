@@ -55,10 +55,13 @@ END_TEST
 
 START_TEST(test_usage_and_head)
 {
-    json_t *u = llmrt_serve_usage(5, 7);
+    json_t *u = llmrt_serve_usage(5, 7, 4);
     ck_assert_int_eq(json_integer_value(json_object_get(u, "prompt_tokens")), 5);
     ck_assert_int_eq(json_integer_value(json_object_get(u, "completion_tokens")), 7);
     ck_assert_int_eq(json_integer_value(json_object_get(u, "total_tokens")), 12);
+    json_t *details = json_object_get(u, "prompt_tokens_details");
+    ck_assert(json_is_object(details));
+    ck_assert_int_eq(json_integer_value(json_object_get(details, "cached_tokens")), 4);
     json_decref(u);
     json_t *o = llmrt_serve_object("cmpl-1", "text_completion", 1700000000, "tiny");
     ck_assert_str_eq(json_string_value(json_object_get(o, "id")), "cmpl-1");

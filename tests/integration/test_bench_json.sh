@@ -93,6 +93,34 @@ node -e 'const d=JSON.parse(require("fs").readFileSync(process.argv[1]));
   if (!r || r.class !== "knob" || r.values.join() !== "auto,baseline" ||
       d.configs[1].developer_keys["backend.cpu.simd"].origin.indexOf("simd.ini:") < 0) process.exit(1);' \
   "$tmp/simd.json" || fail "backend.cpu.simd is not recorded as a knob with its origin"
+# prefix caching off / on (an A/B knob) with a shared prompt prefix: 32 of 40 prompt tokens
+# are the same in every request, so after the warm-up each measured request finds 2 blocks
+# of 16 cached with caching on; the JSON records it per request, per cell and per config
+for pc in off on; do
+  printf '[model]\npath = tiny\n[cache]\nkv_tokens = 2048\nprefix_caching = %s\n' "$pc" > "$tmp/pc-$pc.ini"
+done
+"$LLMRT" bench -c "$tmp/pc-off.ini" -c "$tmp/pc-on.ini" --input-len 40 --prefix-len 32 --output-len 4 \
+  --warmup 1 --rounds 1 --requests 5 --json "$tmp/pc.json" > "$tmp/pc.out" 2>&1 || { cp "$tmp/pc.out" "$tmp/out"; fail "prefix run"; }
+validate "$tmp/pc.json" > "$tmp/v.out" 2>&1 || { cat "$tmp/v.out"; fail "prefix-caching JSON does not follow the schema"; }
+grep -Eq "^  prefix cache hit rate +off +80.0%" "$tmp/pc.out" || { cp "$tmp/pc.out" "$tmp/out"; fail "terminal hit rate row"; }
+node - "$tmp/pc.json" <<'EOF2' || fail "prefix-caching JSON content"
+const d = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf8'));
+function check(cond, msg) { if (!cond) { console.error('mismatch: ' + msg); process.exit(1); } }
+check(d.settings.prefix_len === 32 && d.settings.input_len === 40, 'settings.prefix_len');
+check(d.settings_diff.some(r => r.key === 'cache.prefix_caching' && r.class === 'knob'), 'cache.prefix_caching is a knob');
+check(d.configs[0].prefix_caching === false && d.configs[1].prefix_caching === true, 'configs[].prefix_caching');
+const [off, on] = d.levels[0].configs;
+check(off.prefix_hit_rate === null && off.cached_tokens === 0, 'off: no hits');
+check(on.cached_tokens === 5 * 32 && on.prompt_tokens === 5 * 40 && on.prefix_hit_rate === 0.8, 'on: 32 of 40 per request');
+const reqs = d.samples.requests;
+check(reqs.filter(r => r.config === 'pc-on').every(r => r.cached_tokens === 32), 'requests: 32 cached each');
+check(reqs.filter(r => r.config === 'pc-off').every(r => r.cached_tokens === 0), 'requests off: 0 cached');
+const pc = d.configs[1].prefix_cache;
+check(pc.queries === 6 * 40 && pc.hits === 5 * 32 && Math.abs(pc.hit_rate - 160 / 240) < 1e-9, 'config counters (warm-up included)');
+check(d.configs[0].prefix_cache.queries === 0 && d.configs[0].prefix_cache.hit_rate === null, 'off counters');
+EOF2
+"$LLMRT" bench -c "$tmp/pc-on.ini" --input-len 8 --prefix-len 8 > "$tmp/pc.out" 2>&1; rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--prefix-len 8: must be shorter than --input-len 8" "$tmp/pc.out" || { cat "$tmp/pc.out"; fail "--prefix-len >= --input-len: exit $rc"; }
 
 # a document missing a required field must be rejected
 node -e 'const fs=require("fs");const d=JSON.parse(fs.readFileSync(process.argv[1]));delete d.levels[0].configs[0].itl_ms.p99;fs.writeFileSync(process.argv[2],JSON.stringify(d))' \
