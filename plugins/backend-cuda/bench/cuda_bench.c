@@ -36,6 +36,7 @@
 #include <llmrt/backend.h>
 #include <llmrt/checkpoint.h>
 #include <llmrt/cuda.h>
+#include <llmrt/ext/fused.h>
 #include <llmrt/quant.h>
 
 /* Qwen3-8B */
@@ -511,6 +512,18 @@ typedef struct {
     int rows, d;
 } small_ctx;
 
+/* The backend's fused ops (the "llmrt.fused" extension); the bench needs them. */
+static const llmrt_fused_ops *fused_ops(void)
+{
+    const llmrt_fused_ops *f =
+        llmrt_backend_extension(VT, B, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION);
+    if (!f) {
+        fprintf(stderr, "llmrt-cuda-bench: the backend offers no %s extension\n", LLMRT_EXT_FUSED);
+        exit(1);
+    }
+    return f;
+}
+
 enum { S_RMSNORM, S_QKNORM, S_ROPE, S_KVSTORE, S_SILU, S_ADD, S_EMBED, S_ARGMAX, S_ADDNORM,
        S_QKR, S_SWIGLU };
 
@@ -534,13 +547,13 @@ static void enq_small(void *c, int i)
     case S_EMBED: OK(VT->embedding(B, s->y[l], &s->w, s->ids, 1, &err)); break;
     case S_ARGMAX: OK(VT->argmax(B, s->ids, s->x[l % 4], 1, VOCAB, &err)); break;
     case S_ADDNORM:
-        OK(VT->add_rmsnorm(B, s->z[l], s->x[l], s->y[l], &s->w, 1, HIDDEN, 1e-6f, &err));
+        OK(fused_ops()->add_rmsnorm(B, s->z[l], s->x[l], s->y[l], &s->w, 1, HIDDEN, 1e-6f, &err));
         break;
     case S_QKR: /* one token: q [32 heads] normed + roped out, k / v into an f16 cache */
-        OK(VT->qk_norm_rope_store(B, s->z[l], s->x[l], &s->w, &s->w, s->pos, s->slots, 1, N_HEADS,
+        OK(fused_ops()->qk_norm_rope_store(B, s->z[l], s->x[l], &s->w, &s->w, s->pos, s->slots, 1, N_HEADS,
                                   N_KV, HEAD_DIM, 1e-6f, 1e6f, s->kc, s->vc, LLMRT_DTYPE_F16, &err));
         break;
-    case S_SWIGLU: OK(VT->swiglu(B, s->z[l], s->x[l], 1, INTER, &err)); break;
+    case S_SWIGLU: OK(fused_ops()->swiglu(B, s->z[l], s->x[l], 1, INTER, &err)); break;
     }
 }
 
