@@ -48,14 +48,12 @@
 
 #include <llmrt/cuda.h>
 
-#define FP8_GEMV_MAX_N 32 /* rows the GEMV serves in one launch (4 n-tiles of 8) */
-#define FP8_KW_MAX 16     /* K-splitting warps per GEMV block */
-#define FP8_MAX_RETIRED 64
+#include "fp8_cuda_layout.h"
 
-/* GEMM tile */
-#define GM_BM 64
-#define GM_BN 64
-#define GM_BSTRIDE 144 /* bytes per token row of the staged codes (128 + 16: no bank conflicts) */
+#define FP8_MAX_RETIRED 64
+#define GM_BM FP8_GM_BM
+#define GM_BN FP8_GM_BN
+#define GM_BSTRIDE FP8_GM_BSTRIDE
 
 struct fp8_cuda_ctx {
     llmrt_backend_ref be;
@@ -248,9 +246,8 @@ __global__ void fp8_repack_kernel(uint32_t *__restrict__ wq, const uint8_t *__re
          i += (int64_t)gridDim.x * blockDim.x) {
         const int j = (int)(i & 3), lane = (int)((i >> 2) & 31);
         const int64_t kc = (i >> 7) % n_kc, mt = (i >> 7) / n_kc;
-        const int g = lane >> 2, t = lane & 3;
-        const int64_t r = 16 * mt + g + 8 * (j & 1);
-        const int64_t k0 = 32 * kc + 16 * (j >> 1) + 4 * t;
+        int64_t r, k0;
+        fp8_cl_word_pos(mt, kc, lane, j, &r, &k0);
         uint32_t word = 0;
         for (int b = 0; b < 4; b++) {
             const int64_t k = k0 + b;
@@ -266,20 +263,16 @@ __global__ void fp8_repack_kernel(uint32_t *__restrict__ wq, const uint8_t *__re
 }
 
 /* The code of element (r, k) in the layout. */
-__device__ __forceinline__ uint32_t code_at(const uint4 *__restrict__ wq, int64_t n_kc, int64_t r,
-                                            int64_t k)
+__device__ __forceinline__ uint32_t code_at(const uint32_t *__restrict__ wq, int64_t n_kc,
+                                            int64_t r, int64_t k)
 {
-    const int64_t mt = r / 16, kc = k / 32;
-    const int rr = (int)(r % 16), kk = (int)(k % 32);
-    const int g = rr % 8, hi = rr / 8, half = kk / 16, t = (kk % 16) / 4, b = kk % 4;
-    const uint4 v = wq[(mt * n_kc + kc) * 32 + 4 * g + t];
-    const int j = 2 * half + hi;
-    const uint32_t w = j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
-    return (w >> (8 * b)) & 0xffu;
+    int b;
+    const int64_t at = fp8_cl_word_index(n_kc, r, k, &b);
+    return (wq[at] >> (8 * b)) & 0xffu;
 }
 
 /* Dense f32 W [out, in] (tests). */
-__global__ void fp8_dequant_f32_kernel(float *__restrict__ w, const uint4 *__restrict__ wq,
+__global__ void fp8_dequant_f32_kernel(float *__restrict__ w, const uint32_t *__restrict__ wq,
                                        const float *__restrict__ scale, int64_t out, int64_t in,
                                        int64_t n_kc, int64_t nkb)
 {
@@ -304,9 +297,8 @@ __global__ void fp8_dequant_f16_kernel(__half *__restrict__ w, const uint32_t *_
          i += (int64_t)gridDim.x * blockDim.x) {
         const int j = (int)(i & 3), lane = (int)((i >> 2) & 31);
         const int64_t kc = (i >> 7) % n_kc, mt = (i >> 7) / n_kc;
-        const int g = lane >> 2, t = lane & 3;
-        const int64_t r = 16 * mt + g + 8 * (j & 1);
-        const int64_t k0 = 32 * kc + 16 * (j >> 1) + 4 * t;
+        int64_t r, k0;
+        fp8_cl_word_pos(mt, kc, lane, j, &r, &k0);
         if (r >= out || k0 >= in)
             continue;
         const uint32_t word = wq[i];
@@ -326,7 +318,7 @@ __global__ void fp8_dequant_f16_kernel(__half *__restrict__ w, const uint32_t *_
 
 /* ---- the GEMV (n <= 32) ---- */
 
-#define GV_MT 2 /* m-tiles per block */
+#define GV_MT FP8_GV_MT
 
 /* The weights of 128-input block kb of the warp's two m-tiles: 4 k-chunks each. */
 __device__ __forceinline__ void gv_load(uint4 (&wv)[GV_MT][4], const uint4 *const (&wb)[GV_MT],
@@ -362,8 +354,8 @@ __device__ __forceinline__ void gv_reduce(float (&red)[KW][GV_MT * NT * 4][32],
     for (int idx = threadIdx.x; idx < N_OUT; idx += KW * 32) {
         const int ln = idx & 31, v = idx >> 5;
         const int c = v & 3, nt = (v >> 2) % NT, mt = (v >> 2) / NT;
-        const int rr = (ln >> 2) + 8 * (c >> 1);
-        const int tok = nt * 8 + 2 * (ln & 3) + (c & 1);
+        const int rr = fp8_cl_c_row(ln >> 2, c);
+        const int tok = nt * 8 + fp8_cl_c_tok(ln & 3, c);
         if (tok >= n)
             continue;
         float s = 0.0f;
@@ -437,7 +429,7 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
                 for (int c = 0; c < 4; c++)
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
-                        const float4 v = load_x4(x, nt * 8 + g, n, in, k_blk + 32 * c + 16 * h + 4 * t, xvec);
+                        const float4 v = load_x4(x, nt * 8 + g, n, in, k_blk + fp8_cl_x_k(c, h, t), xvec);
                         amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
                     }
                 amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
@@ -460,7 +452,7 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
-                    const float4 v = load_x4(x, nt * 8 + g, n, in, k_blk + 32 * c + 16 * h + 4 * t, xvec);
+                    const float4 v = load_x4(x, nt * 8 + g, n, in, k_blk + fp8_cl_x_k(c, h, t), xvec);
                     if constexpr (W8A8) {
                         b[nt][h][0] = e4m3x2_h2(quant2(v.x, v.y, sx[nt]));
                         b[nt][h][1] = e4m3x2_h2(quant2(v.z, v.w, sx[nt]));
@@ -493,8 +485,8 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 if constexpr (W8A8) {
-                    const float s0 = __shfl_sync(0xffffffffu, sx[nt], 8 * t);
-                    const float s1 = __shfl_sync(0xffffffffu, sx[nt], 8 * t + 4);
+                    const float s0 = __shfl_sync(0xffffffffu, sx[nt], fp8_cl_tok_lane(fp8_cl_c_tok(t, 0)));
+                    const float s1 = __shfl_sync(0xffffffffu, sx[nt], fp8_cl_tok_lane(fp8_cl_c_tok(t, 1)));
                     acc[mt][nt][0] += __fmul_rn(__fmul_rn(pacc[mt][nt][0], s0), sw);
                     acc[mt][nt][1] += __fmul_rn(__fmul_rn(pacc[mt][nt][1], s1), sw);
                     acc[mt][nt][2] += __fmul_rn(__fmul_rn(pacc[mt][nt][2], s0), sw);
@@ -515,8 +507,8 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
-                    const int64_t r = 16 * m[mt] + g + 8 * (c >> 1);
-                    const int tok = nt * 8 + 2 * t + (c & 1);
+                    const int64_t r = 16 * m[mt] + fp8_cl_c_row(g, c);
+                    const int tok = nt * 8 + fp8_cl_c_tok(t, c);
                     if (r < out && tok < n)
                         y[(int64_t)tok * out + r] = acc[mt][nt][c];
                 }
@@ -711,9 +703,11 @@ fp8_gemm_kernel(float *__restrict__ y, const uint8_t *__restrict__ xq,
                 a[mt] = st[s].a[2 * wm + mt][kc][lane];
 #pragma unroll
             for (int nt = 0; nt < 4; nt++) {
-                const uint8_t *bp = st[s].b + (32 * wn + 8 * nt + g) * GM_BSTRIDE + kc * 32 + 4 * t;
-                const uint32_t b0 = *reinterpret_cast<const uint32_t *>(bp);
-                const uint32_t b1 = *reinterpret_cast<const uint32_t *>(bp + 16);
+                const int row = 32 * wn + 8 * nt + g;
+                const uint32_t b0 = *reinterpret_cast<const uint32_t *>(
+                    st[s].b + fp8_cl_gemm_b_offset(row, kc, 0, t, GM_BSTRIDE));
+                const uint32_t b1 = *reinterpret_cast<const uint32_t *>(
+                    st[s].b + fp8_cl_gemm_b_offset(row, kc, 1, t, GM_BSTRIDE));
 #pragma unroll
                 for (int mt = 0; mt < 2; mt++)
                     mma_16832_e4m3(pacc[mt][nt], a[mt], b0, b1);
@@ -722,8 +716,8 @@ fp8_gemm_kernel(float *__restrict__ y, const uint8_t *__restrict__ xq,
         const float sw = __ldg(srow + kb);
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
-            const int tk = 32 * wn + 8 * nt + 2 * t;
-            const float s0 = st[s].s[tk], s1 = st[s].s[tk + 1];
+            const int tk = 32 * wn + 8 * nt;
+            const float s0 = st[s].s[tk + fp8_cl_c_tok(t, 0)], s1 = st[s].s[tk + fp8_cl_c_tok(t, 1)];
 #pragma unroll
             for (int mt = 0; mt < 2; mt++) {
                 acc[mt][nt][0] += __fmul_rn(__fmul_rn(pacc[mt][nt][0], s0), sw);
@@ -740,8 +734,8 @@ fp8_gemm_kernel(float *__restrict__ y, const uint8_t *__restrict__ xq,
         for (int nt = 0; nt < 4; nt++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                const int64_t r = 16 * (mt0 + 2 * wm + mt) + g + 8 * (c >> 1);
-                const int tok = n0 + 32 * wn + 8 * nt + 2 * t + (c & 1);
+                const int64_t r = 16 * (mt0 + 2 * wm + mt) + fp8_cl_c_row(g, c);
+                const int tok = n0 + 32 * wn + 8 * nt + fp8_cl_c_tok(t, c);
                 if (r < out && tok < n)
                     y[(int64_t)tok * out + r] = acc[mt][nt][c];
             }
@@ -1075,7 +1069,7 @@ extern "C" llmrt_status fp8_cuda_dequant(fp8_cuda_ctx *ctx, const fp8_cuda_linea
     if ((st = dalloc(ctx, bytes, &d, "dequantized weights", err)))
         return st;
     fp8_dequant_f32_kernel<<<grid_for(ctx, l->out * l->in, 256), 256, 0, ctx->stream>>>(
-        (float *)d, l->wq, l->scale, l->out, l->in, l->n_kc, l->nkb);
+        (float *)d, (const uint32_t *)l->wq, l->scale, l->out, l->in, l->n_kc, l->nkb);
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(out, d, bytes, cudaMemcpyDeviceToHost, ctx->stream);
