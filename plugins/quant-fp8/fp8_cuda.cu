@@ -303,15 +303,18 @@ __global__ void fp8_dequant_f16_kernel(__half *__restrict__ w, const uint32_t *_
             continue;
         const uint32_t word = wq[i];
         const float s = scale[(r / 128) * nkb + k0 / 128];
-        __half h[4];
+        float v[4];
         for (int b = 0; b < 4; b++)
-            h[b] = __float2half_rn(__fmul_rn(e4m3_f32(word >> (8 * b)), s));
+            v[b] = __fmul_rn(e4m3_f32(word >> (8 * b)), s);
         __half *dst = w + r * in + k0;
-        if ((in & 3) == 0) {
-            *reinterpret_cast<uint2 *>(dst) = *reinterpret_cast<const uint2 *>(h);
+        if ((in & 3) == 0) { /* 8-byte aligned: one store of the four */
+            uint2 u;
+            u.x = h2_bits(v[0], v[1]);
+            u.y = h2_bits(v[2], v[3]);
+            *reinterpret_cast<uint2 *>(dst) = u;
         } else {
             for (int b = 0; b < 4 && k0 + b < in; b++)
-                dst[b] = h[b];
+                dst[b] = __float2half_rn(v[b]);
         }
     }
 }
