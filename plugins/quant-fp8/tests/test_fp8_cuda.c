@@ -151,6 +151,7 @@ static const int32_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 33, 128};
 
 START_TEST(test_vs_cpu)
 {
+    unsetenv("LLMRT_FP8_TUNE"); /* the built-in choices */
     const int64_t in = shapes[_i][0], out = shapes[_i][1];
     ft_linear src = ft_linear_random(in, out, _i % 2 ? LLMRT_DTYPE_BF16 : LLMRT_DTYPE_F32,
                                      100 + (uint64_t)_i);
@@ -246,6 +247,7 @@ END_TEST
 /* activations = auto: exactly one of the two semantics at each row count. */
 START_TEST(test_auto_policy)
 {
+    unsetenv("LLMRT_FP8_TUNE"); /* the built-in choices */
     const int64_t in = 512, out = 384;
     ft_linear src = ft_linear_random(in, out, LLMRT_DTYPE_BF16, 9);
     ft_ckpt *ck = ft_ckpt_new();
@@ -255,14 +257,16 @@ START_TEST(test_auto_policy)
     llmrt_qlinear *la = load(qa, ck, "p", in, out), *l16 = load(q16, ck, "p", in, out),
                   *l8 = load(q8, ck, "p", in, out);
     const int fp8_mma = INFO.cc_major * 10 + INFO.cc_minor >= 89;
+    const int min_rows = atoi(llmrt_key_value(NULL, ft_fp8_desc()->keys, ft_fp8_desc()->n_keys,
+                                              "w8a8_min_rows"));
     ft_rng r = {10};
-    const int32_t tn[] = {1, 8, 9, 33, 128};
-    for (int k = 0; k < 5; k++) {
+    const int32_t tn[] = {1, 8, 9, 32, 33, 128};
+    for (int k = 0; k < 6; k++) {
         const int32_t n = tn[k];
         float *x = ft_activations(&r, n, in);
         float *ya = malloc((size_t)(n * out) * 4), *yw = malloc((size_t)(n * out) * 4);
         cuda_forward(qa, la, x, n, in, out, 0, ya);
-        const int w8a8 = fp8_mma && n >= 9;
+        const int w8a8 = fp8_mma && n >= min_rows;
         cuda_forward(w8a8 ? q8 : q16, w8a8 ? l8 : l16, x, n, in, out, 0, yw);
         ck_assert_msg(memcmp(ya, yw, (size_t)(n * out) * 4) == 0,
                       "activations = auto at n = %d on %s (cc %d.%d) is not %s", n, INFO.name,
@@ -279,6 +283,7 @@ END_TEST
 /* q/k/v as one linear, and [gate; up] with SwiGLU folded into the GEMV. */
 START_TEST(test_fused)
 {
+    unsetenv("LLMRT_FP8_TUNE"); /* the built-in choices */
     const int64_t in = 640;
     const int64_t qkv[3] = {512, 128, 128}, gu[2] = {384, 384};
     const char *qkv_names[3] = {"q", "k", "v"}, *gu_names[2] = {"gate", "up"};
@@ -368,6 +373,7 @@ END_TEST
  * bit for bit on new inputs. */
 START_TEST(test_graph)
 {
+    unsetenv("LLMRT_FP8_TUNE"); /* the built-in choices */
     if (!LLMRT_VT_HAS(CUDA.vt, llmrt_backend_vtable, graph_begin)) {
         printf("note: the backend has no graphs; test_graph not run\n");
         return;
@@ -420,6 +426,7 @@ END_TEST
 /* A NaN code is found on the device path too. */
 START_TEST(test_nan_refused)
 {
+    unsetenv("LLMRT_FP8_TUNE"); /* the built-in choices */
     ft_linear src = ft_linear_random(256, 256, LLMRT_DTYPE_F32, 40);
     src.codes[200 * 256 + 3] = 0x7f;
     ft_ckpt *ck = ft_ckpt_new();
