@@ -132,7 +132,6 @@ static int cuda_offered(const llmrt_backend_ref *be)
 #endif
 }
 
-static void fp8_destroy(llmrt_quant *q);
 
 static llmrt_status fp8_create(const llmrt_host *host, const llmrt_section *cfg,
                                const char *quant_config_json, const llmrt_backend_ref *backend,
