@@ -14,12 +14,23 @@ and writes what the tests compare against:
 
 Fixtures: bf16 dense tied, fp16 dense untied, AWQ group 32, AWQ group 128 (fp16 dense
 parts, decoder linears packed here in AutoAWQ's GEMM layout; the reference runs on exactly
-the dequantized weights), and an f32 checkpoint split into shards with an index. Configs
-use both spellings seen in the wild: transformers 5's dtype / rope_parameters, and the
-released checkpoints' torch_dtype / rope_theta.
+the dequantized weights), an f32 checkpoint split into shards with an index, and two
+block-scaled FP8 checkpoints in the Qwen3-*-FP8 layout (weight float8_e4m3fn [out, in],
+weight_scale_inv [ceil(out/128), ceil(in/128)] in F32 for one and BF16 for the other; hidden
+128 / intermediate 320 and hidden 192, so blocks are partial in rows and inputs). Configs use
+both spellings seen in the wild: transformers 5's dtype / rope_parameters, and the released
+checkpoints' torch_dtype / rope_theta.
+
+FP8 fixtures carry two references of the same prompts: reference.json is W8A16 (float32
+transformers on the dequantized weights), reference_w8a8.json (with reference_w8a8_<k>.f32)
+W8A8 — forward pre-hooks quantize each quantized linear's input per token per 128 inputs to
+e4m3 (scale = amax / 448, as the checkpoint's "dynamic" activation_scheme and vLLM do), with
+its own greedy continuations. Each says under "llmrt_set" which [quant.fp8] setting of llmrt
+implements its semantics (tests/integration/logits_check.py applies it).
 
 Run (needs torch, transformers, safetensors; no network):
     python3 tools/make_fixtures.py --out tests/fixtures/models
+    python3 tools/make_fixtures.py --out tests/fixtures/models --only fp8   # just the FP8 ones
 Exits non-zero on any inconsistency (saved checkpoint does not reproduce the reference,
 AWQ packing does not round-trip, greedy ids disagree with the teacher-forced argmax, ...).
 """
@@ -65,7 +76,16 @@ FIXTURES = [
          head_dim=64, group=128, shards=1, spelling="new", theta=1000000.0),
     dict(name="qwen3-f32-sharded", dtype="float32", tie=False, hidden=64, inter=128, layers=2,
          head_dim=32, group=None, shards=3, spelling="old", theta=1000000.0),
+    # FP8 (fp8 = the scale dtype): vocab 256 keeps them small (SIZE_LIMIT).
+    dict(name="qwen3-fp8-h128", dtype="bfloat16", tie=False, hidden=128, inter=320, layers=2,
+         head_dim=64, group=None, fp8="F32", shards=1, spelling="new", theta=1000000.0,
+         vocab=256),
+    dict(name="qwen3-fp8-h192", dtype="bfloat16", tie=True, hidden=192, inter=320, layers=2,
+         head_dim=64, group=None, fp8="BF16", shards=1, spelling="old", theta=1000000.0,
+         vocab=256, out_scale=3.0, skip=["lm_head"]),
 ]
+FP8_BLOCK = 128
+FP8_MAX = 448.0
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 LINEARS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
@@ -77,8 +97,12 @@ def fail(msg):
     sys.exit(1)
 
 
+def vocab_of(fx):
+    return fx.get("vocab", VOCAB)
+
+
 def make_config(fx):
-    kw = dict(vocab_size=VOCAB, hidden_size=fx["hidden"], intermediate_size=fx["inter"],
+    kw = dict(vocab_size=vocab_of(fx), hidden_size=fx["hidden"], intermediate_size=fx["inter"],
               num_hidden_layers=fx["layers"], num_attention_heads=HEADS,
               num_key_value_heads=KV_HEADS, head_dim=fx["head_dim"],
               max_position_embeddings=MAX_POS, rms_norm_eps=1e-6,
@@ -190,6 +214,82 @@ def quantize_linears(model, fx, gen):
                 tensors[prefix + ".qzeros"] = qzeros
                 tensors[prefix + ".scales"] = s
     return tensors
+
+
+def quantize_fp8(w, scale_dtype):
+    """A block quantizer as the FP8 checkpoints' authors run it: per 128x128 block,
+    s = amax / 448 (stored in scale_dtype), codes = e4m3(w / s). Returns the codes
+    (float8_e4m3fn [out, in]), the scales as stored, and the dequantized weight
+    codes * s in float32 — what the reference model then holds."""
+    out_f, in_f = w.shape
+    rb, kb = -(-out_f // FP8_BLOCK), -(-in_f // FP8_BLOCK)
+    codes = torch.empty(out_f, in_f, dtype=torch.float8_e4m3fn)
+    scales = torch.empty(rb, kb, dtype=torch.float32)
+    deq = torch.empty(out_f, in_f, dtype=torch.float32)
+    for i in range(rb):
+        for j in range(kb):
+            rs, cs = slice(i * FP8_BLOCK, (i + 1) * FP8_BLOCK), slice(j * FP8_BLOCK, (j + 1) * FP8_BLOCK)
+            blk = w[rs, cs].to(torch.float32)
+            s = (blk.abs().max().clamp(min=1e-12) / FP8_MAX).to(scale_dtype).to(torch.float32)
+            q = (blk / s).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+            codes[rs, cs] = q
+            scales[i, j] = s
+            deq[rs, cs] = q.to(torch.float32) * s
+    return codes, scales.to(scale_dtype), deq
+
+
+def dequant_fp8(codes, scales):
+    """The stored tensors -> float32 weight: codes * scale of their 128x128 block."""
+    s = scales.to(torch.float32)
+    s = s.repeat_interleave(FP8_BLOCK, dim=0)[: codes.shape[0]]
+    s = s.repeat_interleave(FP8_BLOCK, dim=1)[:, : codes.shape[1]]
+    return codes.to(torch.float32) * s
+
+
+def quantize_fp8_linears(model, fx):
+    """Replace each decoder linear's weight by its FP8 quantization; return the stored tensors
+    by name (prefix.weight as float8_e4m3fn, prefix.weight_scale_inv). The model then holds
+    exactly the dequantized weights."""
+    scale_dtype = {"F32": torch.float32, "BF16": torch.bfloat16}[fx["fp8"]]
+    tensors = {}
+    with torch.no_grad():
+        for i in range(fx["layers"]):
+            for lin in LINEARS:
+                prefix = f"model.layers.{i}.{lin}"
+                w = model.get_parameter(prefix + ".weight")
+                codes, scales, deq = quantize_fp8(w.data, scale_dtype)
+                if not torch.equal(dequant_fp8(codes, scales), deq):
+                    fail(f"{prefix}: FP8 dequantization does not reproduce the quantizer's")
+                w.copy_(deq)
+                tensors[prefix + ".weight"] = codes.contiguous()
+                tensors[prefix + ".weight_scale_inv"] = scales.contiguous()
+    return tensors
+
+
+def act_quant_fp8(x):
+    """The "dynamic" activation scheme: each token's inputs, per group of 128 (the last may be
+    shorter), scaled by s = max(amax, 1e-10) / 448 and rounded to e4m3; returns xq * s in
+    float32 (the linear then computes sum((xq * s) * w), the W8A8 product)."""
+    shape = x.shape
+    x2 = x.reshape(-1, shape[-1]).to(torch.float32)
+    out = torch.empty_like(x2)
+    for j in range(0, shape[-1], FP8_BLOCK):
+        g = x2[:, j:j + FP8_BLOCK]
+        s = g.abs().amax(dim=1, keepdim=True).clamp(min=1e-10) / FP8_MAX
+        q = (g / s).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).to(torch.float32)
+        out[:, j:j + FP8_BLOCK] = q * s
+    return out.reshape(shape).to(x.dtype)
+
+
+def install_w8a8_hooks(model, fx):
+    """Forward pre-hooks that quantize every quantized linear's input (act_quant_fp8)."""
+    handles = []
+    for i in range(fx["layers"]):
+        for lin in LINEARS:
+            m = model.get_submodule(f"model.layers.{i}.{lin}")
+            handles.append(m.register_forward_pre_hook(lambda mod, args: (act_quant_fp8(args[0]),)
+                                                       + tuple(args[1:])))
+    return handles
 
 
 def respell(path, spelling, dtype_name, quant=None):
@@ -305,6 +405,22 @@ def build(fx, out_root, seed):
         state.update(qtensors)
         save_file(state, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
         model.config.save_pretrained(folder)
+    elif fx.get("fp8"):
+        qtensors = quantize_fp8_linears(model, fx)
+        quant = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                 "weight_block_size": [FP8_BLOCK, FP8_BLOCK]}
+        if fx.get("skip"):
+            quant["modules_to_not_convert"] = fx["skip"]
+        state = {}
+        for k, v in model.state_dict().items():
+            if k in qtensors:
+                continue  # the dense weight of a quantized linear is stored as codes + scales
+            if fx["tie"] and k == "lm_head.weight":
+                continue
+            state[k] = v.to(store).contiguous()
+        state.update(qtensors)
+        save_file(state, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+        model.config.save_pretrained(folder)
     elif fx["shards"] > 1:
         state = {k: v.to(store).contiguous() for k, v in model.state_dict().items()
                  if not (fx["tie"] and k == "lm_head.weight")}
@@ -314,33 +430,14 @@ def build(fx, out_root, seed):
         copy.deepcopy(model).to(store).save_pretrained(folder)
 
     # Prompts: random ids, then greedy continuations and teacher-forced logits.
-    prompts = [torch.randint(0, VOCAB, (n,), generator=gen).tolist() for n in PROMPT_LENS]
-    refs = []
-    for k, prompt in enumerate(prompts):
-        cont = greedy(model, prompt, NEW_TOKENS)
-        ids = prompt + cont
-        full = logits_of(model, ids)
-        top2 = torch.topk(full, 2, dim=-1)
-        margins = (top2.values[:, 0] - top2.values[:, 1]).tolist()
-        argmax = top2.indices[:, 0].tolist()
-        for i, tok in enumerate(cont):
-            row = len(prompt) - 1 + i
-            if argmax[row] != tok and margins[row] > 1e-4:
-                fail(f"{name} prompt {k}: greedy token {i} = {tok} but teacher-forced argmax "
-                     f"= {argmax[row]} (margin {margins[row]:.3g})")
-        if not torch.isfinite(full).all():
-            fail(f"{name} prompt {k}: non-finite logits")
-        write_f32(os.path.join(folder, f"reference_{k}.f32"), full)
-        refs.append(dict(prompt=prompt, greedy=cont, ids=ids, rows=len(ids), vocab=VOCAB,
-                         logits_file=f"reference_{k}.f32", argmax=argmax,
-                         top2_margin=[round(m, 6) for m in margins],
-                         logits_rms=round(float(full.pow(2).mean().sqrt()), 6)))
+    prompts = [torch.randint(0, vocab_of(fx), (n,), generator=gen).tolist() for n in PROMPT_LENS]
+    refs = references(model, fx, prompts, folder, "reference", slack=1e-4)
 
     # Check the files as transformers wrote them, then rewrite config.json in the fixture's
     # spelling (and add quantization_config): a pure key rename, which llmrt must read either way.
     verify_saved(fx, folder, model, refs)
     cfg = respell(os.path.join(folder, "config.json"), fx["spelling"], fx["dtype"], quant)
-    if not fx["group"]:
+    if not fx["group"] and not fx.get("fp8"):
         try:
             verify_saved(fx, folder, model, refs[:1], quiet=True)
         except Exception as e:  # informational: llmrt reads both spellings regardless
@@ -355,10 +452,58 @@ def build(fx, out_root, seed):
                                attention="eager"),
                 logits_layout="float32 little-endian [rows, vocab]; row i predicts ids[i+1]",
                 prompts=refs)
+    if fx.get("fp8"):
+        meta["semantics"] = ("W8A16: float32 transformers on the dequantized weights "
+                             "(e4m3 codes * block scale), activations unquantized")
+        meta["llmrt_set"] = ["quant.fp8.activations=w8a16"]
     with open(os.path.join(folder, "reference.json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")
+    if fx.get("fp8"):
+        handles = install_w8a8_hooks(model, fx)
+        # e4m3 rounding turns the last-bit differences between a greedy run and the teacher-
+        # forced one into visible ones now and then: tolerate disagreements below 0.05
+        refs8 = references(model, fx, prompts, folder, "reference_w8a8", slack=0.05)
+        for h in handles:
+            h.remove()
+        changed = sum(a != b for r, q in zip(refs, refs8) for a, b in zip(r["greedy"], q["greedy"]))
+        print(f"    W8A8: {changed} of {len(prompts) * NEW_TOKENS} greedy tokens differ from W8A16")
+        meta8 = dict(meta, prompts=refs8, llmrt_set=["quant.fp8.activations=w8a8"],
+                     semantics=("W8A8: the dequantized weights, each quantized linear's input "
+                                "quantized per token per 128 inputs to e4m3 (scale = amax / 448; "
+                                "forward pre-hooks), float32 otherwise"))
+        with open(os.path.join(folder, "reference_w8a8.json"), "w") as f:
+            json.dump(meta8, f, indent=1)
+            f.write("\n")
     return cfg, refs
+
+
+def references(model, fx, prompts, folder, stem, slack):
+    """Greedy continuations and teacher-forced logits of each prompt, written to
+    <stem>_<k>.f32; returns the reference.json entries. A greedy token that is not the
+    teacher-forced argmax is an error unless the top-2 margin there is below `slack`."""
+    name = fx["name"]
+    refs = []
+    for k, prompt in enumerate(prompts):
+        cont = greedy(model, prompt, NEW_TOKENS)
+        ids = prompt + cont
+        full = logits_of(model, ids)
+        top2 = torch.topk(full, 2, dim=-1)
+        margins = (top2.values[:, 0] - top2.values[:, 1]).tolist()
+        argmax = top2.indices[:, 0].tolist()
+        for i, tok in enumerate(cont):
+            row = len(prompt) - 1 + i
+            if argmax[row] != tok and margins[row] > slack:
+                fail(f"{name} prompt {k}: greedy token {i} = {tok} but teacher-forced argmax "
+                     f"= {argmax[row]} (margin {margins[row]:.3g})")
+        if not torch.isfinite(full).all():
+            fail(f"{name} prompt {k}: non-finite logits")
+        write_f32(os.path.join(folder, f"{stem}_{k}.f32"), full)
+        refs.append(dict(prompt=prompt, greedy=cont, ids=ids, rows=len(ids), vocab=vocab_of(fx),
+                         logits_file=f"{stem}_{k}.f32", argmax=argmax,
+                         top2_margin=[round(m, 6) for m in margins],
+                         logits_rms=round(float(full.pow(2).mean().sqrt()), 6)))
+    return refs
 
 
 def qtensors_prefixes(qtensors):
@@ -372,8 +517,8 @@ class Mismatch(Exception):
 def verify_saved(fx, folder, model, refs, quiet=False):
     """The files on disk must reproduce the reference logits (quiet: raise instead of exit)."""
     name = fx["name"]
-    if fx["group"]:
-        # No AWQ kernels here: rebuild a float model from the saved tensors, dequantized.
+    if fx["group"] or fx.get("fp8"):
+        # No AWQ / FP8 kernels here: rebuild a float model from the saved tensors, dequantized.
         state = {}
         for fn in sorted(os.listdir(folder)):
             if fn.endswith(".safetensors"):
@@ -384,6 +529,14 @@ def verify_saved(fx, folder, model, refs, quiet=False):
                 p = k[: -len(".qweight")]
                 dense[p + ".weight"] = dequant_awq(v, state[p + ".qzeros"], state[p + ".scales"],
                                                    fx["group"])
+            elif v.dtype == torch.float8_e4m3fn:
+                s_name = k + "_scale_inv"
+                want = {"F32": torch.float32, "BF16": torch.bfloat16}[fx["fp8"]]
+                if s_name not in state or state[s_name].dtype != want:
+                    fail(f"{name}: {k} has no {s_name} of dtype {want}")
+                dense[k] = dequant_fp8(v, state[s_name])
+            elif k.endswith(".weight_scale_inv"):
+                continue
             elif not (k.endswith(".qzeros") or k.endswith(".scales")):
                 dense[k] = v.to(torch.float32)
         check = eager(Qwen3ForCausalLM(make_config(fx))).float().eval()
@@ -414,23 +567,33 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="fixtures folder, e.g. tests/fixtures/models")
     ap.add_argument("--seed", type=int, default=20250601)
+    ap.add_argument("--only", default=None,
+                    help="build only the fixtures whose name contains one of these comma-separated "
+                         "words (e.g. fp8, awq); the others are left as they are")
     args = ap.parse_args()
+    words = [w for w in (args.only or "").split(",") if w]
+    chosen = [fx for fx in FIXTURES if not words or any(w in fx["name"] for w in words)]
+    if not chosen:
+        fail(f"--only {args.only}: no fixture matches (names: "
+             f"{', '.join(fx['name'] for fx in FIXTURES)})")
     torch.manual_seed(args.seed)
     torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)))
     os.makedirs(args.out, exist_ok=True)
     print(f"make_fixtures: torch {torch.__version__}, transformers {transformers.__version__}")
     for i, fx in enumerate(FIXTURES):
+        if fx not in chosen:
+            continue  # each fixture keeps its own seed (its index), whatever is chosen
         cfg, refs = build(fx, args.out, args.seed + i)
         margins = [m for r in refs for m in r["top2_margin"]]
         size = folder_bytes(os.path.join(args.out, fx["name"]))
         print(f"  {fx['name']:<20} {fx['dtype']:<9} tied={fx['tie']!s:<5} "
-              f"awq={fx['group'] or '-':<4} shards={fx['shards']} spelling={fx['spelling']}: "
+              f"awq={fx['group'] or '-':<4} fp8={fx.get('fp8') or '-':<4} shards={fx['shards']} spelling={fx['spelling']}: "
               f"{len(refs)} prompts, logits rms {refs[0]['logits_rms']:.2f}, "
               f"min top-2 margin {min(margins):.3g}, {size / 1e3:.0f} kB")
         print(f"    greedy[0] = {refs[0]['greedy']}")
     total = folder_bytes(args.out)
     print(f"make_fixtures: wrote {args.out} ({total / 1e6:.2f} MB)")
-    for fx in FIXTURES:
+    for fx in chosen:
         with open(os.path.join(args.out, fx["name"], "reference.json")) as f:
             distinct = min(len(set(p["greedy"])) for p in json.load(f)["prompts"])
         if distinct < 4:

@@ -36,4 +36,15 @@ out=$(LLMRT_PLUGIN_PATH="$tmp/pc" "$prefix/bin/llmrt" plugins)
 # the pkg-config build is found first (LLMRT_PLUGIN_PATH) and the installed copy is then a duplicate
 grep -q "^memory  *example .*$tmp/pc/memory-example.so" <<<"$out" || { echo "FAIL: pkg-config build not loaded:"; echo "$out"; exit 1; }
 grep -q "duplicate plugin memory:example" <<<"$out" || { echo "FAIL: duplicate not reported"; echo "$out"; exit 1; }
-echo "ok: SDK install, CMake package, pkg-config, example plugin"
+
+# 3. A real plugin from this tree, built standalone the same way: quant-fp8 (CPU kernels only
+# here, LLMRT_CUDA=OFF; its CMakeLists builds the CUDA ones where nvcc is found).
+cmake -S "$LLMRT_SOURCE_DIR/plugins/quant-fp8" -B "$tmp/fp8" -G Ninja -DLLMRT_CUDA=OFF \
+  -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+ninja -C "$tmp/fp8" >/dev/null
+exported=$(nm -D --defined-only "$tmp/fp8/quant-fp8.so" | awk '$2=="T"{print $3}')
+[[ "$exported" == "llmrt_plugin_get" ]] || { echo "FAIL: quant-fp8 exports: $exported"; exit 1; }
+mkdir -p "$tmp/fp8p" && cp "$tmp/fp8/quant-fp8.so" "$tmp/fp8p/"
+out=$(LLMRT_PLUGIN_PATH="$tmp/fp8p" "$prefix/bin/llmrt" plugins)
+grep -q "^quant  *fp8 .*$tmp/fp8p/quant-fp8.so" <<<"$out" || { echo "FAIL: standalone quant-fp8 not loaded:"; echo "$out"; exit 1; }
+echo "ok: SDK install, CMake package, pkg-config, example plugin, quant-fp8 built standalone"

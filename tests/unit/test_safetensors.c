@@ -109,6 +109,31 @@ START_TEST(test_parse_valid)
 }
 END_TEST
 
+/* The 8-bit floats FP8 checkpoints store (F8_E4M3 weights, F8_E5M2 for completeness): one byte
+ * per element, and the usual size check. */
+START_TEST(test_parse_f8)
+{
+    const char *hdr = "{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2,3],\"data_offsets\":[0,6]},"
+                      "\"e\":{\"dtype\":\"F8_E5M2\",\"shape\":[2],\"data_offsets\":[6,8]}}";
+    size_t n, count;
+    uint8_t *img = image(hdr, 8, &n);
+    llmrt_tensor_view *v;
+    llmrt_error err = {0};
+    ck_assert_msg(llmrt_st_parse("f8.safetensors", img, n, &v, &count, &err) == LLMRT_OK, "%s",
+                  err.msg);
+    ck_assert_uint_eq(count, 2);
+    for (size_t i = 0; i < count; i++) {
+        const int w = strcmp(v[i].name, "w") == 0;
+        ck_assert_int_eq(v[i].dtype, w ? LLMRT_DTYPE_F8_E4M3 : LLMRT_DTYPE_F8_E5M2);
+        ck_assert_uint_eq(v[i].bytes, w ? 6 : 2);
+    }
+    llmrt_st_views_free(v, count);
+    free(img);
+    expect_parse_error("{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2,3],\"data_offsets\":[0,12]}}",
+                       12, "tensor 'w'", "shape [2, 3] x F8_E4M3 is 6 bytes", "span 12 bytes");
+}
+END_TEST
+
 START_TEST(test_parse_header_errors)
 {
     /* header length past EOF: says how many bytes there are */
@@ -608,6 +633,7 @@ int main(void)
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("safetensors");
     tcase_add_test(tc, test_parse_valid);
+    tcase_add_test(tc, test_parse_f8);
     tcase_add_test(tc, test_parse_header_errors);
     tcase_add_test(tc, test_parse_tensor_errors);
     tcase_add_test(tc, test_file_errors_name_the_path);
