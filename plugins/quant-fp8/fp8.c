@@ -43,6 +43,10 @@ static const llmrt_key fp8_keys[] = {
      "linears run W8A8 (above 32 rows: the FP8 tensor-core GEMM; 9..32: the GEMV with quantized "
      "activations); below it W8A16.",
      LLMRT_KEY_DEVELOPER},
+    {"tune", LLMRT_KEY_STRING, "", NULL,
+     "CUDA kernel knobs for benchmark sweeps, \"key=value,...\": kw=N (K-splitting warps of the "
+     "decode GEMV, 1..16), mma=0 (run the paths of devices without FP8 tensor cores).",
+     LLMRT_KEY_DEVELOPER},
 };
 #define FP8_N_KEYS ((uint32_t)(sizeof fp8_keys / sizeof fp8_keys[0]))
 
@@ -97,7 +101,7 @@ static llmrt_status parse_section(const llmrt_section *cfg, llmrt_quant *q, llmr
         if (!known)
             return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                               "%s: unknown key '%s' in [%s] (quant-fp8's keys: activations = "
-                              "auto|w8a16|w8a8, w8a8_min_rows)",
+                              "auto|w8a16|w8a8, w8a8_min_rows, tune)",
                               key_where(cfg, cfg->keys[i]), cfg->keys[i], sec);
     }
     const char *act = llmrt_key_value(cfg, fp8_keys, FP8_N_KEYS, "activations");
@@ -158,7 +162,8 @@ static llmrt_status fp8_create(const llmrt_host *host, const llmrt_section *cfg,
     if (cuda_offered(backend)) {
         q->target = FP8_ON_CUDA;
 #ifdef FP8_HAVE_CUDA
-        if ((st = fp8_cuda_create(backend, &q->cuda, err)) != LLMRT_OK) {
+        if ((st = fp8_cuda_create(backend, llmrt_key_value(cfg, fp8_keys, FP8_N_KEYS, "tune"),
+                                  &q->cuda, err)) != LLMRT_OK) {
             free(q);
             return st;
         }

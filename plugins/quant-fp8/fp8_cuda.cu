@@ -797,8 +797,8 @@ extern "C" int fp8_cuda_offered(const llmrt_backend_ref *backend)
     return llmrt_cuda_ext_of(backend) != NULL;
 }
 
-extern "C" llmrt_status fp8_cuda_create(const llmrt_backend_ref *backend, fp8_cuda_ctx **out,
-                                        llmrt_error *err)
+extern "C" llmrt_status fp8_cuda_create(const llmrt_backend_ref *backend, const char *tune,
+                                        fp8_cuda_ctx **out, llmrt_error *err)
 {
     *out = NULL;
     const llmrt_cuda_ext *x = llmrt_cuda_ext_of(backend);
@@ -825,11 +825,10 @@ extern "C" llmrt_status fp8_cuda_create(const llmrt_backend_ref *backend, fp8_cu
     ctx->cc = prop.major * 10 + prop.minor;
     ctx->mma = ctx->cc >= 89;
     snprintf(ctx->name, sizeof ctx->name, "%s (sm_%d)", prop.name, ctx->cc);
-    /* LLMRT_FP8_TUNE="kw=8,mma=0" (fp8_cuda.h); unknown keys are ignored */
-    const char *env = getenv("LLMRT_FP8_TUNE");
-    if (env && *env) {
+    /* [quant.fp8] tune = "kw=8,mma=0" (fp8_cuda.h); unknown knobs are ignored */
+    if (tune && *tune) {
         char buf[256];
-        snprintf(buf, sizeof buf, "%s", env);
+        snprintf(buf, sizeof buf, "%s", tune);
         for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
              tok = strtok_r(NULL, ",", &save)) {
             char *eq = strchr(tok, '=');

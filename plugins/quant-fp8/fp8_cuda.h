@@ -31,11 +31,11 @@ typedef struct fp8_cuda_linear fp8_cuda_linear; /* one loaded linear on the devi
 int fp8_cuda_offered(const llmrt_backend_ref *backend);
 
 /* The per-instance context on a backend that offers "llmrt.cuda". The backend outlives it.
- * LLMRT_FP8_TUNE="key=value,..." (developer knobs for benchmark sweeps, not a setting):
- * kw=N forces the GEMV's K-splitting warps (1..16), mma=0 acts as if the device had no FP8
- * tensor cores (the sm_86 paths on any GPU). */
-llmrt_status fp8_cuda_create(const llmrt_backend_ref *backend, fp8_cuda_ctx **out,
-                             llmrt_error *err);
+ * tune: [quant.fp8] tune, "key=value,..." (developer knobs for benchmark sweeps; NULL or ""
+ * for none): kw=N forces the GEMV's K-splitting warps (1..16), mma=0 acts as if the device
+ * had no FP8 tensor cores (the sm_86 paths on any GPU); unknown knobs are ignored. */
+llmrt_status fp8_cuda_create(const llmrt_backend_ref *backend, const char *tune,
+                             fp8_cuda_ctx **out, llmrt_error *err);
 void fp8_cuda_destroy(fp8_cuda_ctx *ctx);
 
 /* 1 when the device has FP8 tensor cores (compute capability 8.9 or newer) and they are

@@ -105,7 +105,7 @@ START_TEST(key_table)
 {
     const llmrt_plugin_desc *d = ft_fp8_desc();
     ck_assert_str_eq(d->name, "fp8");
-    ck_assert_uint_eq(d->n_keys, 2);
+    ck_assert_uint_eq(d->n_keys, 3);
     ck_assert_str_eq(d->keys[0].name, "activations");
     ck_assert_int_eq(d->keys[0].type, LLMRT_KEY_ENUM);
     ck_assert_str_eq(d->keys[0].def, "auto");
@@ -115,6 +115,10 @@ START_TEST(key_table)
     ck_assert_int_eq(d->keys[1].type, LLMRT_KEY_INT);
     ck_assert_uint_ne(d->keys[1].flags & LLMRT_KEY_DEVELOPER, 0);
     ck_assert_str_eq(llmrt_key_value(NULL, d->keys, d->n_keys, "w8a8_min_rows"), "33");
+    ck_assert_str_eq(d->keys[2].name, "tune");
+    ck_assert_int_eq(d->keys[2].type, LLMRT_KEY_STRING);
+    ck_assert_uint_ne(d->keys[2].flags & LLMRT_KEY_DEVELOPER, 0);
+    ck_assert_str_eq(llmrt_key_value(NULL, d->keys, d->n_keys, "tune"), "");
 }
 END_TEST
 

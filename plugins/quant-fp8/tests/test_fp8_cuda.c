@@ -9,7 +9,7 @@
  *   w8a8        the GEMV (n <= 32) and the FP8 tensor-core GEMM (n > 32, sm_89+) quantize the
  *               activations to the CPU's e4m3 codes bit for bit, so only the accumulation
  *               differs: <= 1e-3 (the FP8 MMA's accumulator keeps fewer bits than f32)
- *   sm_86 paths LLMRT_FP8_TUNE=mma=0 (W8A8 above 32 rows through the GEMV), kw=1/2/16
+ *   sm_86 paths tune mma=0 (W8A8 above 32 rows through the GEMV), kw=1/2/16
  *   auto        activations = auto is exactly W8A16 below w8a8_min_rows and W8A8 from it on
  *               FP8 tensor cores (W8A16 without them)
  *   swiglu      linear_forward_fused on [gate; up] equals forward + silu * up (twice the
@@ -63,10 +63,14 @@ static void poison(float *d, size_t n)
     free(h);
 }
 
+/* [quant.fp8] tune for the instances quant_on makes ("" = the built-in choices). */
+static const char *TUNE = "";
+
 static llmrt_quant *quant_on(const llmrt_backend_ref *be, const char *act)
 {
-    const char *keys[] = {"activations"}, *vals[] = {act}, *where[] = {"test"};
-    llmrt_section sec = {"quant.fp8", act ? 1 : 0, keys, vals, where};
+    const char *keys[] = {"tune", "activations"}, *vals[] = {TUNE, act};
+    const char *where[] = {"test", "test"};
+    llmrt_section sec = {"quant.fp8", act ? 2 : 1, keys, vals, where};
     llmrt_quant *q = NULL;
     llmrt_error err = {0};
     ck_assert_msg(ft_fp8()->create(&HOST, &sec, FT_QWEN_CONFIG, be, &q, &err) == LLMRT_OK,
@@ -151,7 +155,7 @@ static const int32_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 33, 128};
 
 START_TEST(test_vs_cpu)
 {
-    unsetenv("LLMRT_FP8_TUNE"); /* the built-in choices */
+    TUNE = ""; /* the built-in choices */
     const int64_t in = shapes[_i][0], out = shapes[_i][1];
     ft_linear src = ft_linear_random(in, out, _i % 2 ? LLMRT_DTYPE_BF16 : LLMRT_DTYPE_F32,
                                      100 + (uint64_t)_i);
@@ -214,7 +218,7 @@ START_TEST(test_tune_paths)
     ft_linear_add(ck, "p", &src);
     ft_rng r = {8};
     for (size_t t = 0; t < sizeof tunes / sizeof *tunes; t++) {
-        setenv("LLMRT_FP8_TUNE", tunes[t], 1);
+        TUNE = tunes[t];
         for (int m = 0; m < 2; m++) {
             const char *mode = m ? "w8a8" : "w8a16";
             llmrt_quant *qg = quant_on(&CUDA, mode), *qc = quant_on(&CPU, mode);
@@ -227,7 +231,7 @@ START_TEST(test_tune_paths)
                 cuda_forward(qg, lg, x, n, in, out, 0, yg);
                 cpu_forward(qc, lc, x, n, out, yc);
                 char what[160];
-                snprintf(what, sizeof what, "LLMRT_FP8_TUNE=%s %s n=%d", tunes[t], mode, n);
+                snprintf(what, sizeof what, "tune=%s %s n=%d", tunes[t], mode, n);
                 assert_close(yg, yc, (size_t)(n * out),
                              m ? TOL_W8A8 : n > 32 ? TOL_W8A16_PREFILL : TOL_W8A16, what);
                 free(x), free(yg), free(yc);
@@ -238,7 +242,7 @@ START_TEST(test_tune_paths)
             ft_fp8()->destroy(qc);
         }
     }
-    unsetenv("LLMRT_FP8_TUNE");
+    TUNE = "";
     ft_ckpt_free(ck);
     ft_linear_free(&src);
 }
@@ -247,7 +251,7 @@ END_TEST
 /* activations = auto: exactly one of the two semantics at each row count. */
 START_TEST(test_auto_policy)
 {
-    unsetenv("LLMRT_FP8_TUNE"); /* the built-in choices */
+    TUNE = ""; /* the built-in choices */
     const int64_t in = 512, out = 384;
     ft_linear src = ft_linear_random(in, out, LLMRT_DTYPE_BF16, 9);
     ft_ckpt *ck = ft_ckpt_new();
@@ -283,7 +287,7 @@ END_TEST
 /* q/k/v as one linear, and [gate; up] with SwiGLU folded into the GEMV. */
 START_TEST(test_fused)
 {
-    unsetenv("LLMRT_FP8_TUNE"); /* the built-in choices */
+    TUNE = ""; /* the built-in choices */
     const int64_t in = 640;
     const int64_t qkv[3] = {512, 128, 128}, gu[2] = {384, 384};
     const char *qkv_names[3] = {"q", "k", "v"}, *gu_names[2] = {"gate", "up"};
@@ -373,7 +377,7 @@ END_TEST
  * bit for bit on new inputs. */
 START_TEST(test_graph)
 {
-    unsetenv("LLMRT_FP8_TUNE"); /* the built-in choices */
+    TUNE = ""; /* the built-in choices */
     if (!LLMRT_VT_HAS(CUDA.vt, llmrt_backend_vtable, graph_begin)) {
         printf("note: the backend has no graphs; test_graph not run\n");
         return;
@@ -426,7 +430,7 @@ END_TEST
 /* A NaN code is found on the device path too. */
 START_TEST(test_nan_refused)
 {
-    unsetenv("LLMRT_FP8_TUNE"); /* the built-in choices */
+    TUNE = ""; /* the built-in choices */
     ft_linear src = ft_linear_random(256, 256, LLMRT_DTYPE_F32, 40);
     src.codes[200 * 256 + 3] = 0x7f;
     ft_ckpt *ck = ft_ckpt_new();
