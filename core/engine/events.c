@@ -77,6 +77,7 @@ static void emit(llmrt_engine *e, eseq *s, int32_t token, const char *text, size
     ev.prompt_tokens = s->n_prompt;
     ev.completion_tokens = s->n_generated;
     ev.time_s = llmrt_now_s();
+    ev.time_scheduled_s = s->t_scheduled;
     if (finish != LLMRT_FINISH_NONE) {
         s->done = 1;
         if (s->in_sched) {
