@@ -117,4 +117,21 @@ out=$("$LLMRT" config --set server.api_key=sekrit-0123 --set runtime.log_level=d
 ! grep -q "sekrit" <<<"$out" || fail "config --show prints the api key"
 grep -q "^api_key = (set)  *; --set$" <<<"$out" || fail "api_key shown as (set)"
 "$LLMRT" config | grep -q "^api_key = (unset)  *; default$" || fail "api_key shown as (unset)"
+# ---- the system file (etc/llmrt/runtime.ini of the installation): below -c, above defaults ----
+printf '[cache]\nblock_size = 32\nmax_model_len = 100\n[model]\npath = models/m\n' > "$tmp/sys.ini"
+printf '[cache]\nblock_size = 64\n' > "$tmp/user.ini"
+out=$(LLMRT_SYSTEM_CONFIG="$tmp/sys.ini" "$LLMRT" config -c "$tmp/user.ini" 2>&1) || { echo "$out"; fail "a system file"; }
+grep -q "^; effective configuration (files: $tmp/sys.ini, then $tmp/user.ini)$" <<<"$out" || { echo "$out"; fail "the system file is not named"; }
+grep -q "^block_size = 64  *; $tmp/user.ini:2$" <<<"$out" || { echo "$out"; fail "-c must win over the system file"; }
+grep -q "^max_model_len = 100  *; $tmp/sys.ini:3$" <<<"$out" || { echo "$out"; fail "the system file's value and origin"; }
+grep -q "^path = $tmp/models/m  *; $tmp/sys.ini:5$" <<<"$out" || { echo "$out"; fail "a relative path in the system file resolves against its folder"; }
+out=$(LLMRT_SYSTEM_CONFIG="$tmp/sys.ini" "$LLMRT" config -c "$tmp/user.ini" --set cache.max_model_len=7 2>&1)
+grep -q "^max_model_len = 7  *; --set$" <<<"$out" || { echo "$out"; fail "--set must win over the system file"; }
+out=$(LLMRT_SYSTEM_CONFIG= "$LLMRT" config 2>&1)
+grep -q "^block_size = 16  *; default$" <<<"$out" || { echo "$out"; fail "LLMRT_SYSTEM_CONFIG= reads no system file"; }
+printf '[cache]\nblok_size = 32\n' > "$tmp/badsys.ini"
+LLMRT_SYSTEM_CONFIG="$tmp/badsys.ini" "$LLMRT" config > "$tmp/out" 2>&1; rc=$?
+[[ $rc -eq 1 ]] && grep -q "the system config (LLMRT_SYSTEM_CONFIG= to skip it): $tmp/badsys.ini:2: unknown key 'blok_size'" "$tmp/out" ||
+  { cat "$tmp/out"; fail "a bad system file: exit $rc"; }
+! LLMRT_SYSTEM_CONFIG="$tmp/sys.ini" "$LLMRT" config 2>&1 >/dev/null | grep -q "LLMRT_SYSTEM_CONFIG" || fail "LLMRT_SYSTEM_CONFIG is reported as an unknown variable"
 echo "ok: cli"
