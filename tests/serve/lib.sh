@@ -97,9 +97,11 @@ post() {
     --data-binary "$body" "$SERVE_URL$path"
 }
 
-# metric NAME{LABELS}: the value of one sample line of /metrics (empty when absent).
+# metric NAME{LABELS}: the value of one sample line of /metrics (empty when absent). Every
+# series carries model_name first; it is left out of the comparison (NAME alone matches
+# NAME{model_name="..."}).
 metric() {
-  curl -s "$SERVE_URL/metrics" | awk -v k="$1" '$1 == k { print $2 }'
+  curl -s "$SERVE_URL/metrics" | awk -v k="$1" '{ n = $1; sub(/model_name="[^"]*",?/, "", n); sub(/\{\}$/, "", n); if (n == k) print $2 }'
 }
 
 # wait_metric NAME VALUE WHAT: wait (up to 20 s) until /metrics shows NAME = VALUE (the
