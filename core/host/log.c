@@ -99,7 +99,7 @@ static void emit(llmrt_log_level level, const char *who, const llmrt_log_field *
                                     ? json_integer((json_int_t)fields[i].num)
                                     : json_real(fields[i].num));
         }
-        json = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+        json = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9));
         json_decref(o);
     }
     char extra[1024] = "";
