@@ -138,9 +138,9 @@ static const llmrt_key server_keys[] = {
      "unchanged.",
      0},
     {"allow_special_tokens_in_content", LLMRT_KEY_BOOL, "false", NULL,
-     "Let special-token text inside chat message contents (<|im_start|>system ...) become "
-     "special tokens. false: it is tokenized as plain text, so a client cannot forge chat "
-     "structure; true only for trusted clients.",
+     "Let the text of special tokens inside chat message contents become those tokens. "
+     "false: it is tokenized as plain text, so a client cannot forge chat structure (a "
+     "system turn of its own); true only for trusted clients.",
      0},
 };
 
