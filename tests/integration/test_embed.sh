@@ -27,7 +27,9 @@ if command -v c++ >/dev/null; then
     || fail "engine.h does not compile alone (C++)"
 fi
 
-cc -std=c11 -Wall -Wextra -Werror -pedantic "$LLMRT_SOURCE_DIR/tests/embed/embed.c" -o "$tmp/embed" \
+san=() # a sanitized libllmrt needs its program sanitized too
+grep -q '^LLMRT_SANITIZE:BOOL=ON' "$LLMRT_BUILD_DIR/CMakeCache.txt" && san=(-fsanitize=address,undefined)
+cc -std=c11 -Wall -Wextra -Werror -pedantic "${san[@]}" "$LLMRT_SOURCE_DIR/tests/embed/embed.c" -o "$tmp/embed" \
   $(pkg-config --cflags --libs llmrt-engine) -Wl,-rpath,"$(dirname "$lib")" || fail "embed.c does not build"
 
 "$prefix/bin/llmrt" mkmodel --preset tiny --seed 5 -q -o "$tmp/tiny"

@@ -66,7 +66,9 @@ cat > "$tmp/embed.c" <<'C'
 #include <stdio.h>
 int main(void) { printf("%s\n", llmrt_version()); return 0; }
 C
-cc "$tmp/embed.c" -o "$tmp/embed" $(PKG_CONFIG_PATH="$root/usr/lib/pkgconfig" pkg-config --cflags --libs llmrt-engine) &&
+san=() # a sanitized libllmrt needs its program sanitized too
+grep -q '^LLMRT_SANITIZE:BOOL=ON' "$LLMRT_BUILD_DIR/CMakeCache.txt" && san=(-fsanitize=address,undefined)
+cc "${san[@]}" "$tmp/embed.c" -o "$tmp/embed" $(PKG_CONFIG_PATH="$root/usr/lib/pkgconfig" pkg-config --cflags --libs llmrt-engine) &&
   [[ $(LD_LIBRARY_PATH="$root/usr/lib" "$tmp/embed") == "$("$LLMRT" --version | awk '{print $2}')" ]] ||
   fail "a program built against the packaged SDK"
 
