@@ -86,7 +86,8 @@ static void draw_tty(llmrt_progress *p, double now)
 
 /* A plain line: on stderr while the log writes JSON, it is a log line of its own (one JSON
  * object, like every other line there). */
-static void plain_line(llmrt_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void plain_line(llmrt_progress *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void plain_line(llmrt_progress *p, const char *fmt, ...)
 {
     va_list ap;
