@@ -140,7 +140,7 @@ int cmd_chat(int argc, char **argv)
         switch (opt) {
         case OPT_SYSTEM: system = optarg; break;
         case OPT_NO_THINKING: thinking = 0; break;
-        default: return cli_bad_option("chat", usage);
+        default: return cli_bad_option("chat", opts, argv);
         }
     }
     if (optind < argc)
@@ -155,6 +155,10 @@ int cmd_chat(int argc, char **argv)
     llmrt_runtime *rt = NULL;
     if (cli_open_runtime(&c, &rt))
         return 1;
+    if (!cli_model_has_tokenizer(rt, "chat")) { /* before the (long) load */
+        llmrt_runtime_close(rt);
+        return 1;
+    }
     int rc = 1;
     llmrt_error err = {0};
     llmrt_engine *e = NULL;
@@ -165,7 +169,7 @@ int cmd_chat(int argc, char **argv)
 
     llmrt_engine_options eo;
     llmrt_engine_options_init(&eo);
-    eo.show_progress = isatty(STDERR_FILENO);
+    eo.show_progress = 1; /* a bar on a terminal, plain lines in a log */
     if (llmrt_engine_create(rt, &eo, &e, &err) != LLMRT_OK) {
         cli_fail("chat", &err);
         goto done;
@@ -211,8 +215,10 @@ int cmd_chat(int argc, char **argv)
             goto oom;
         llmrt_chat_options co = {.struct_size = sizeof co, .add_generation_prompt = 1,
                                  .enable_thinking = thinking};
-        char *prompt = NULL;
-        if (llmrt_engine_chat_render(e, h.m, (uint32_t)h.n, &co, &prompt, &err) != LLMRT_OK) {
+        int32_t *prompt = NULL; /* what is typed stays text: no forged special tokens */
+        size_t n_prompt = 0;
+        if (llmrt_engine_chat_tokenize(e, h.m, (uint32_t)h.n, &co, 0, &prompt, &n_prompt,
+                                       &err) != LLMRT_OK) {
             cli_fail("chat", &err);
             history_truncate(&h, before);
             continue;
@@ -221,7 +227,8 @@ int cmd_chat(int argc, char **argv)
         memset(&r, 0, sizeof r);
         llmrt_request q;
         llmrt_request_init(&q);
-        q.prompt_text = prompt;
+        q.prompt_ids = prompt;
+        q.n_prompt = (int32_t)n_prompt;
         q.sampling.max_tokens =
             smp.max_tokens > 0 ? (int32_t)smp.max_tokens : llmrt_engine_max_model_len(e);
         q.sampling.temperature = (float)smp.temperature;

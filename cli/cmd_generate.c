@@ -247,7 +247,7 @@ int cmd_generate(int argc, char **argv)
         case OPT_IGNORE_EOS: ignore_eos = 1; break;
         case OPT_PRINT_IDS: want_ids = 1; break;
         case OPT_NO_STREAM: no_stream = 1; break;
-        default: return cli_bad_option("generate", usage);
+        default: return cli_bad_option("generate", opts, argv);
         }
     }
     if (optind < argc)
@@ -263,6 +263,11 @@ int cmd_generate(int argc, char **argv)
     llmrt_runtime *rt = NULL;
     if (cli_open_runtime(&c, &rt))
         return 1;
+    /* a text prompt without a tokenizer: say so before the (long) load */
+    if ((prompt || (prompts_file && !file_ids)) && !cli_model_has_tokenizer(rt, "generate")) {
+        llmrt_runtime_close(rt);
+        return 2;
+    }
     int rc = 1;
     llmrt_error err = {0};
     llmrt_engine *e = NULL;
@@ -344,6 +349,25 @@ int cmd_generate(int argc, char **argv)
             rc = 2;
             goto done;
         }
+    }
+    /* the engine ends a request at max_model_len: say when that cuts --max-tokens */
+    {
+        int32_t mml = llmrt_engine_max_model_len(e), n_cut = 0, first = -1;
+        for (int i = 0; i < n_lines; i++)
+            if ((int64_t)pn[i] + (int64_t)smp.max_tokens > mml) {
+                if (first < 0)
+                    first = i;
+                n_cut++;
+            }
+        if (n_cut == 1 && !prompts_file)
+            fprintf(stderr, "llmrt generate: note: --max-tokens %.0f is cut to %d: "
+                            "cache.max_model_len = %d and the prompt has %d tokens\n",
+                    smp.max_tokens, mml - pn[first], mml, pn[first]);
+        else if (n_cut)
+            fprintf(stderr, "llmrt generate: note: --max-tokens %.0f is cut by "
+                            "cache.max_model_len = %d for %d prompt(s) (the first, %s:%d, to %d "
+                            "tokens)\n",
+                    smp.max_tokens, mml, n_cut, prompts_file, first + 1, mml - pn[first]);
     }
     g.stream = !prompts_file && !no_stream && tok != NULL;
     g.print_ids = want_ids || !tok;

@@ -49,7 +49,7 @@ typedef struct serve_choice {
     int submitted;
     /* stepping thread only */
     int seen_first;
-    double t_last;
+    double t_first, t_last;
     /* written once under g->mu by the final event, read after final_seen was seen */
     int final_seen;
     llmrt_finish_reason finish;
@@ -142,8 +142,26 @@ static void gen_cancel(serve_gen *g)
     free(ids);
 }
 
+void serve_generate_usage(serve_gen *g, int64_t *prompt, int64_t *completion)
+{
+    int64_t c = 0;
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < g->n_choices; i++)
+        c += g->choices[i].completion_tokens;
+    pthread_mutex_unlock(&g->mu);
+    *prompt = g->prompt_tokens;
+    *completion = c;
+}
+
 void serve_generate_done(serve_gen *g, int completed_ok)
 {
+    int64_t most = 0;
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < g->n_choices; i++)
+        if (g->choices[i].completion_tokens > most)
+            most = g->choices[i].completion_tokens;
+    pthread_mutex_unlock(&g->mu);
+    llmrt_serve_metrics_max_generation(g->srv->metrics, most);
     if (!completed_ok)
         gen_cancel(g);
     gen_release(g, 1);
@@ -159,16 +177,27 @@ static void on_token(void *user, const llmrt_token_event *ev)
     int final = ev->finish != LLMRT_FINISH_NONE;
 
     if (ev->token >= 0) {
-        if (!c->seen_first)
+        if (!c->seen_first) {
             llmrt_serve_metrics_ttft(s->metrics, ev->time_s - g->t_arrival);
-        else
+            c->t_first = ev->time_s;
+        } else {
             llmrt_serve_metrics_itl(s->metrics, ev->time_s - c->t_last);
+        }
         c->seen_first = 1;
         c->t_last = ev->time_s;
     }
-    if (final)
+    if (final) {
         llmrt_serve_metrics_finished(s->metrics, ev->finish, ev->prompt_tokens,
                                      ev->completion_tokens, ev->time_s - g->t_arrival);
+        double ts = ev->time_scheduled_s;
+        llmrt_serve_phases ph = {
+            .queue_s = ts > 0 ? ts - g->t_arrival : -1,
+            .prefill_s = ts > 0 && c->seen_first ? c->t_first - ts : -1,
+            .decode_s = c->seen_first ? c->t_last - c->t_first : -1,
+            .inference_s = ts > 0 && c->seen_first ? c->t_last - ts : -1,
+        };
+        llmrt_serve_metrics_phases(s->metrics, &ph);
+    }
 
     serve_event *e = NULL;
     if (ev->token >= 0 || ev->text_len) {
@@ -557,15 +586,13 @@ llmrt_status serve_chat_prompt(llmrt_server *s, const llmrt_serve_request *req, 
                               .enable_thinking = req->enable_thinking,
                               .tools = (const char *const *)msgs->tools,
                               .n_tools = msgs->n_tools};
-    if (llmrt_engine_chat_render(s->engine, msgs->msgs, msgs->n, &opt, &text, &err) !=
+    /* special-token text in the messages stays text unless the deployment trusts clients */
+    uint32_t cf = (s->allow_special ? LLMRT_CHAT_TRUST_CONTENT : 0) |
+                  (req->add_special_tokens ? LLMRT_CHAT_BOS : 0);
+    if (llmrt_engine_chat_tokenize(s->engine, msgs->msgs, msgs->n, &opt, cf, ids, n_ids, &err) !=
         LLMRT_OK) {
-        st = llmrt_serve_error_set(e, 400, NULL, NULL, "messages", "%s", err.msg);
-        goto cleanup;
-    }
-    if (llmrt_tokenizer_encode(s->tok, text, strlen(text),
-                               req->add_special_tokens ? LLMRT_ENCODE_ADD_SPECIAL : 0, ids,
-                               n_ids, &err) != LLMRT_OK) {
-        st = llmrt_serve_error_set(e, 400, NULL, NULL, "messages", "%s", err.msg);
+        st = llmrt_serve_error_set(e, err.code == LLMRT_ERR_INTERNAL ? 500 : 400, NULL, NULL,
+                                   "messages", "%s", err.msg);
         goto cleanup;
     }
 cleanup:
@@ -626,15 +653,26 @@ static llmrt_status budget(llmrt_server *s, const llmrt_serve_request *req, size
             "tokens, which leaves no room for the completion. Shorten the %s.",
             s->max_model_len, what, n, what);
     if (req->has_max_tokens) {
-        if ((int64_t)req->sampling.max_tokens > room)
+        int64_t asked = req->max_tokens_asked > 0 ? req->max_tokens_asked
+                                                  : req->sampling.max_tokens;
+        if (asked > room) {
+            const char *param =
+                req->kind == LLMRT_SERVE_CHAT ? "max_completion_tokens" : "max_tokens";
+            if (asked <= INT64_MAX - (int64_t)n)
+                return llmrt_serve_error_set(
+                    e, 400, NULL, "context_length_exceeded", param,
+                    "This model's maximum context length is %d tokens. However, you requested "
+                    "%lld tokens (%zu in the %s, %lld for the completion). Reduce the %s or "
+                    "%s (at most %lld here).",
+                    s->max_model_len, (long long)n + asked, n, what, (long long)asked, what,
+                    param, (long long)room);
             return llmrt_serve_error_set(
-                e, 400, NULL, "context_length_exceeded",
-                req->kind == LLMRT_SERVE_CHAT ? "max_completion_tokens" : "max_tokens",
+                e, 400, NULL, "context_length_exceeded", param,
                 "This model's maximum context length is %d tokens. However, you requested %lld "
-                "tokens (%zu in the %s, %d for the completion). Reduce the %s or max_tokens "
-                "(at most %lld here).",
-                s->max_model_len, (long long)n + req->sampling.max_tokens, n, what,
-                req->sampling.max_tokens, what, (long long)room);
+                "tokens for the completion (and the %s has %zu). Reduce %s to at most %lld "
+                "here.",
+                s->max_model_len, (long long)asked, what, n, param, (long long)room);
+        }
         *max_tokens = req->sampling.max_tokens;
     } else {
         /* OpenAI's defaults: 16 for completions; chat may use the rest of the context */
@@ -705,10 +743,20 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
             budget(s, req, n_ids[i], &max_tokens[i], &e) != LLMRT_OK)
             goto fail;
         prompt_tokens += (int64_t)n_ids[i];
+        llmrt_serve_metrics_params(s->metrics, req->n, max_tokens[i]);
     }
 
-    /* the queue: every choice is one engine request */
+    /* the queue: every choice is one engine request; one that can never fit is the
+     * client's mistake (400), not a reason to retry (503) */
     int64_t n_choices = (int64_t)n_prompts * req->n;
+    if (n_choices > s->max_queue) {
+        llmrt_serve_error_set(&e, 400, NULL, NULL, "n",
+                              "this request needs %lld engine requests (%d prompt(s) x n = %d) "
+                              "but the server holds at most %d at once (server.max_queue): "
+                              "lower 'n' or send fewer prompts per request",
+                              (long long)n_choices, n_prompts, req->n, s->max_queue);
+        goto fail;
+    }
     long before = atomic_fetch_add(&s->queued, (long)n_choices);
     if (before + n_choices > s->max_queue) {
         atomic_fetch_sub(&s->queued, (long)n_choices);
@@ -806,9 +854,10 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    serve_response_headers(cx, resp);
     rc = MHD_queue_response(conn, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);
-    llmrt_serve_metrics_http(s->metrics, cx->route_name, 200);
+    serve_record_status(cx, 200);
     return rc;
 
 submit_failed:

@@ -3,6 +3,7 @@
  * what was found and what would be right. */
 #include "serve_request.h"
 
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -79,16 +80,26 @@ static int int_value(const json_t *v, const char *name, int64_t lo, int64_t hi, 
     if (json_is_integer(v)) {
         x = json_integer_value(v);
     } else if (json_is_real(v) && isfinite(json_real_value(v)) &&
-               floor(json_real_value(v)) == json_real_value(v) &&
-               fabs(json_real_value(v)) < 9.0e15) {
-        x = (int64_t)json_real_value(v);
+               floor(json_real_value(v)) == json_real_value(v)) {
+        double d = json_real_value(v);
+        if (fabs(d) >= 9.0e18) { /* past int64: say the limit that was passed */
+            if (d > 0)
+                BAD(name, "'%s' must be at most %lld, got %g", name, (long long)hi, d);
+            else
+                BAD(name, "'%s' must be at least %lld, got %g", name, (long long)lo, d);
+            return -1;
+        }
+        x = (int64_t)d;
     } else {
         BAD(name, "'%s' must be an integer, got %s", name, json_kind(v));
         return -1;
     }
     if (x < lo || x > hi) {
-        if (hi == INT64_MAX || hi == INT32_MAX)
+        int open_top = hi == INT64_MAX || hi == INT32_MAX, open_bottom = lo == INT64_MIN;
+        if (x < lo && open_top)
             BAD(name, "'%s' must be at least %lld, got %lld", name, (long long)lo, (long long)x);
+        else if (x > hi && open_bottom)
+            BAD(name, "'%s' must be at most %lld, got %lld", name, (long long)hi, (long long)x);
         else
             BAD(name, "'%s' must be between %lld and %lld, got %lld", name, (long long)lo,
                 (long long)hi, (long long)x);
@@ -119,6 +130,10 @@ static int get_num(const json_t *root, const char *key, double lo, int lo_open, 
         return -1;
     }
     double x = json_number_value(v);
+    if (isfinite(x) && fabs(x) > FLT_MAX && !(x < lo)) { /* would be inf as a float */
+        BAD(key, "'%s' must be at most %g, got %g", key, isinf(hi) ? (double)FLT_MAX : hi, x);
+        return -1;
+    }
     if (!isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
         if (isinf(hi))
             BAD(key, "'%s' must be %s %g, got %g", key, lo_open ? "greater than" : "at least",
@@ -397,15 +412,18 @@ static llmrt_status parse_generation(llmrt_serve_request *r, llmrt_serve_error *
     int rc;
 
     /* max_completion_tokens (chat) is OpenAI's newer name; it wins over max_tokens */
+    /* any size is accepted here: the server compares it with what the context leaves and
+     * says that limit (a request cannot know max_model_len) */
     rc = 0;
     if (kind == LLMRT_SERVE_CHAT)
-        rc = get_int(root, "max_completion_tokens", 1, INT32_MAX, &x, err);
+        rc = get_int(root, "max_completion_tokens", 1, INT64_MAX, &x, err);
     if (rc == 0)
-        rc = get_int(root, "max_tokens", 1, INT32_MAX, &x, err);
+        rc = get_int(root, "max_tokens", 1, INT64_MAX, &x, err);
     if (rc < 0)
         return LLMRT_ERR_INVALID_ARG;
     if (rc > 0) {
-        s->max_tokens = (int32_t)x;
+        s->max_tokens = x > INT32_MAX ? INT32_MAX : (int32_t)x;
+        r->max_tokens_asked = x;
         r->has_max_tokens = 1;
     }
     rc = get_int(root, "min_tokens", 0, INT32_MAX, &x, err);

@@ -76,6 +76,8 @@ typedef struct llmrt_serve_request {
     llmrt_sampling sampling;      /* stop/stop_ids point into this struct's storage;
                                      logprobs: engine value (-1 none, 0..20 alternatives) */
     int has_max_tokens;           /* 0: not given; the server picks the default */
+    int64_t max_tokens_asked;     /* max_tokens as given (sampling.max_tokens is it capped at
+                                     INT32_MAX), for the error that states the real limit */
     int32_t n;                    /* choices per prompt, >= 1 */
     int stream;
     int include_usage;            /* stream_options.include_usage */

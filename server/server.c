@@ -6,12 +6,16 @@
  * load balancer sees "loading"), and the caller's thread stays free for what it must watch
  * meanwhile (`llmrt serve`: its signals). The process stays the caller's: the server never
  * exits, installs no signal handler and prints nothing but log lines. */
+#include <arpa/inet.h>
+#include <errno.h>
 #include <libgen.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +40,31 @@ static void pick_model_name(llmrt_server *s)
     snprintf(s->model_name, sizeof s->model_name, "%s", n ? basename(path) : "model");
 }
 
+/* Before anything listens: a model folder that cannot be loaded at all is an error now, not
+ * a 503 forever after "listening". */
+static llmrt_status check_model_folder(const llmrt_config *cfg, const char *dir,
+                                       llmrt_error *err)
+{
+    struct stat sb;
+    char path[4200];
+    const char *origin = llmrt_config_origin(cfg, "model.path");
+    if (stat(dir, &sb) != 0)
+        return llmrt_fail(err, LLMRT_ERR_NOT_FOUND, "model.path = %s (%s): %s", dir, origin,
+                          strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "model.path = %s (%s) is not a folder (give a Hugging Face model "
+                          "folder with config.json)",
+                          dir, origin);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (access(path, R_OK) != 0)
+        return llmrt_fail(err, LLMRT_ERR_NOT_FOUND,
+                          "model.path = %s (%s) has no readable config.json (%s): is it a "
+                          "Hugging Face model folder?",
+                          dir, origin, strerror(errno));
+    return LLMRT_OK;
+}
+
 llmrt_status llmrt_server_open(llmrt_runtime *rt, llmrt_server **out, llmrt_error *err)
 {
     llmrt_status st = LLMRT_OK;
@@ -45,9 +74,12 @@ llmrt_status llmrt_server_open(llmrt_runtime *rt, llmrt_server **out, llmrt_erro
     const char *model_path = llmrt_config_get(cfg, "model.path");
     if (!model_path || !model_path[0])
         FAIL(err, LLMRT_ERR_INVALID_ARG, "no model to serve: set [model] path (model.path)");
+    TRY(check_model_folder(cfg, model_path, err));
     s = calloc(1, sizeof *s);
     TRY_ALLOC(err, s, "the server");
     pthread_mutex_init(&s->mhd_log_mu, NULL);
+    pthread_mutex_init(&s->conn_mu, NULL);
+    pthread_mutex_init(&s->rl_mu, NULL);
     s->rt = rt;
     s->host = llmrt_config_get(cfg, "server.host");
     s->port = (int)llmrt_config_int(cfg, "server.port");
@@ -58,6 +90,17 @@ llmrt_status llmrt_server_open(llmrt_runtime *rt, llmrt_server **out, llmrt_erro
     s->max_connections = (int)llmrt_config_int(cfg, "server.max_connections");
     s->max_queue = (int)llmrt_config_int(cfg, "server.max_queue");
     s->timeout_s = (int)llmrt_config_int(cfg, "server.timeout_s");
+    s->max_per_ip = (int)llmrt_config_int(cfg, "server.max_connections_per_ip");
+    s->request_timeout_s = (int)llmrt_config_int(cfg, "server.request_timeout_s");
+    s->access_log = llmrt_config_bool(cfg, "server.access_log");
+    s->allow_special = llmrt_config_bool(cfg, "server.allow_special_tokens_in_content");
+    const char *mp = llmrt_config_get(cfg, "server.metrics_prefix");
+    s->vllm_metrics = mp && strcmp(mp, "vllm") == 0;
+    s->cors = llmrt_config_get(cfg, "server.cors_origins");
+    if (!s->cors)
+        s->cors = "";
+    const char *lf = llmrt_config_get(cfg, "server.log_format");
+    llmrt_log_set_format(lf && strcmp(lf, "json") == 0 ? LLMRT_LOG_JSON : LLMRT_LOG_TEXT);
     s->log_interval_s = llmrt_config_float(cfg, "server.log_interval_s");
     s->started = (int64_t)time(NULL);
     pick_model_name(s);
@@ -71,6 +114,19 @@ cleanup:
     return st;
 }
 
+/* 1 for an address only this machine reaches: 127.0.0.0/8, ::1, localhost. */
+static int is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) ||
+               (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return strcmp(host, "localhost") == 0;
+}
+
 llmrt_status llmrt_server_listen(llmrt_server *s, const char **url, llmrt_error *err)
 {
     llmrt_status st = serve_http_start(s, err);
@@ -80,6 +136,12 @@ llmrt_status llmrt_server_listen(llmrt_server *s, const char **url, llmrt_error 
     snprintf(s->url, sizeof s->url, "http://%s%s%s:%d", v6 ? "[" : "", s->host, v6 ? "]" : "",
              s->bound_port);
     *url = s->url;
+    if (!s->api_key[0] && !is_loopback(s->host))
+        llmrt_log(LLMRT_LOG_WARN, "serve",
+                  "listening on %s (server.host = %s) without server.api_key: anyone who can "
+                  "reach this port can use the model; set server.api_key (--api-key) or bind "
+                  "127.0.0.1",
+                  s->url, s->host);
     return LLMRT_OK;
 }
 
@@ -119,7 +181,7 @@ static void *loader_main(void *arg)
     llmrt_server *s = arg;
     llmrt_engine_options o;
     llmrt_engine_options_init(&o);
-    o.show_progress = isatty(STDERR_FILENO);
+    o.show_progress = 1; /* a bar on a terminal, plain lines (no control codes) in a log */
     o.on_step = serve_on_step;
     o.step_user = s;
     llmrt_engine *e = NULL;
@@ -196,5 +258,7 @@ void llmrt_server_close(llmrt_server *s)
         llmrt_engine_destroy(s->engine); /* requests still held get their final events here */
     llmrt_serve_metrics_free(s->metrics);
     pthread_mutex_destroy(&s->mhd_log_mu);
+    pthread_mutex_destroy(&s->conn_mu);
+    pthread_mutex_destroy(&s->rl_mu);
     free(s);
 }

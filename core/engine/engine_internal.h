@@ -81,6 +81,7 @@ typedef struct eseq {
     int cancel_held;         /* finished with a cancel still queued: apply_cancels will read it,
                                 so it is not freed before then (stepping thread) */
     int in_sched;            /* handed to the scheduler */
+    double t_scheduled;      /* llmrt_now_s() of its first step; 0 before */
     llmrt_detok *detok;
     llmrt_stopper *stopper;
     struct eseq *next;       /* inbox link */

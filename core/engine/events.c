@@ -78,6 +78,7 @@ static void emit(llmrt_engine *e, eseq *s, int32_t token, const char *text, size
     ev.completion_tokens = s->n_generated;
     ev.time_s = llmrt_now_s();
     ev.cached_tokens = s->sched.n_cached;
+    ev.time_scheduled_s = s->t_scheduled;
     if (finish != LLMRT_FINISH_NONE) {
         s->done = 1;
         if (s->in_sched) {

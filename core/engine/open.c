@@ -112,6 +112,17 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
                 llmrt_error_prefix(err, "loading the tokenizer of %s", lm->dir);
                 goto cleanup;
             }
+            /* ids the tokenizer can produce must be rows of the embedding (which may be
+             * padded past the tokenizer's size, as Qwen3's 151936 is): a mismatch is found
+             * here, not on the first prompt that happens to hold a high id */
+            int32_t tv = llmrt_tokenizer_vocab_size(own->tok);
+            if (tv > lm->info.vocab)
+                FAIL(err, LLMRT_ERR_INVALID_ARG,
+                     "%s: tokenizer.json has ids up to %d but the model's vocabulary "
+                     "(config.json vocab_size) has %d rows: this tokenizer is not the model's "
+                     "(copy the tokenizer of the checkpoint it was trained with, or remove "
+                     "tokenizer.json to work with token ids)",
+                     lm->dir, tv - 1, lm->info.vocab);
         } else if (!o.quiet) {
             LOG_INFO("%s has no tokenizer.json: token ids only (no text prompts, text output "
                      "or stop strings)",

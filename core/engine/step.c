@@ -635,8 +635,12 @@ llmrt_status llmrt_engine_step(llmrt_engine *e, llmrt_error *err)
     e->next_half ^= 1;
     f->chained = 0;
     f->n_items = n;
-    for (int32_t i = 0; i < n; i++)
-        ((eseq *)f->items[i].seq->owner)->refs++;
+    for (int32_t i = 0; i < n; i++) {
+        eseq *s = f->items[i].seq->owner;
+        s->refs++;
+        if (!s->t_scheduled)
+            s->t_scheduled = t0;
+    }
     int32_t max_seq_len, max_q;
     prepare(e, f, &max_seq_len, &max_q);
     f->t_prepared = llmrt_now_s();

@@ -337,6 +337,23 @@ llmrt_status llmrt_engine_chat_render(llmrt_engine *e, const llmrt_chat_message 
     return llmrt_chat_render_text(e->parts.chat ? e->parts.chat : &none, msgs, n, opt, text, err);
 }
 
+llmrt_status llmrt_engine_chat_tokenize(llmrt_engine *e, const llmrt_chat_message *msgs,
+                                        uint32_t n, const llmrt_chat_options *opt,
+                                        uint32_t flags, int32_t **ids, size_t *n_ids,
+                                        llmrt_error *err)
+{
+    static const llmrt_chat_ref none = {NULL, NULL, "the engine was built without a chat format"};
+    uint32_t cf = ((flags & LLMRT_CHAT_TRUST_CONTENT) ? LLMRT_CHAT_CONTENT_SPECIAL : 0) |
+                  ((flags & LLMRT_CHAT_BOS) ? LLMRT_CHAT_ADD_SPECIAL : 0);
+    *ids = NULL;
+    *n_ids = 0;
+    if (!e->parts.tokenizer)
+        return llmrt_fail(err, LLMRT_ERR_STATE,
+                          "the model folder has no tokenizer.json, so chat is not available");
+    return llmrt_chat_encode(e->parts.chat ? e->parts.chat : &none, e->parts.tokenizer, msgs, n,
+                             opt, cf, ids, n_ids, NULL, err);
+}
+
 const char *llmrt_engine_chat_unavailable(llmrt_engine *e)
 {
     if (e->parts.chat && e->parts.chat->vt)

@@ -115,6 +115,8 @@ typedef struct llmrt_token_event {
                                    reached the host */
     int32_t cached_tokens;      /* prompt tokens found in the prefix cache (not computed) when
                                    the request was admitted; 0 with cache.prefix_caching off */
+    double time_scheduled_s;    /* the same clock when the request's first prompt tokens went
+                                   into a step (queue time ends there); 0 while it waited */
 } llmrt_token_event;
 
 typedef void (*llmrt_token_cb)(void *user, const llmrt_token_event *ev);
@@ -294,6 +296,17 @@ llmrt_status llmrt_engine_detokenize(llmrt_engine *e, const int32_t *ids, size_t
 llmrt_status llmrt_engine_chat_render(llmrt_engine *e, const llmrt_chat_message *msgs,
                                       uint32_t n, const llmrt_chat_options *opt, char **text,
                                       llmrt_error *err);
+/* Render messages and tokenize the prompt (malloc'd *ids, free() it): what to submit as
+ * prompt_ids. Special-token text that the messages carry (<|im_end|> in a user's content)
+ * stays plain text; only the template's own special tokens become special ids, so a message
+ * cannot forge chat structure. Flags: LLMRT_CHAT_TRUST_CONTENT lets special-token text in
+ * contents become special tokens (trusted clients only); LLMRT_CHAT_BOS adds the
+ * tokenizer's post-processor tokens (e.g. a BOS). Thread-safe. */
+enum { LLMRT_CHAT_TRUST_CONTENT = 1u << 0, LLMRT_CHAT_BOS = 1u << 1 };
+llmrt_status llmrt_engine_chat_tokenize(llmrt_engine *e, const llmrt_chat_message *msgs,
+                                        uint32_t n, const llmrt_chat_options *opt,
+                                        uint32_t flags, int32_t **ids, size_t *n_ids,
+                                        llmrt_error *err);
 /* NULL when chat works; else why it does not ("... has no tokenizer.json"). */
 const char *llmrt_engine_chat_unavailable(llmrt_engine *e);
 

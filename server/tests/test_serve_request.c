@@ -168,6 +168,28 @@ START_TEST(test_rejections_name_the_field)
     parse_bad(C, "{\"prompt\": \"x\", \"best_of\": 3}", "best_of", "larger than 'n'");
     parse_bad(C, "{\"prompt\": \"x\", \"ignore_eos\": \"yes\"}", "ignore_eos", "boolean");
     parse_bad(C, "{\"prompt\": \"x\", \"min_tokens\": 9, \"max_tokens\": 3}", "min_tokens", "must not exceed");
+    /* absurd numbers: the limit they pass is named, with the field */
+    parse_bad(C, "{\"prompt\": \"x\", \"temperature\": 1e300}", "temperature",
+              "'temperature' must be at most 3.40282e+38, got 1e+300");
+    parse_bad(C, "{\"prompt\": \"x\", \"repetition_penalty\": 1e39}", "repetition_penalty",
+              "must be at most");
+    parse_bad(C, "{\"prompt\": \"x\", \"top_k\": 99999999999}", "top_k",
+              "between -1 and 2147483647, got 99999999999");
+    parse_bad(C, "{\"prompt\": \"x\", \"seed\": 1e30}", "seed", "must be at most");
+    parse_bad(C, "{\"prompt\": \"x\", \"n\": 1e30}", "n", "must be at most 4096, got 1e+30");
+}
+END_TEST
+
+/* max_tokens of any size parses: the server compares it with what the context leaves and
+ * names that limit (a parse cannot know it). */
+START_TEST(test_huge_max_tokens)
+{
+    llmrt_serve_request *r = parse_ok(LLMRT_SERVE_COMPLETIONS,
+                                      "{\"prompt\": \"x\", \"max_tokens\": 9223372036854775807}");
+    ck_assert_int_eq(r->has_max_tokens, 1);
+    ck_assert_int_eq(r->max_tokens_asked, INT64_MAX);
+    ck_assert_int_eq(r->sampling.max_tokens, INT32_MAX);
+    llmrt_serve_request_free(r);
 }
 END_TEST
 
@@ -310,6 +332,7 @@ int main(void)
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_prompt_forms);
     tcase_add_test(tc, test_rejections_name_the_field);
+    tcase_add_test(tc, test_huge_max_tokens);
     tcase_add_test(tc, test_chat);
     tcase_add_test(tc, test_tokenize_detokenize);
     tcase_add_test(tc, test_corrupted_bodies);
