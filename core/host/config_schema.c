@@ -78,6 +78,10 @@ const llmrt_cfg_key llmrt_config_schema[] = {
      "Idle connection timeout in seconds."},
     {"server", "log_interval_s", LLMRT_CFG_FLOAT, "5", "0..3600",
      "Seconds between throughput log lines while busy (0: off)."},
+    {"server", "reasoning", LLMRT_CFG_ENUM, "on", "on|off",
+     "Chat replies: on splits the model's reasoning (Qwen3's <think> block) into "
+     "message.reasoning_content / delta.reasoning_content, for families whose chat format "
+     "marks it; off leaves it in content."},
 };
 
 const size_t llmrt_config_schema_len = sizeof llmrt_config_schema / sizeof llmrt_config_schema[0];
