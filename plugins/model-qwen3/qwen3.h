@@ -56,6 +56,12 @@ const llmrt_synth_preset *qwen3_synth_preset(uint32_t index);
 llmrt_status qwen3_synthesize(const llmrt_host *host, const llmrt_synth_request *req,
                               const llmrt_ckpt_writer *w, llmrt_error *err);
 
+/* The tiny-chat preset (qwen3_script.c): a checkpoint whose greedy reply is model_opts'
+ * says=TEXT. Adds every tensor and the tokenizer files; *cfg and *dtype say what config.json
+ * must hold. */
+llmrt_status qwen3_script_build(const llmrt_synth_request *req, const llmrt_ckpt_writer *w,
+                                qwen3_config *cfg, llmrt_dtype *dtype, llmrt_error *err);
+
 /* A linear layer y = x·Wᵀ, W logically [out, in]: quantized (q != NULL) or dense (w). */
 typedef struct qwen3_linear {
     llmrt_qlinear *q;
