@@ -43,8 +43,11 @@
  * not (the post-attention norm scales both alike), so SiLU passes the first and all but
  * zeroes the second; up is the constant; down writes +1 into R at the next token. One unit
  * per token of S cancels that token's R entry when it is the current one, and one always-on
- * unit writes ¼ into R at <|im_end|>, so a context no rule knows (any other chat, a prompt
- * with enable_thinking=false) ends the turn at once.
+ * unit writes ¼ into R at <|im_end|>, so a context no rule matches ends the turn at once.
+ * Only the script's own contexts are guaranteed: a prompt off the script (one that does not
+ * end in the anchor, such as enable_thinking=false's empty think block) gets whatever the
+ * lookup finds — nothing when its last token is one the script never continues from, else
+ * possibly the script from a place whose nearby tokens it shares (after </think>, say).
  *
  * Colours: two predictions with different next tokens and the same current token must differ
  * in the colour of a token both know at some used offset. One colouring per offset, greedy:
