@@ -391,9 +391,9 @@ int cmd_chat(int argc, char **argv)
         putchar('\n');
         fflush(stdout);
         if (r.finish == LLMRT_FINISH_CANCELLED) {
-            fprintf(stderr, "[reply stopped by Ctrl-C after %d tokens; the conversation keeps "
-                            "it. Ctrl-C again quits]\n",
-                    r.completion_tokens);
+            fprintf(stderr, "[reply stopped by Ctrl-C: %d prompt tokens, %d generated; the "
+                            "conversation keeps it. Ctrl-C again quits]\n",
+                    r.prompt_tokens, r.completion_tokens);
             quit_armed = 1;
             if (history_add(&h, "assistant", r.text ? r.text : "")) {
                 free(r.text);
