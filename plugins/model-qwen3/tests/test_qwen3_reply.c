@@ -3,14 +3,18 @@
  * calls kept as text, the options (reasoning off, tool calls off, a prompt that left the
  * think block open), and — for every case — the same result whatever the split: the whole
  * reply in one push, every split into two pushes, every split into three (short replies),
- * and one byte per push. Also the syntax member's strings. */
+ * and one byte per push. Also the syntax member's strings, and the host's side
+ * (core/text/chat.c): whether a prompt left a think block open, and the parser it opens for
+ * a family without one (every byte is content). */
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <llmrt/model.h>
 
+#include "chat.h"
 #include "test_util.h"
 
 static const llmrt_chat_vtable *CV;
@@ -281,6 +285,52 @@ START_TEST(errors)
 }
 END_TEST
 
+START_TEST(host_side)
+{
+    llmrt_chat_ref ref = {.vt = CV, .c = chat};
+    /* Qwen3's hybrid template: the model opens <think> itself; a prompt of
+     * enable_thinking=false closes it; a thinking-only template leaves it open */
+    ck_assert_int_eq(llmrt_chat_prompt_in_reasoning(&ref, "<|im_start|>assistant\n"), 0);
+    ck_assert_int_eq(llmrt_chat_prompt_in_reasoning(&ref, "<|im_start|>assistant\n<think>\n\n</think>\n\n"), 0);
+    ck_assert_int_eq(llmrt_chat_prompt_in_reasoning(&ref, "<|im_start|>assistant\n<think>\n"), 1);
+    ck_assert_int_eq(llmrt_chat_prompt_in_reasoning(&ref, "a<think>x</think>b<|im_start|>assistant\n<think>\n"), 1);
+    ck_assert_int_eq(llmrt_chat_prompt_in_reasoning(NULL, "<think>"), 0);
+    ck_assert_ptr_eq(llmrt_chat_syntax_of(&ref), CV->syntax(chat));
+
+    got g;
+    memset(&g, 0, sizeof g);
+    g.open_call = -1;
+    llmrt_reply_sink sink = {&g, on_content, on_reasoning, on_begin, on_args, on_end};
+    llmrt_reply_options ro = {sizeof ro, 1, 1, 1};
+    llmrt_chat_parser *p = NULL;
+    llmrt_error err = {0};
+    ck_assert_int_eq(llmrt_chat_parser_open(&ref, &ro, &p, &err), LLMRT_OK);
+    const char *r = "hmm\n</think>\n\nok";
+    ck_assert_int_eq(llmrt_chat_parser_push(p, r, strlen(r), &sink, &err), LLMRT_OK);
+    ck_assert_int_eq(llmrt_chat_parser_finish(p, &sink, &err), LLMRT_OK);
+    llmrt_chat_parser_free(p);
+    ck_assert_str_eq(g.reasoning, "hmm");
+    ck_assert_str_eq(g.content, "ok");
+
+    /* a family whose vtable predates the parser (struct_size without it): all content */
+    llmrt_chat_vtable old = *CV;
+    old.struct_size = (uint32_t)offsetof(llmrt_chat_vtable, parser_create);
+    llmrt_chat_ref ref_old = {.vt = &old, .c = chat};
+    memset(&g, 0, sizeof g);
+    g.open_call = -1;
+    ck_assert_int_eq(llmrt_chat_parser_open(&ref_old, &ro, &p, &err), LLMRT_OK);
+    r = "<think>x</think><tool_call>{}</tool_call>";
+    ck_assert_int_eq(llmrt_chat_parser_push(p, r, strlen(r), &sink, &err), LLMRT_OK);
+    ck_assert_int_eq(llmrt_chat_parser_finish(p, &sink, &err), LLMRT_OK);
+    llmrt_chat_parser_free(p);
+    ck_assert_str_eq(g.content, r);
+    ck_assert_str_eq(g.reasoning, "");
+    /* no chat format at all: the same */
+    ck_assert_int_eq(llmrt_chat_parser_open(NULL, &ro, &p, &err), LLMRT_OK);
+    llmrt_chat_parser_free(p);
+}
+END_TEST
+
 static char *read_text(const char *rel)
 {
     char path[4200];
@@ -328,6 +378,7 @@ int main(void)
     tcase_add_test(tc, tool_calls);
     tcase_add_test(tc, malformed_calls_stay_text);
     tcase_add_test(tc, errors);
+    tcase_add_test(tc, host_side);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
