@@ -47,7 +47,7 @@ struct llmrt_server {
     int max_queue;           /* server.max_queue */
     int timeout_s;           /* server.timeout_s */
     double log_interval_s;   /* server.log_interval_s */
-    int reasoning;           /* server.reasoning: 1 splits reasoning out of chat replies */
+    int reasoning_split;     /* server.reasoning: 1 splits reasoning out of chat replies */
     int64_t started;         /* unix time the server started ("created" of /v1/models) */
     char url[600];           /* "http://HOST:PORT" once listening */
 

@@ -748,7 +748,7 @@ llmrt_status serve_chat_prompt(llmrt_server *s, const llmrt_serve_request *req, 
         goto cleanup;
     }
     /* tool_choice "none": the model is offered no tools */
-    int offer = req->tool_choice.kind != LLMRT_TOOL_CHOICE_NONE;
+    int offer = req->tool_choice.kind != LLMRT_SERVE_TOOL_CHOICE_NONE;
     llmrt_chat_options opt = {.struct_size = sizeof opt,
                               .add_generation_prompt = req->add_generation_prompt,
                               .enable_thinking = req->enable_thinking,
@@ -891,13 +891,13 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
         goto fail;
     for (int i = 0; i < req->n_unknown; i++)
         serve_warn_unknown_field(s, req->unknown[i]);
-    if (req->tool_choice.kind == LLMRT_TOOL_CHOICE_REQUIRED ||
-        req->tool_choice.kind == LLMRT_TOOL_CHOICE_FUNCTION) {
+    if (req->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_REQUIRED ||
+        req->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_FUNCTION) {
         /* a call the request requires needs constrained decoding (issue 24, part B) */
         llmrt_serve_error_set(&e, 400, NULL, NULL, "tool_choice",
                               "'tool_choice' %s is not supported by this server yet (it needs "
                               "constrained decoding); use \"auto\" or \"none\"",
-                              req->tool_choice.kind == LLMRT_TOOL_CHOICE_REQUIRED
+                              req->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_REQUIRED
                                   ? "\"required\""
                                   : "naming a function");
         goto fail;
@@ -967,9 +967,9 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
     for (int i = 0; kind == LLMRT_SERVE_CHAT && i < g->n_choices; i++) {
         llmrt_reply_options ro = {
             .struct_size = sizeof ro,
-            .reasoning = s->reasoning,
+            .reasoning = s->reasoning_split,
             .starts_in_reasoning = in_reasoning,
-            .tool_calls = g->req->tools && g->req->tool_choice.kind != LLMRT_TOOL_CHOICE_NONE};
+            .tool_calls = g->req->tools && g->req->tool_choice.kind != LLMRT_SERVE_TOOL_CHOICE_NONE};
         if (llmrt_engine_chat_parser_new(s->engine, &ro, &g->choices[i].parser, &err) !=
             LLMRT_OK) {
             atomic_fetch_sub(&s->queued, (long)g->n_choices);

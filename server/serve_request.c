@@ -301,7 +301,7 @@ static llmrt_status parse_tool_choice(llmrt_serve_request *r, llmrt_serve_error 
 {
     const json_t *v = json_object_get(r->root, "tool_choice");
     llmrt_serve_tool_choice *tc = &r->tool_choice;
-    tc->kind = r->tools ? LLMRT_TOOL_CHOICE_AUTO : LLMRT_TOOL_CHOICE_NONE;
+    tc->kind = r->tools ? LLMRT_SERVE_TOOL_CHOICE_AUTO : LLMRT_SERVE_TOOL_CHOICE_NONE;
     tc->name = NULL;
     r->parallel_tool_calls = 1;
     if (get_bool(r->root, "parallel_tool_calls", &r->parallel_tool_calls, err) < 0)
@@ -311,11 +311,11 @@ static llmrt_status parse_tool_choice(llmrt_serve_request *r, llmrt_serve_error 
     if (json_is_string(v)) {
         const char *k = json_string_value(v);
         if (strcmp(k, "none") == 0)
-            tc->kind = LLMRT_TOOL_CHOICE_NONE;
+            tc->kind = LLMRT_SERVE_TOOL_CHOICE_NONE;
         else if (strcmp(k, "auto") == 0)
-            tc->kind = LLMRT_TOOL_CHOICE_AUTO;
+            tc->kind = LLMRT_SERVE_TOOL_CHOICE_AUTO;
         else if (strcmp(k, "required") == 0)
-            tc->kind = LLMRT_TOOL_CHOICE_REQUIRED;
+            tc->kind = LLMRT_SERVE_TOOL_CHOICE_REQUIRED;
         else
             return BAD("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" "
                                       "or {\"type\": \"function\", \"function\": {\"name\": "
@@ -329,13 +329,13 @@ static llmrt_status parse_tool_choice(llmrt_serve_request *r, llmrt_serve_error 
             return BAD("tool_choice", "'tool_choice' as an object must be {\"type\": "
                                       "\"function\", \"function\": {\"name\": \"<a tool's "
                                       "name>\"}}");
-        tc->kind = LLMRT_TOOL_CHOICE_FUNCTION;
+        tc->kind = LLMRT_SERVE_TOOL_CHOICE_FUNCTION;
         tc->name = json_string_value(name);
     } else {
         return BAD("tool_choice", "'tool_choice' must be a string or an object, got %s",
                    json_kind(v));
     }
-    if (tc->kind == LLMRT_TOOL_CHOICE_NONE || tc->kind == LLMRT_TOOL_CHOICE_AUTO)
+    if (tc->kind == LLMRT_SERVE_TOOL_CHOICE_NONE || tc->kind == LLMRT_SERVE_TOOL_CHOICE_AUTO)
         return LLMRT_OK;
     if (!r->tools)
         return BAD("tool_choice", "'tool_choice' %s%s%s needs 'tools' with at least one tool",

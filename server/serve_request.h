@@ -61,10 +61,10 @@ typedef struct llmrt_serve_prompt {
  * and {"type": "function", "function": {"name"}} — it must call one (any, or that one).
  * Absent: auto with tools, none without (OpenAI's default). */
 typedef enum llmrt_serve_tool_choice_kind {
-    LLMRT_TOOL_CHOICE_AUTO = 0,
-    LLMRT_TOOL_CHOICE_NONE = 1,
-    LLMRT_TOOL_CHOICE_REQUIRED = 2,
-    LLMRT_TOOL_CHOICE_FUNCTION = 3
+    LLMRT_SERVE_TOOL_CHOICE_AUTO = 0,
+    LLMRT_SERVE_TOOL_CHOICE_NONE = 1,
+    LLMRT_SERVE_TOOL_CHOICE_REQUIRED = 2,
+    LLMRT_SERVE_TOOL_CHOICE_FUNCTION = 3
 } llmrt_serve_tool_choice_kind;
 
 typedef struct llmrt_serve_tool_choice {

@@ -61,7 +61,7 @@ llmrt_status llmrt_server_open(llmrt_runtime *rt, llmrt_server **out, llmrt_erro
     s->timeout_s = (int)llmrt_config_int(cfg, "server.timeout_s");
     s->log_interval_s = llmrt_config_float(cfg, "server.log_interval_s");
     const char *reasoning = llmrt_config_get(cfg, "server.reasoning");
-    s->reasoning = !reasoning || strcmp(reasoning, "off") != 0;
+    s->reasoning_split = !reasoning || strcmp(reasoning, "off") != 0;
     s->started = (int64_t)time(NULL);
     pick_model_name(s);
     if (getrandom(&s->id_salt, sizeof s->id_salt, 0) != (ssize_t)sizeof s->id_salt)
@@ -109,7 +109,7 @@ static llmrt_status start_serving(llmrt_server *s, llmrt_error *err)
                   "leave them out: %s",
                   defaults);
     const llmrt_chat_syntax *sx = llmrt_engine_chat_syntax(s->engine);
-    if (sx && sx->think_open && !s->reasoning)
+    if (sx && sx->think_open && !s->reasoning_split)
         llmrt_log(LLMRT_LOG_INFO, "serve",
                   "server.reasoning = off: chat replies keep their %s...%s reasoning in content",
                   sx->think_open, sx->think_close ? sx->think_close : "");

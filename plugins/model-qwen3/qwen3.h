@@ -42,7 +42,7 @@ extern const llmrt_chat_vtable qwen3_chat_vtable;
 
 /* Its reply markup and the streaming reply parser (qwen3_reply.c): chat.h's syntax and
  * parser_create / push / finish / destroy. */
-const llmrt_chat_syntax *qwen3_chat_syntax(const llmrt_chat *c);
+const llmrt_chat_syntax *qwen3_reply_syntax(const llmrt_chat *c);
 llmrt_status qwen3_reply_create(const llmrt_chat *c, const llmrt_reply_options *opt,
                                 llmrt_reply_parser **out, llmrt_error *err);
 llmrt_status qwen3_reply_push(llmrt_reply_parser *p, const char *text, size_t n,

@@ -39,7 +39,7 @@ static const llmrt_chat_syntax qwen3_syntax_table = {
     .thinks_by_default = 1,
 };
 
-const llmrt_chat_syntax *qwen3_chat_syntax(const llmrt_chat *c)
+const llmrt_chat_syntax *qwen3_reply_syntax(const llmrt_chat *c)
 {
     (void)c;
     return &qwen3_syntax_table;
@@ -155,11 +155,18 @@ static int args_span(const char *body, size_t n, const json_t *args, const char 
         json_error_t je;
         json_t *x = json_loadb(v, (size_t)(body + n - v), JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY,
                                &je);
-        int same = x && json_equal(x, (json_t *)args) && je.position > 0;
+        size_t span = je.position > 0 ? (size_t)je.position : 0;
+        int same = x && json_equal(x, (json_t *)args) && span > 0 &&
+                   span <= (size_t)(body + n - v);
         json_decref(x);
+        if (same) { /* the span alone must parse to the same value */
+            json_t *y = json_loadb(v, span, 0, &je);
+            same = y && json_equal(y, (json_t *)args);
+            json_decref(y);
+        }
         if (same) {
             *at = v;
-            *len = (size_t)je.position;
+            *len = span;
             return 1;
         }
     }
@@ -177,7 +184,8 @@ static int report_call(llmrt_reply_parser *p, const char *body, size_t n,
     while (n && is_ws(body[n - 1]))
         n--;
     json_error_t je;
-    json_t *root = n ? json_loadb(body, n, 0, &je) : NULL;
+    /* jansson reads a NUL byte as blank space: a body with one is no call */
+    json_t *root = n && !memchr(body, 0, n) ? json_loadb(body, n, 0, &je) : NULL;
     json_t *name = json_object_get(root, "name"), *args = json_object_get(root, "arguments");
     json_t *inner = NULL;
     int ok = json_is_object(root) && json_is_string(name) && json_string_length(name) > 0 &&

@@ -220,25 +220,25 @@ START_TEST(test_tools_and_given)
 #define TOOLS "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, " \
               "{\"type\": \"function\", \"function\": {\"name\": \"g\"}}]"
     llmrt_serve_request *r = parse_ok(K, "{" MSG "}");
-    ck_assert_int_eq(r->tool_choice.kind, LLMRT_TOOL_CHOICE_NONE); /* no tools: none */
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_NONE); /* no tools: none */
     ck_assert_int_eq(r->parallel_tool_calls, 1);
     ck_assert_uint_eq(r->sampling_given, 0);
     ck_assert_int_eq(r->n_unknown, 0);
     llmrt_serve_request_free(r);
     r = parse_ok(K, "{" MSG ", " TOOLS "}");
-    ck_assert_int_eq(r->tool_choice.kind, LLMRT_TOOL_CHOICE_AUTO); /* tools: auto */
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_AUTO); /* tools: auto */
     llmrt_serve_request_free(r);
     r = parse_ok(K, "{" MSG ", " TOOLS ", \"tool_choice\": \"none\", \"parallel_tool_calls\": false}");
-    ck_assert_int_eq(r->tool_choice.kind, LLMRT_TOOL_CHOICE_NONE);
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_NONE);
     ck_assert_int_eq(r->parallel_tool_calls, 0);
     llmrt_serve_request_free(r);
     r = parse_ok(K, "{" MSG ", " TOOLS ", \"tool_choice\": \"required\"}");
-    ck_assert_int_eq(r->tool_choice.kind, LLMRT_TOOL_CHOICE_REQUIRED);
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_REQUIRED);
     ck_assert_ptr_null(r->tool_choice.name);
     llmrt_serve_request_free(r);
     r = parse_ok(K, "{" MSG ", " TOOLS ", \"tool_choice\": {\"type\": \"function\", "
                     "\"function\": {\"name\": \"g\"}}}");
-    ck_assert_int_eq(r->tool_choice.kind, LLMRT_TOOL_CHOICE_FUNCTION);
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_FUNCTION);
     ck_assert_str_eq(r->tool_choice.name, "g");
     llmrt_serve_request_free(r);
     parse_bad(K, "{" MSG ", " TOOLS ", \"tool_choice\": \"always\"}", "tool_choice", "\"always\"");

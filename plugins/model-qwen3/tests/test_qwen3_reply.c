@@ -259,6 +259,25 @@ START_TEST(malformed_calls_stay_text)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         expect(bad[i], DEFAULT, bad[i], "", "");
+    /* a NUL byte in the body (jansson would read it as a blank): text, whatever the split */
+    const char nul[] = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1\0, 2]}}\n</tool_call>";
+    for (size_t cut = 0; cut <= sizeof nul - 1; cut++) {
+        got g;
+        memset(&g, 0, sizeof g);
+        g.open_call = -1;
+        llmrt_reply_sink sink = {&g, on_content, on_reasoning, on_begin, on_args, on_end};
+        llmrt_reply_options ro = {sizeof ro, 1, 0, 1};
+        llmrt_reply_parser *p = NULL;
+        llmrt_error err = {0};
+        ck_assert_int_eq(CV->parser_create(chat, &ro, &p, &err), LLMRT_OK);
+        ck_assert_int_eq(CV->parser_push(p, nul, cut, &sink, &err), LLMRT_OK);
+        ck_assert_int_eq(CV->parser_push(p, nul + cut, sizeof nul - 1 - cut, &sink, &err), LLMRT_OK);
+        ck_assert_int_eq(CV->parser_finish(p, &sink, &err), LLMRT_OK);
+        CV->parser_destroy(p);
+        ck_assert_int_eq(g.n_calls, 0);
+        ck_assert_uint_eq(g.nc, sizeof nul - 1);
+        ck_assert(memcmp(g.content, nul, sizeof nul - 1) == 0);
+    }
     /* one good call, then a broken one: the broken one (with its newline) is content */
     expect("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
            "{oops}\n</tool_call>",
