@@ -74,7 +74,6 @@ typedef struct serve_choice {
     int any_reasoning;
     struct serve_call *calls; /* [n_calls] */
     int n_calls, calls_cap;
-    int oom;          /* a parser callback ran out of memory */
 } serve_choice;
 
 /* A tool call of a chat reply. */
