@@ -156,15 +156,19 @@ int cli_sampling_opt(cli_sampling *s, int opt, const char *arg, const char *cmd,
         break;
     case CLI_OPT_TEMPERATURE:
         bad = cli_parse_number(cmd, usage, "--temperature", arg, 0, 100, 0, &s->temperature);
+        s->given |= LLMRT_SAMPLING_TEMPERATURE;
         break;
     case CLI_OPT_TOP_P:
         bad = cli_parse_number(cmd, usage, "--top-p", arg, 1e-9, 1, 0, &s->top_p);
+        s->given |= LLMRT_SAMPLING_TOP_P;
         break;
     case CLI_OPT_TOP_K:
         bad = cli_parse_number(cmd, usage, "--top-k", arg, 0, 1e9, 1, &s->top_k);
+        s->given |= LLMRT_SAMPLING_TOP_K;
         break;
     case CLI_OPT_MIN_P:
         bad = cli_parse_number(cmd, usage, "--min-p", arg, 0, 1, 0, &s->min_p);
+        s->given |= LLMRT_SAMPLING_MIN_P;
         break;
     case CLI_OPT_SEED:
         bad = cli_parse_number(cmd, usage, "--seed", arg, 0, 1.8e19, 1, &s->seed);
@@ -173,6 +177,40 @@ int cli_sampling_opt(cli_sampling *s, int opt, const char *arg, const char *cmd,
     default: return 0;
     }
     return bad ? -1 : 1;
+}
+
+void cli_sampling_fill(const cli_sampling *s, llmrt_engine *e, llmrt_sampling *out,
+                       const char *cmd, int quiet)
+{
+    if (s->given & LLMRT_SAMPLING_TEMPERATURE)
+        out->temperature = (float)s->temperature;
+    if (s->given & LLMRT_SAMPLING_TOP_P)
+        out->top_p = (float)s->top_p;
+    if (s->given & LLMRT_SAMPLING_TOP_K)
+        out->top_k = (int32_t)s->top_k;
+    if (s->given & LLMRT_SAMPLING_MIN_P)
+        out->min_p = (float)s->min_p;
+    uint32_t took = llmrt_engine_sampling_defaults(e, out, s->given);
+    if (quiet || !took)
+        return;
+    static int said;
+    if (said++)
+        return;
+    char text[256];
+    size_t n = 0;
+    text[0] = 0;
+#define ITEM(bit, fmt, v)                                                                     \
+    if ((took & (bit)) && n < sizeof text)                                                    \
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s" fmt, n ? ", " : "", v);
+    ITEM(LLMRT_SAMPLING_TEMPERATURE, "temperature %g", (double)out->temperature)
+    ITEM(LLMRT_SAMPLING_TOP_P, "top-p %g", (double)out->top_p)
+    ITEM(LLMRT_SAMPLING_TOP_K, "top-k %d", (int)out->top_k)
+    ITEM(LLMRT_SAMPLING_MIN_P, "min-p %g", (double)out->min_p)
+    ITEM(LLMRT_SAMPLING_REPETITION_PENALTY, "repetition penalty %g",
+         (double)out->repetition_penalty)
+#undef ITEM
+    fprintf(stderr, "llmrt %s: sampling with the model's defaults (generation_config.json): %s%s\n",
+            cmd, text, (took & LLMRT_SAMPLING_TEMPERATURE) ? " (--temperature 0 for greedy)" : "");
 }
 
 int cli_fail(const char *cmd, const llmrt_error *err)

@@ -8,6 +8,9 @@
 #define LLMRT_CLI_COMMON_H
 
 #include <getopt.h>
+#include <stdint.h>
+
+#include <llmrt/engine.h>
 
 #include "runtime.h"
 
@@ -68,12 +71,24 @@ enum {
 };
 typedef struct cli_sampling {
     double max_tokens, temperature, top_p, top_k, min_p, seed;
-    int have_seed; /* --seed was given */
+    int have_seed;  /* --seed was given */
+    uint32_t given; /* LLMRT_SAMPLING_* bits of the options given (temperature, top-p, ...) */
 } cli_sampling;
 /* Returns 1 when `opt` was a sampling option (value checked and stored), 0 when not, -1 on a
  * bad value (usage error printed). */
 int cli_sampling_opt(cli_sampling *s, int opt, const char *arg, const char *cmd,
                      const char *usage);
+/* A request's temperature, top_p, top_k and min_p: the options given, the model's own
+ * defaults (generation_config.json, llmrt_engine_sampling_defaults) for the others, and
+ * llmrt_sampling_init's (greedy) where the model has none. Says on stderr which of the
+ * model's defaults it took (once, unless quiet). */
+void cli_sampling_fill(const cli_sampling *s, llmrt_engine *e, llmrt_sampling *out,
+                       const char *cmd, int quiet);
+/* The help text's line about it. */
+#define CLI_SAMPLING_DEFAULTS_USAGE                                                           \
+    "Sampling options not given take the model's own defaults from its\n"                     \
+    "generation_config.json (temperature, top_p, top_k, min_p, repetition_penalty, as vLLM\n"  \
+    "does); where it has none, decoding is greedy. --temperature 0 is always greedy.\n"
 
 /* Handle a common option from getopt_long. Returns 1 when consumed, 0 when not a common
  * option, -1 on error (message printed). --help prints `usage` and exits 0. */

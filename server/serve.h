@@ -55,6 +55,7 @@ struct llmrt_server {
     int allow_special;       /* server.allow_special_tokens_in_content */
     const char *cors;        /* server.cors_origins ("" none, "*" any, or a list) */
     double log_interval_s;   /* server.log_interval_s */
+    int reasoning_split;     /* server.reasoning: 1 splits reasoning out of chat replies */
     int64_t started;         /* unix time the server started ("created" of /v1/models) */
     char url[600];           /* "http://HOST:PORT" once listening */
 
@@ -78,6 +79,11 @@ struct llmrt_server {
     atomic_long http_active;     /* HTTP requests started and not yet completed */
     atomic_ullong next_id;       /* response ids */
     uint64_t id_salt;
+
+    /* unknown request fields already warned about (serve_warn_unknown_field) */
+    pthread_mutex_t warn_mu;
+    char **warned;               /* [n_warned] */
+    int n_warned;
 
     llmrt_serve_metrics *metrics;
     struct MHD_Daemon *daemon;
@@ -158,6 +164,8 @@ void serve_record_status(serve_conn *cx, int status);
  * HTTP/1.1 client's end is probed once with an interim "100 Continue", which a client that
  * really closed answers with a reset. */
 int serve_client_gone(struct MHD_Connection *c);
+/* Log once per name (at warn level) that a request field is unknown and ignored. */
+void serve_warn_unknown_field(llmrt_server *s, const char *name);
 /* 0 when the request's "model" is absent or ours; else fills a 404. */
 int serve_check_model(const llmrt_server *s, const char *model, llmrt_serve_error *e);
 /* 0 when the engine takes requests; else fills a 503 (loading, failed, draining). */
@@ -173,9 +181,10 @@ void serve_generate_done(serve_gen *g, int completed_ok);
  * log. */
 void serve_generate_usage(serve_gen *g, int64_t *prompt, int64_t *completion);
 /* Render messages through the chat template and tokenize the result (chat and
- * /tokenize). *ids is malloc'd. Fills e (400) on a bad message list. */
+ * /tokenize). *ids is malloc'd; *in_reasoning (may be NULL) says whether the prompt left a
+ * think block open. Fills e (400) on a bad message list. */
 llmrt_status serve_chat_prompt(llmrt_server *s, const llmrt_serve_request *req, int32_t **ids,
-                               size_t *n_ids, llmrt_serve_error *e);
+                               size_t *n_ids, int *in_reasoning, llmrt_serve_error *e);
 
 /* ---- serve_tokenize.c ---- */
 int serve_tokenize(struct MHD_Connection *c, serve_conn *cx);

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,6 +260,8 @@ static llmrt_status parse_prompts(llmrt_serve_request *r, llmrt_serve_error *err
     return LLMRT_OK;
 }
 
+static llmrt_status parse_tool_choice(llmrt_serve_request *r, llmrt_serve_error *err);
+
 /* "messages" (+ "tools"): kept as JSON for llmrt_chat_messages_from_json, which checks
  * roles and contents against the template. */
 static llmrt_status parse_messages(llmrt_serve_request *r, int required,
@@ -298,7 +301,110 @@ static llmrt_status parse_messages(llmrt_serve_request *r, int required,
         if (json_array_size(t) > 0)
             r->tools = t;
     }
+    return parse_tool_choice(r, err);
+}
+
+/* The name of tools[i] ({"type": "function", "function": {"name": ...}}), or NULL. */
+static const char *tool_name(const json_t *tool)
+{
+    const json_t *fn = json_object_get(tool, "function");
+    return json_string_value(json_object_get(json_is_object(fn) ? fn : tool, "name"));
+}
+
+/* tool_choice and parallel_tool_calls (after "tools"). */
+static llmrt_status parse_tool_choice(llmrt_serve_request *r, llmrt_serve_error *err)
+{
+    const json_t *v = json_object_get(r->root, "tool_choice");
+    llmrt_serve_tool_choice *tc = &r->tool_choice;
+    tc->kind = r->tools ? LLMRT_SERVE_TOOL_CHOICE_AUTO : LLMRT_SERVE_TOOL_CHOICE_NONE;
+    tc->name = NULL;
+    r->parallel_tool_calls = 1;
+    if (get_bool(r->root, "parallel_tool_calls", &r->parallel_tool_calls, err) < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    if (!v || json_is_null(v))
+        return LLMRT_OK;
+    if (json_is_string(v)) {
+        const char *k = json_string_value(v);
+        if (strcmp(k, "none") == 0)
+            tc->kind = LLMRT_SERVE_TOOL_CHOICE_NONE;
+        else if (strcmp(k, "auto") == 0)
+            tc->kind = LLMRT_SERVE_TOOL_CHOICE_AUTO;
+        else if (strcmp(k, "required") == 0)
+            tc->kind = LLMRT_SERVE_TOOL_CHOICE_REQUIRED;
+        else
+            return BAD("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" "
+                                      "or {\"type\": \"function\", \"function\": {\"name\": "
+                                      "...}}, got \"%s\"",
+                       k);
+    } else if (json_is_object(v)) {
+        const json_t *type = json_object_get(v, "type"), *fn = json_object_get(v, "function");
+        const json_t *name = json_object_get(fn, "name");
+        if (!json_is_string(type) || strcmp(json_string_value(type), "function") != 0 ||
+            !json_is_object(fn) || !json_is_string(name) || !json_string_length(name))
+            return BAD("tool_choice", "'tool_choice' as an object must be {\"type\": "
+                                      "\"function\", \"function\": {\"name\": \"<a tool's "
+                                      "name>\"}}");
+        tc->kind = LLMRT_SERVE_TOOL_CHOICE_FUNCTION;
+        tc->name = json_string_value(name);
+    } else {
+        return BAD("tool_choice", "'tool_choice' must be a string or an object, got %s",
+                   json_kind(v));
+    }
+    if (tc->kind == LLMRT_SERVE_TOOL_CHOICE_NONE || tc->kind == LLMRT_SERVE_TOOL_CHOICE_AUTO)
+        return LLMRT_OK;
+    if (!r->tools)
+        return BAD("tool_choice", "'tool_choice' %s%s%s needs 'tools' with at least one tool",
+                   tc->name ? "naming \"" : "\"required\"", tc->name ? tc->name : "",
+                   tc->name ? "\"" : "");
+    if (tc->name) {
+        for (size_t i = 0; i < json_array_size(r->tools); i++) {
+            const char *n = tool_name(json_array_get(r->tools, i));
+            if (n && strcmp(n, tc->name) == 0)
+                return LLMRT_OK;
+        }
+        return BAD("tool_choice", "'tool_choice' names the function \"%s\", which is not one of "
+                                  "'tools'",
+                   tc->name);
+    }
     return LLMRT_OK;
+}
+
+/* Top-level fields of each kind this server reads, or knows and ignores on purpose (OpenAI's
+ * bookkeeping: user, metadata, store, service_tier). Others are listed in r->unknown. */
+static void list_unknown(llmrt_serve_request *r)
+{
+    static const char *const common[] = {
+        "model", "max_tokens", "min_tokens", "temperature", "top_p", "top_k", "min_p",
+        "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "ignore_eos",
+        "n", "stream", "stream_options", "logprobs", "return_tokens_as_token_ids", "stop",
+        "stop_token_ids", "echo", "suffix", "logit_bias", "best_of", "response_format",
+        "user", "metadata", "store", "service_tier", NULL};
+    static const char *const completions[] = {"prompt", NULL};
+    static const char *const chat[] = {
+        "messages", "tools", "tool_choice", "parallel_tool_calls", "max_completion_tokens",
+        "top_logprobs", "chat_template_kwargs", "add_generation_prompt", NULL};
+    static const char *const tokenize[] = {
+        "model", "prompt", "messages", "tools", "tool_choice", "chat_template_kwargs",
+        "add_special_tokens", "add_generation_prompt", "return_token_strs", NULL};
+    static const char *const detokenize[] = {"model", "tokens", NULL};
+    const char *const *lists[3] = {NULL, NULL, NULL};
+    switch (r->kind) {
+    case LLMRT_SERVE_COMPLETIONS: lists[0] = common, lists[1] = completions; break;
+    case LLMRT_SERVE_CHAT: lists[0] = common, lists[1] = chat; break;
+    case LLMRT_SERVE_TOKENIZE: lists[0] = tokenize; break;
+    case LLMRT_SERVE_DETOKENIZE: lists[0] = detokenize; break;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(r->root, key, val)
+    {
+        int known = 0;
+        for (int l = 0; l < 3 && lists[l] && !known; l++)
+            for (const char *const *k = lists[l]; *k && !known; k++)
+                known = strcmp(*k, key) == 0;
+        if (!known && r->n_unknown < LLMRT_SERVE_MAX_UNKNOWN)
+            r->unknown[r->n_unknown++] = key;
+    }
 }
 
 static llmrt_status parse_chat_template_kwargs(llmrt_serve_request *r, llmrt_serve_error *err)
@@ -393,13 +499,6 @@ static llmrt_status reject_unsupported(llmrt_serve_request *r, llmrt_serve_error
             return BAD("response_format", "'response_format' other than {\"type\": \"text\"} is "
                                           "not supported by this server (no guided decoding)");
     }
-    v = json_object_get(r->root, "tool_choice");
-    if (v && !json_is_null(v)) {
-        if (!json_is_string(v) || (strcmp(json_string_value(v), "none") != 0 &&
-                                   strcmp(json_string_value(v), "auto") != 0))
-            return BAD("tool_choice", "'tool_choice' must be \"none\" or \"auto\": forcing a "
-                                      "tool call is not supported by this server");
-    }
     return LLMRT_OK;
 }
 
@@ -435,18 +534,39 @@ static llmrt_status parse_generation(llmrt_serve_request *r, llmrt_serve_error *
         return BAD("min_tokens", "'min_tokens' (%d) must not exceed 'max_tokens' (%d)",
                    s->min_tokens, s->max_tokens);
 
-    if (get_num(root, "temperature", 0, 0, INFINITY, &s->temperature, err) < 0 ||
-        get_num(root, "top_p", 0, 1, 1, &s->top_p, err) < 0 ||
-        get_num(root, "min_p", 0, 0, 1, &s->min_p, err) < 0 ||
-        get_num(root, "presence_penalty", -2, 0, 2, &s->presence_penalty, err) < 0 ||
-        get_num(root, "frequency_penalty", -2, 0, 2, &s->frequency_penalty, err) < 0 ||
-        get_num(root, "repetition_penalty", 0, 1, INFINITY, &s->repetition_penalty, err) < 0)
-        return LLMRT_ERR_INVALID_ARG;
+    /* which of the fields a model may give defaults for the body set (explicitly, so a
+     * temperature of 0 stays greedy) */
+    static const struct {
+        const char *key;
+        double lo;
+        int lo_open;
+        double hi;
+        size_t off;
+        uint32_t bit;
+    } nums[] = {
+        {"temperature", 0, 0, INFINITY, offsetof(llmrt_sampling, temperature), LLMRT_SAMPLING_TEMPERATURE},
+        {"top_p", 0, 1, 1, offsetof(llmrt_sampling, top_p), LLMRT_SAMPLING_TOP_P},
+        {"min_p", 0, 0, 1, offsetof(llmrt_sampling, min_p), LLMRT_SAMPLING_MIN_P},
+        {"presence_penalty", -2, 0, 2, offsetof(llmrt_sampling, presence_penalty), 0},
+        {"frequency_penalty", -2, 0, 2, offsetof(llmrt_sampling, frequency_penalty), 0},
+        {"repetition_penalty", 0, 1, INFINITY, offsetof(llmrt_sampling, repetition_penalty),
+         LLMRT_SAMPLING_REPETITION_PENALTY},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+        rc = get_num(root, nums[i].key, nums[i].lo, nums[i].lo_open, nums[i].hi,
+                     (float *)((char *)s + nums[i].off), err);
+        if (rc < 0)
+            return LLMRT_ERR_INVALID_ARG;
+        if (rc > 0)
+            r->sampling_given |= nums[i].bit;
+    }
     rc = get_int(root, "top_k", -1, INT32_MAX, &x, err);
     if (rc < 0)
         return LLMRT_ERR_INVALID_ARG;
-    if (rc > 0)
+    if (rc > 0) {
         s->top_k = x < 0 ? 0 : (int32_t)x;
+        r->sampling_given |= LLMRT_SAMPLING_TOP_K;
+    }
     rc = get_int(root, "seed", INT64_MIN, INT64_MAX, &x, err);
     if (rc < 0)
         return LLMRT_ERR_INVALID_ARG;
@@ -647,6 +767,7 @@ llmrt_status llmrt_serve_request_parse(llmrt_serve_kind kind, const char *body, 
                                    (int)kind);
         goto cleanup;
     }
+    list_unknown(r);
     *out = r;
     r = NULL;
 cleanup:

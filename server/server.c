@@ -80,6 +80,7 @@ llmrt_status llmrt_server_open(llmrt_runtime *rt, llmrt_server **out, llmrt_erro
     pthread_mutex_init(&s->mhd_log_mu, NULL);
     pthread_mutex_init(&s->conn_mu, NULL);
     pthread_mutex_init(&s->rl_mu, NULL);
+    pthread_mutex_init(&s->warn_mu, NULL);
     s->rt = rt;
     s->host = llmrt_config_get(cfg, "server.host");
     s->port = (int)llmrt_config_int(cfg, "server.port");
@@ -102,6 +103,8 @@ llmrt_status llmrt_server_open(llmrt_runtime *rt, llmrt_server **out, llmrt_erro
     const char *lf = llmrt_config_get(cfg, "server.log_format");
     llmrt_log_set_format(lf && strcmp(lf, "json") == 0 ? LLMRT_LOG_JSON : LLMRT_LOG_TEXT);
     s->log_interval_s = llmrt_config_float(cfg, "server.log_interval_s");
+    const char *reasoning = llmrt_config_get(cfg, "server.reasoning");
+    s->reasoning_split = !reasoning || strcmp(reasoning, "off") != 0;
     s->started = (int64_t)time(NULL);
     pick_model_name(s);
     if (getrandom(&s->id_salt, sizeof s->id_salt, 0) != (ssize_t)sizeof s->id_salt)
@@ -160,6 +163,18 @@ static llmrt_status start_serving(llmrt_server *s, llmrt_error *err)
     llmrt_engine_model_info(s->engine, &mi);
     s->vocab_size = mi.vocab;
     s->max_model_len = llmrt_engine_max_model_len(s->engine);
+
+    const char *defaults = llmrt_engine_sampling_defaults_text(s->engine);
+    if (defaults[0])
+        llmrt_log(LLMRT_LOG_INFO, "serve",
+                  "sampling defaults from the model's generation_config.json, for requests that "
+                  "leave them out: %s",
+                  defaults);
+    const llmrt_chat_syntax *sx = llmrt_engine_chat_syntax(s->engine);
+    if (sx && sx->think_open && !s->reasoning_split)
+        llmrt_log(LLMRT_LOG_INFO, "serve",
+                  "server.reasoning = off: chat replies keep their %s...%s reasoning in content",
+                  sx->think_open, sx->think_close ? sx->think_close : "");
 
     llmrt_status st = serve_stepper_start(s, err);
     if (st != LLMRT_OK)
@@ -260,5 +275,39 @@ void llmrt_server_close(llmrt_server *s)
     pthread_mutex_destroy(&s->mhd_log_mu);
     pthread_mutex_destroy(&s->conn_mu);
     pthread_mutex_destroy(&s->rl_mu);
+    for (int i = 0; i < s->n_warned; i++)
+        free(s->warned[i]);
+    free(s->warned);
+    pthread_mutex_destroy(&s->warn_mu);
     free(s);
+}
+
+#define MAX_WARNED 256 /* distinct unknown field names remembered */
+
+void serve_warn_unknown_field(llmrt_server *s, const char *name)
+{
+    pthread_mutex_lock(&s->warn_mu);
+    int seen = 0;
+    for (int i = 0; i < s->n_warned && !seen; i++)
+        seen = strcmp(s->warned[i], name) == 0;
+    if (!seen && s->n_warned < MAX_WARNED) {
+        char **g = realloc(s->warned, (size_t)(s->n_warned + 1) * sizeof *g);
+        char *copy = strdup(name);
+        if (g)
+            s->warned = g;
+        if (g && copy) {
+            s->warned[s->n_warned++] = copy;
+            llmrt_log(LLMRT_LOG_WARN, "serve",
+                      "request field '%.200s' is not known to this server and is ignored "
+                      "(logged once per field name)",
+                      name);
+            if (s->n_warned == MAX_WARNED)
+                llmrt_log(LLMRT_LOG_WARN, "serve",
+                          "%d distinct unknown request fields seen: no more are logged",
+                          MAX_WARNED);
+        } else {
+            free(copy);
+        }
+    }
+    pthread_mutex_unlock(&s->warn_mu);
 }

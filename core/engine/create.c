@@ -72,6 +72,22 @@ static llmrt_status gpu_capacity(llmrt_engine *e, uint64_t bytes_per_token, int6
     return LLMRT_OK;
 }
 
+/* "temperature 0.6, top_p 0.95, top_k 20": the model folder's sampling defaults. */
+static void sampling_text(const llmrt_hf_sampling *g, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+#define ITEM(bit, fmt, v)                                                                     \
+    if ((g->set & (bit)) && n < cap)                                                          \
+        n += (size_t)snprintf(buf + n, cap - n, "%s" fmt, n ? ", " : "", v);
+    ITEM(LLMRT_SAMPLING_TEMPERATURE, "temperature %g", (double)g->temperature)
+    ITEM(LLMRT_SAMPLING_TOP_P, "top_p %g", (double)g->top_p)
+    ITEM(LLMRT_SAMPLING_TOP_K, "top_k %d", (int)g->top_k)
+    ITEM(LLMRT_SAMPLING_MIN_P, "min_p %g", (double)g->min_p)
+    ITEM(LLMRT_SAMPLING_REPETITION_PENALTY, "repetition_penalty %g", (double)g->repetition_penalty)
+#undef ITEM
+}
+
 llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
                                             const llmrt_engine_settings *settings,
                                             const llmrt_engine_options *opts,
@@ -86,6 +102,7 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory");
     }
     e->parts = *parts;
+    sampling_text(&parts->sampling, e->sampling_text, sizeof e->sampling_text);
     e->set = *settings;
     if (opts)
         e->opts = *opts;

@@ -132,6 +132,7 @@ struct llmrt_engine {
     int out_shared;          /* out.host[0] == out.host[1] */
     int in_shared_async;     /* in.host shared and its copies are truly asynchronous */
     char capacity_source[64];
+    char sampling_text[160]; /* llmrt_engine_sampling_defaults_text */
 
     llmrt_kv kv;
     int kv_ok;

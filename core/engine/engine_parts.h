@@ -11,6 +11,7 @@
 
 #include "chat.h"
 #include "config.h"
+#include "hf_config.h"
 #include "runtime.h"
 #include "tokenizer.h"
 
@@ -47,6 +48,7 @@ typedef struct llmrt_engine_parts {
     const char *model_path;         /* for stats; may be NULL */
     const char *quant_name;         /* the quant plugin's name, NULL = none */
     double load_time_s;             /* time already spent loading (added to stats) */
+    llmrt_hf_sampling sampling;     /* the model folder's sampling defaults (set 0: none) */
     /* Called by llmrt_engine_destroy after the engine let go of the parts (and by a failed
      * create): closes what the caller handed over. NULL: the caller keeps ownership. */
     void (*release)(void *ctx);

@@ -329,6 +329,28 @@ int32_t llmrt_engine_max_model_len(llmrt_engine *e) { return e->max_model_len; }
 
 llmrt_tokenizer *llmrt_engine_tokenizer(llmrt_engine *e) { return e->parts.tokenizer; }
 
+uint32_t llmrt_engine_sampling_defaults(llmrt_engine *e, llmrt_sampling *s, uint32_t given)
+{
+    const llmrt_hf_sampling *g = &e->parts.sampling;
+    uint32_t take = g->set & ~given;
+    if (take & LLMRT_SAMPLING_TEMPERATURE)
+        s->temperature = g->temperature;
+    if (take & LLMRT_SAMPLING_TOP_P)
+        s->top_p = g->top_p;
+    if (take & LLMRT_SAMPLING_TOP_K)
+        s->top_k = g->top_k;
+    if (take & LLMRT_SAMPLING_MIN_P)
+        s->min_p = g->min_p;
+    if (take & LLMRT_SAMPLING_REPETITION_PENALTY)
+        s->repetition_penalty = g->repetition_penalty;
+    return take;
+}
+
+const char *llmrt_engine_sampling_defaults_text(llmrt_engine *e)
+{
+    return e->sampling_text;
+}
+
 llmrt_status llmrt_engine_chat_render(llmrt_engine *e, const llmrt_chat_message *msgs,
                                       uint32_t n, const llmrt_chat_options *opt, char **text,
                                       llmrt_error *err)
@@ -352,6 +374,22 @@ llmrt_status llmrt_engine_chat_tokenize(llmrt_engine *e, const llmrt_chat_messag
                           "the model folder has no tokenizer.json, so chat is not available");
     return llmrt_chat_encode(e->parts.chat ? e->parts.chat : &none, e->parts.tokenizer, msgs, n,
                              opt, cf, ids, n_ids, NULL, err);
+}
+
+const llmrt_chat_syntax *llmrt_engine_chat_syntax(llmrt_engine *e)
+{
+    return llmrt_chat_syntax_of(e->parts.chat);
+}
+
+int llmrt_engine_chat_prompt_in_reasoning(llmrt_engine *e, const char *prompt)
+{
+    return llmrt_chat_prompt_in_reasoning(e->parts.chat, prompt);
+}
+
+llmrt_status llmrt_engine_chat_parser_new(llmrt_engine *e, const llmrt_reply_options *opt,
+                                          llmrt_chat_parser **out, llmrt_error *err)
+{
+    return llmrt_chat_parser_open(e->parts.chat, opt, out, err);
 }
 
 const char *llmrt_engine_chat_unavailable(llmrt_engine *e)

@@ -149,6 +149,11 @@ static const llmrt_key server_keys[] = {
      "false: it is tokenized as plain text, so a client cannot forge chat structure (a "
      "system turn of its own); true only for trusted clients.",
      0},
+    {"reasoning", LLMRT_KEY_ENUM, "on", "on|off",
+     "Chat replies: on splits the model's reasoning (a <think> block, as the family marks it) into "
+     "message.reasoning_content / delta.reasoning_content, for families whose chat format "
+     "marks it; off leaves it in content.",
+     0},
 };
 
 #define SECTION(s) {#s, s##_keys, (uint32_t)(sizeof s##_keys / sizeof s##_keys[0])}

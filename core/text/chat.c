@@ -1,4 +1,5 @@
-/* chat.c — opening a model folder's chat format through its model plugin (see chat.h). */
+/* chat.c — opening a model folder's chat format through its model plugin, rendering with it,
+ * and parsing replies with it (see chat.h). */
 #include "chat.h"
 
 #include <stdio.h>
@@ -147,6 +148,94 @@ llmrt_status llmrt_chat_render_text(const llmrt_chat_ref *c, const llmrt_chat_me
     }
     *text = b.p;
     return LLMRT_OK;
+}
+
+const llmrt_chat_syntax *llmrt_chat_syntax_of(const llmrt_chat_ref *c)
+{
+    if (!c || !c->vt || !LLMRT_VT_HAS(c->vt, llmrt_chat_vtable, syntax))
+        return NULL;
+    return c->vt->syntax(c->c);
+}
+
+/* Last occurrence of needle in s (NULL: none). */
+static const char *last_of(const char *s, const char *needle)
+{
+    const char *hit = NULL;
+    if (!needle || !needle[0])
+        return NULL;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p++)
+        hit = p;
+    return hit;
+}
+
+int llmrt_chat_prompt_in_reasoning(const llmrt_chat_ref *c, const char *prompt)
+{
+    const llmrt_chat_syntax *sx = llmrt_chat_syntax_of(c);
+    if (!sx || !prompt || !sx->think_open || !sx->think_close)
+        return 0;
+    const char *open = last_of(prompt, sx->think_open);
+    const char *close = last_of(prompt, sx->think_close);
+    return open && (!close || open > close);
+}
+
+static int has_parser(const llmrt_chat_vtable *vt)
+{
+    return LLMRT_VT_HAS(vt, llmrt_chat_vtable, parser_create) &&
+           LLMRT_VT_HAS(vt, llmrt_chat_vtable, parser_push) &&
+           LLMRT_VT_HAS(vt, llmrt_chat_vtable, parser_finish) &&
+           LLMRT_VT_HAS(vt, llmrt_chat_vtable, parser_destroy);
+}
+
+struct llmrt_chat_parser {
+    const llmrt_chat_vtable *vt; /* NULL: everything is content */
+    llmrt_reply_parser *p;
+};
+
+llmrt_status llmrt_chat_parser_open(const llmrt_chat_ref *c, const llmrt_reply_options *opt,
+                                    llmrt_chat_parser **out, llmrt_error *err)
+{
+    *out = NULL;
+    llmrt_chat_parser *cp = calloc(1, sizeof *cp);
+    if (!cp)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory for a reply parser");
+    if (c && c->vt && has_parser(c->vt)) {
+        llmrt_reply_options o = {sizeof o, 0, 0, 0};
+        if (opt)
+            memcpy(&o, opt, opt->struct_size < sizeof o ? opt->struct_size : sizeof o);
+        o.struct_size = sizeof o;
+        llmrt_status st = c->vt->parser_create(c->c, &o, &cp->p, err);
+        if (st != LLMRT_OK) {
+            free(cp);
+            return st;
+        }
+        cp->vt = c->vt;
+    }
+    *out = cp;
+    return LLMRT_OK;
+}
+
+llmrt_status llmrt_chat_parser_push(llmrt_chat_parser *p, const char *text, size_t n,
+                                    const llmrt_reply_sink *sink, llmrt_error *err)
+{
+    if (p->vt)
+        return p->vt->parser_push(p->p, text, n, sink, err);
+    llmrt_status st = n && sink->content ? sink->content(sink->ctx, text, n) : LLMRT_OK;
+    return st == LLMRT_OK ? st : llmrt_fail(err, st, "the reply's sink failed (%s)", llmrt_status_str(st));
+}
+
+llmrt_status llmrt_chat_parser_finish(llmrt_chat_parser *p, const llmrt_reply_sink *sink,
+                                      llmrt_error *err)
+{
+    return p->vt ? p->vt->parser_finish(p->p, sink, err) : LLMRT_OK;
+}
+
+void llmrt_chat_parser_free(llmrt_chat_parser *p)
+{
+    if (!p)
+        return;
+    if (p->vt)
+        p->vt->parser_destroy(p->p);
+    free(p);
 }
 
 const char *llmrt_chat_family(const llmrt_chat_ref *c)

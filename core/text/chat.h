@@ -10,6 +10,7 @@
 #define LLMRT_CORE_CHAT_H
 
 #include <llmrt/chat.h>
+#include <llmrt/engine.h>
 #include <llmrt/model.h>
 
 #include "runtime.h"
@@ -55,6 +56,19 @@ llmrt_status llmrt_chat_encode(const llmrt_chat_ref *c, const llmrt_tokenizer *t
                                const llmrt_chat_message *msgs, uint32_t n,
                                const llmrt_chat_options *opt, uint32_t flags, int32_t **ids,
                                size_t *n_ids, char **text, llmrt_error *err);
+
+/* The family's reply markup (chat.h's syntax member), or NULL when it has none. */
+const llmrt_chat_syntax *llmrt_chat_syntax_of(const llmrt_chat_ref *c);
+/* 1 when `prompt` ends inside an open think block of the family's markup (its last
+ * think_open comes after its last think_close), so the reply starts inside reasoning. */
+int llmrt_chat_prompt_in_reasoning(const llmrt_chat_ref *c, const char *prompt);
+
+/* One reply's parser (engine.h's llmrt_chat_parser): the family's (chat.h parser_*), or, when
+ * the family has none, one that reports every byte as content at once. Thread-safe to open on
+ * a shared ref; each parser belongs to one thread. */
+llmrt_status llmrt_chat_parser_open(const llmrt_chat_ref *c, const llmrt_reply_options *opt,
+                                    llmrt_chat_parser **out, llmrt_error *err);
+
 /* The family's name (as the plugin calls it), or "" when there is none. */
 const char *llmrt_chat_family(const llmrt_chat_ref *c);
 void llmrt_chat_close(llmrt_chat_ref *c);

@@ -87,6 +87,15 @@ typedef struct llmrt_sampling {
 
 void llmrt_sampling_init(llmrt_sampling *s);
 
+/* Fields of llmrt_sampling a model folder may give defaults for (generation_config.json). */
+enum {
+    LLMRT_SAMPLING_TEMPERATURE = 1u << 0,
+    LLMRT_SAMPLING_TOP_P = 1u << 1,
+    LLMRT_SAMPLING_TOP_K = 1u << 2,
+    LLMRT_SAMPLING_MIN_P = 1u << 3,
+    LLMRT_SAMPLING_REPETITION_PENALTY = 1u << 4
+};
+
 /* One event for one request, delivered on the stepping thread. Pointers are valid only
  * during the callback. */
 typedef struct llmrt_token_event {
@@ -266,6 +275,15 @@ void llmrt_engine_model_info(llmrt_engine *e, llmrt_model_info *out);
 /* The model's eos ids (config.json + generation_config.json). */
 int32_t llmrt_engine_eos_ids(llmrt_engine *e, const int32_t **ids);
 int32_t llmrt_engine_max_model_len(llmrt_engine *e);
+/* The model's own sampling defaults, as vLLM applies them: each of temperature, top_p, top_k,
+ * min_p and repetition_penalty that generation_config.json sets and `given` (LLMRT_SAMPLING_*
+ * bits: what the caller was told explicitly) does not name is set in *s from the file. An
+ * explicit value always wins, so a given temperature 0 stays greedy. Returns the bits it set.
+ * Thread-safe. */
+uint32_t llmrt_engine_sampling_defaults(llmrt_engine *e, llmrt_sampling *s, uint32_t given);
+/* The defaults as text for messages ("temperature 0.6, top_p 0.95, top_k 20"), "" when the
+ * model folder sets none. */
+const char *llmrt_engine_sampling_defaults_text(llmrt_engine *e);
 /* The tokenizer of the model folder, or NULL when it has none (ids only). The engine only
  * reads it (encoding text prompts in submit, decoding on the stepping thread), so callers
  * may use it from any thread as far as core/tokenizer.h allows concurrent reads. */
@@ -309,6 +327,26 @@ llmrt_status llmrt_engine_chat_tokenize(llmrt_engine *e, const llmrt_chat_messag
                                         llmrt_error *err);
 /* NULL when chat works; else why it does not ("... has no tokenizer.json"). */
 const char *llmrt_engine_chat_unavailable(llmrt_engine *e);
+
+/* ---- replies: the model family's markup of replies (chat.h since 1.2) ---- */
+/* The family's reply markup (tool-call and reasoning tags), or NULL when it has none. */
+const llmrt_chat_syntax *llmrt_engine_chat_syntax(llmrt_engine *e);
+/* 1 when the rendered `prompt` ends inside an open think block (its last think_open comes
+ * after its last think_close): the reply starts inside reasoning (llmrt_reply_options'
+ * starts_in_reasoning). 0 for a family without reasoning markup. */
+int llmrt_engine_chat_prompt_in_reasoning(llmrt_engine *e, const char *prompt);
+/* A streaming parser for one reply: push the reply's text as the engine releases it, then
+ * finish; the sink hears content, reasoning and tool calls (chat.h's llmrt_reply_sink). When
+ * the family has no parser every byte is content. Thread-safe; a parser belongs to one
+ * thread. Free it with llmrt_chat_parser_free. */
+typedef struct llmrt_chat_parser llmrt_chat_parser;
+llmrt_status llmrt_engine_chat_parser_new(llmrt_engine *e, const llmrt_reply_options *opt,
+                                          llmrt_chat_parser **out, llmrt_error *err);
+llmrt_status llmrt_chat_parser_push(llmrt_chat_parser *p, const char *text, size_t n,
+                                    const llmrt_reply_sink *sink, llmrt_error *err);
+llmrt_status llmrt_chat_parser_finish(llmrt_chat_parser *p, const llmrt_reply_sink *sink,
+                                      llmrt_error *err);
+void llmrt_chat_parser_free(llmrt_chat_parser *p);
 
 #ifdef __cplusplus
 }

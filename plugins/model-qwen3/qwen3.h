@@ -42,10 +42,27 @@ llmrt_status qwen3_config_parse(const char *config_json, qwen3_config *out, llmr
 /* The Qwen3 chat format (qwen3_chat.c). */
 extern const llmrt_chat_vtable qwen3_chat_vtable;
 
+/* Its reply markup and the streaming reply parser (qwen3_reply.c): chat.h's syntax and
+ * parser_create / push / finish / destroy. */
+const llmrt_chat_syntax *qwen3_reply_syntax(const llmrt_chat *c);
+llmrt_status qwen3_reply_create(const llmrt_chat *c, const llmrt_reply_options *opt,
+                                llmrt_reply_parser **out, llmrt_error *err);
+llmrt_status qwen3_reply_push(llmrt_reply_parser *p, const char *text, size_t n,
+                              const llmrt_reply_sink *sink, llmrt_error *err);
+llmrt_status qwen3_reply_finish(llmrt_reply_parser *p, const llmrt_reply_sink *sink,
+                                llmrt_error *err);
+void qwen3_reply_destroy(llmrt_reply_parser *p);
+
 /* Synthetic checkpoints (qwen3_synth.c): model.h synth_preset / synthesize. */
 const llmrt_synth_preset *qwen3_synth_preset(uint32_t index);
 llmrt_status qwen3_synthesize(const llmrt_host *host, const llmrt_synth_request *req,
                               const llmrt_ckpt_writer *w, llmrt_error *err);
+
+/* The tiny-chat preset (qwen3_script.c): a checkpoint whose greedy reply is model_opts'
+ * says=TEXT. Adds every tensor and the tokenizer files; *cfg and *dtype say what config.json
+ * must hold. */
+llmrt_status qwen3_script_build(const llmrt_synth_request *req, const llmrt_ckpt_writer *w,
+                                qwen3_config *cfg, llmrt_dtype *dtype, llmrt_error *err);
 
 /* A linear layer y = x·Wᵀ, W logically [out, in]: quantized (q != NULL) or dense (w). */
 typedef struct qwen3_linear {

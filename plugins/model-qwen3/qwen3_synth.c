@@ -34,6 +34,10 @@ static const preset presets[] = {
      151936, 1024, 3072, 28, 16, 8, 128, 40960, 1000000.0, 1, 151643, 151645},
     {{"qwen3-8b", "Qwen3-8B shapes (36 layers, hidden 4096)"},
      151936, 4096, 12288, 36, 32, 8, 128, 40960, 1000000.0, 0, 151643, 151645},
+    /* shapes from the text: qwen3_script.c */
+    {{"tiny-chat", "a scripted chat model with Qwen3's tokenizer: its greedy reply is "
+                   "--model-opt says=TEXT (and tokenizer=DIR)"},
+     151936, 0, 0, 1, 0, 1, 0, 4096, 10.0, 1, 151643, 151645},
 };
 
 const llmrt_synth_preset *qwen3_synth_preset(uint32_t index)
@@ -366,9 +370,21 @@ llmrt_status qwen3_synthesize(const llmrt_host *host, const llmrt_synth_request 
     synth_cfg s;
     memset(&s, 0, sizeof s);
     s.bos = -1;
+    if (req->preset && strcmp(req->preset, "tiny-chat") == 0) {
+        if ((st = qwen3_script_build(req, w, &s.c, &s.dtype, err)))
+            return st;
+        s.bos = 151643;
+        s.eos[0] = 151645;
+        s.n_eos = 1;
+        if ((st = add_json(w, "generation_config.json", generation_json(&s), err)))
+            return st;
+        json_t *cj = config_json(&s, err);
+        return cj ? add_json(w, "config.json", cj, err) : err->code;
+    }
     if (req->model_opts && req->model_opts->n > 0)
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "mkmodel: unknown qwen3 option '%s' (qwen3 takes none)",
+                          "mkmodel: unknown qwen3 option '%s' (only the tiny-chat preset takes "
+                          "options: says=TEXT, tokenizer=DIR)",
                           req->model_opts->keys[0]);
     if ((st = base_config(req, &s, err)))
         return st;

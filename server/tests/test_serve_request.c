@@ -229,7 +229,80 @@ START_TEST(test_chat)
     parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"chat_template_kwargs\": []}", "chat_template_kwargs", "must be an object");
     parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"chat_template_kwargs\": {\"enable_thinking\": 1}}", "chat_template_kwargs.enable_thinking", "boolean");
     parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"response_format\": {\"type\": \"json_object\"}}", "response_format", "not supported");
-    parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"tool_choice\": \"required\"}", "tool_choice", "not supported");
+    parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"tool_choice\": \"required\"}", "tool_choice", "needs 'tools'");
+}
+END_TEST
+
+/* tool_choice / parallel_tool_calls as PART B's constrained decoding reads them, the
+ * sampling fields the body set (the rest take the model's defaults), unknown field names. */
+START_TEST(test_tools_and_given)
+{
+    const llmrt_serve_kind K = LLMRT_SERVE_CHAT;
+#define MSG "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]"
+#define TOOLS "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, " \
+              "{\"type\": \"function\", \"function\": {\"name\": \"g\"}}]"
+    llmrt_serve_request *r = parse_ok(K, "{" MSG "}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_NONE); /* no tools: none */
+    ck_assert_int_eq(r->parallel_tool_calls, 1);
+    ck_assert_uint_eq(r->sampling_given, 0);
+    ck_assert_int_eq(r->n_unknown, 0);
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, "{" MSG ", " TOOLS "}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_AUTO); /* tools: auto */
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, "{" MSG ", " TOOLS ", \"tool_choice\": \"none\", \"parallel_tool_calls\": false}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_NONE);
+    ck_assert_int_eq(r->parallel_tool_calls, 0);
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, "{" MSG ", " TOOLS ", \"tool_choice\": \"required\"}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_REQUIRED);
+    ck_assert_ptr_null(r->tool_choice.name);
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, "{" MSG ", " TOOLS ", \"tool_choice\": {\"type\": \"function\", "
+                    "\"function\": {\"name\": \"g\"}}}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_FUNCTION);
+    ck_assert_str_eq(r->tool_choice.name, "g");
+    llmrt_serve_request_free(r);
+    parse_bad(K, "{" MSG ", " TOOLS ", \"tool_choice\": \"always\"}", "tool_choice", "\"always\"");
+    parse_bad(K, "{" MSG ", " TOOLS ", \"tool_choice\": 1}", "tool_choice", "string or an object");
+    parse_bad(K, "{" MSG ", " TOOLS ", \"tool_choice\": {\"type\": \"function\"}}", "tool_choice", "{\"type\": \"function\"");
+    parse_bad(K, "{" MSG ", " TOOLS ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"h\"}}}", "tool_choice", "\"h\", which is not one of 'tools'");
+    parse_bad(K, "{" MSG ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"h\"}}}", "tool_choice", "needs 'tools'");
+    parse_bad(K, "{" MSG ", " TOOLS ", \"parallel_tool_calls\": 1}", "parallel_tool_calls", "boolean");
+
+    /* explicit sampling values are marked given, 0 included */
+    r = parse_ok(K, "{" MSG ", \"temperature\": 0, \"top_k\": -1, \"presence_penalty\": 1}");
+    ck_assert_uint_eq(r->sampling_given, LLMRT_SAMPLING_TEMPERATURE | LLMRT_SAMPLING_TOP_K);
+    ck_assert_float_eq(r->sampling.temperature, 0);
+    llmrt_serve_request_free(r);
+    r = parse_ok(LLMRT_SERVE_COMPLETIONS, "{\"prompt\": \"x\", \"top_p\": 0.5, \"min_p\": 0.1, "
+                                          "\"repetition_penalty\": 1.1, \"temperature\": null}");
+    ck_assert_uint_eq(r->sampling_given, LLMRT_SAMPLING_TOP_P | LLMRT_SAMPLING_MIN_P |
+                                             LLMRT_SAMPLING_REPETITION_PENALTY);
+    llmrt_serve_request_free(r);
+
+    /* unknown fields are listed (known-but-ignored ones are not) */
+    r = parse_ok(K, "{" MSG ", \"user\": \"u\", \"guided_json\": {}, \"structured_outputs\": 1, "
+                    "\"prompt\": \"a completions field\"}");
+    ck_assert_int_eq(r->n_unknown, 3);
+    ck_assert_str_eq(r->unknown[0], "guided_json");
+    ck_assert_str_eq(r->unknown[1], "structured_outputs");
+    ck_assert_str_eq(r->unknown[2], "prompt");
+    llmrt_serve_request_free(r);
+    r = parse_ok(LLMRT_SERVE_COMPLETIONS, "{\"prompt\": \"x\", \"tools\": []}");
+    ck_assert_int_eq(r->n_unknown, 1);
+    ck_assert_str_eq(r->unknown[0], "tools");
+    llmrt_serve_request_free(r);
+    char body[4096];
+    int n = snprintf(body, sizeof body, "{\"prompt\": \"x\"");
+    for (int i = 0; i < 40; i++)
+        n += snprintf(body + n, sizeof body - (size_t)n, ", \"x%d\": 1", i);
+    snprintf(body + n, sizeof body - (size_t)n, "}");
+    r = parse_ok(LLMRT_SERVE_COMPLETIONS, body);
+    ck_assert_int_eq(r->n_unknown, LLMRT_SERVE_MAX_UNKNOWN); /* bounded */
+    llmrt_serve_request_free(r);
+#undef MSG
+#undef TOOLS
 }
 END_TEST
 
@@ -334,6 +407,7 @@ int main(void)
     tcase_add_test(tc, test_rejections_name_the_field);
     tcase_add_test(tc, test_huge_max_tokens);
     tcase_add_test(tc, test_chat);
+    tcase_add_test(tc, test_tools_and_given);
     tcase_add_test(tc, test_tokenize_detokenize);
     tcase_add_test(tc, test_corrupted_bodies);
     tcase_add_test(tc, test_error_set);

@@ -731,6 +731,7 @@ llmrt_status mock_rig_open(mock_rig *r, const mock_rig_opts *o, llmrt_error *err
     parts.eos_ids = o->n_eos ? o->eos : &r->eos;
     parts.n_eos = o->n_eos ? o->n_eos : (r->eos >= 0 ? 1 : 0);
     parts.model_path = "(mock)";
+    parts.sampling = o->sampling;
     llmrt_engine_options eo;
     llmrt_engine_options_init(&eo);
     eo.quiet = 1;

@@ -93,6 +93,7 @@ typedef struct mock_rig_opts {
     int32_t n_eos;
     llmrt_step_cb on_step;
     void *step_user;
+    llmrt_hf_sampling sampling;  /* the model folder's sampling defaults (set 0: none) */
 } mock_rig_opts;
 
 typedef struct mock_rig {
