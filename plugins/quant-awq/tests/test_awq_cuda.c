@@ -560,7 +560,7 @@ static const struct {
     {4096, 4096, 128, NULL},          /* o_proj: split-K by default (few row blocks) */
     {12288, 512, 128, NULL},          /* down-like: long K, few rows */
     {544, 200, 32, NULL},             /* partial rows and a partial last iteration */
-    {1056, 3000, 64, "mma_w=8"},      /* partial row block of 8 warps */
+    {1088, 3000, 64, "mma_w=8"},      /* partial row block of 8 warps */
     {2048, 1040, 128, "mma_w=4,mma_split=8"}, /* kw 8: one slice per range */
     {2048, 512, 128, "kw=2,mma_split=2"},
     {2048, 512, 128, "kw=1"},         /* one slice: stored as it is */
