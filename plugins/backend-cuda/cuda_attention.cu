@@ -7,6 +7,13 @@
  * tokens) reuses K/V across queries, so it is a tiled flash-attention kernel: a tile of query
  * rows in shared memory against tiles of keys/values, causal, online softmax, fp32 FMA.
  *
+ * cuda_attention() dispatches: decode rows to the kernel here while every split of the plan
+ * gets a block of its own (batch 1), else to the batch kernel that walks the same splits with
+ * fewer blocks (cuda_attention_batch.cu); prefill rows of f16/bf16 caches at head_dim 64, 96,
+ * 128 to the tensor-core kernel (cuda_attention_mma.cu), others to the fp32 kernel here; in a
+ * step that mixes both, each row to its own kind. [backend.cuda] tune att_inv=0, att_mixed=0,
+ * att_pf_mma=0 bring back the choices before those kernels.
+ *
  * Grid sizes come only from host values (max_seq_len, max_query_len, counts); the actual
  * lengths are read on the device and surplus blocks exit early, so one launch shape serves
  * every step of a CUDA graph bucket. All math is fp32; caches may be F32/F16/BF16. The decode
