@@ -121,6 +121,8 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
         if (e->bvt->device_info(e->b, &e->dev, &derr) != LLMRT_OK)
             snprintf(e->dev.name, sizeof e->dev.name, "unknown device");
     }
+    llmrt_sched_default_limits(e->dev.is_gpu, &e->set.max_num_seqs,
+                               &e->set.max_num_batched_tokens);
     parts->model_vt->info(parts->model, &e->info);
     const llmrt_model_info *mi = &e->info;
     if (mi->n_layers <= 0 || mi->n_kv_heads <= 0 || mi->head_dim <= 0 || mi->vocab <= 0)

@@ -21,7 +21,9 @@
 #include "step_buffers.h"
 #include "stop_strings.h"
 
-#define MAX_GRAPHS 64
+/* Captured decode graphs: a bucket (graph_bucket, step.c: 13 up to 256 rows) x the two step
+ * halves x chained or not x the device op (argmax, forward_argmax, sample). */
+#define MAX_GRAPHS 160
 
 /* A token id that is none: an event without a token, no stop token, a token a launched step
  * is still computing (engine.h spells it -1). */

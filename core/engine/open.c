@@ -13,6 +13,7 @@
 #include "error.h"
 #include "log.h"
 #include "model_loader.h"
+#include "scheduler.h"
 
 void llmrt_engine_settings_default(llmrt_engine_settings *s)
 {
@@ -21,8 +22,8 @@ void llmrt_engine_settings_default(llmrt_engine_settings *s)
     s->gpu_memory_utilization = 0.80;
     s->kv_dtype = LLMRT_DTYPE_INVALID;
     s->prefix_caching = 1;
-    s->max_num_seqs = 32;
-    s->max_num_batched_tokens = 2048;
+    s->max_num_seqs = LLMRT_SCHED_CPU_MAX_SEQS; /* the keys' 0 = by backend: see create */
+    s->max_num_batched_tokens = LLMRT_SCHED_CPU_MAX_TOKENS;
     s->async_scheduling = 1;
     s->cuda_graphs = 1;
 }

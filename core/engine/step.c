@@ -15,8 +15,8 @@
  * cancellation, host-side sampling, a length limit reached) falls back to the plain
  * synchronous step.
  *
- * CUDA graphs: decode steps of 1, 2, 4, ... sequences (padded with rows that write nowhere
- * and read the zero block) are captured once per shape and replayed. */
+ * CUDA graphs: decode steps of 1, 2, 4, ..., 32, 64, 96, ... sequences (padded with rows that
+ * write nowhere and read the zero block) are captured once per shape and replayed. */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -38,11 +38,16 @@ static int row_needs_host(const llmrt_engine *e, const eseq *s)
     return e->bvt->argmax == NULL && e->bvt->sample == NULL;
 }
 
+/* The rows of the graph that serves n decode rows: 1, 2, 4, ..., 32, then multiples of 32 (a
+ * step up to 256 rows costs about the same at any row count, but padding to the next power of
+ * two would double the batch kernels' work past 128 rows), at most graph_max_rows. */
 static int32_t graph_bucket(const llmrt_engine *e, int32_t n)
 {
     int32_t b = 1;
-    while (b < n)
+    while (b < n && b < 32)
         b *= 2;
+    if (b < n)
+        b = (n + 31) / 32 * 32;
     return b < e->graph_max_rows ? b : e->graph_max_rows;
 }
 

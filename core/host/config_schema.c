@@ -72,11 +72,13 @@ static const llmrt_key cache_keys[] = {
 };
 
 static const llmrt_key scheduler_keys[] = {
-    {"max_num_seqs", LLMRT_KEY_INT, "32", "1..4096",
-     "Most sequences running at once (continuous batching).",
+    {"max_num_seqs", LLMRT_KEY_INT, "0", "0..4096",
+     "Most sequences running at once (continuous batching). 0: by backend, 256 on a GPU "
+     "(a decode step reads the weights once for all of them), 32 on CPU.",
      0},
-    {"max_num_batched_tokens", LLMRT_KEY_INT, "2048", "16..1048576",
-     "Most tokens in one step; longer prompts are prefilled in chunks.",
+    {"max_num_batched_tokens", LLMRT_KEY_INT, "0", "0..1048576",
+     "Most tokens in one step; longer prompts are prefilled in chunks, beside the decode "
+     "rows. 0: by backend, 8192 on a GPU, 2048 on CPU.",
      0},
     {"async_scheduling", LLMRT_KEY_BOOL, "true", NULL,
      "Launch step N+1 before the host has read step N's tokens (decode inputs gathered on "

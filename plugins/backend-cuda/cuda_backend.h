@@ -48,6 +48,11 @@ typedef struct cuda_tune {
     int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
     int copy_kernel; /* -1: every copy on the copy engine (cuda_copy.cu) */
     int ah_stats;    /* argmax_head: count candidates, print per row at destroy */
+    int att_pf_mma;  /* -1: prefill attention on the fp32 FMA kernel, not the tensor cores */
+    int att_inv;     /* -1: decode splits capped by the batch (the plan before the batch kernel:
+                      * a token's bits then depend on its batch) */
+    int att_mixed;   /* -1: a mixed step's decode rows through the prefill kernel too */
+    int ah_rows;     /* argmax_head: most rows per call past the int8 screen's 8 (default 1024) */
 } cuda_tune;
 
 struct llmrt_backend {

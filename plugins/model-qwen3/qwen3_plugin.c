@@ -60,9 +60,11 @@ static const llmrt_key qwen3_keys[] = {
      "has them (off: separate ones, for A/B).",
      0},
     {"greedy_head", LLMRT_KEY_ENUM, "auto", "auto|off",
-     "Greedy steps of up to 8 sequences find their argmax through the backend's argmax_head "
-     "(CUDA: an int8 copy of lm_head screens, the candidates are recomputed exactly: the same "
-     "ids; vocab x hidden bytes more device memory). off: lm_head + argmax always.",
+     "Greedy steps find their argmax through the backend's argmax_head (CUDA: an int8 copy "
+     "of lm_head screens up to 8 sequences, the lm_head gemm screens larger batches, and the "
+     "candidates are recomputed exactly as for one row: each row's id is the one it gets "
+     "alone; vocab x hidden bytes, plus vocab x 4 bytes per sequence, more device memory). "
+     "off: lm_head + argmax always.",
      0},
 };
 #define N_QWEN3_KEYS ((uint32_t)(sizeof qwen3_keys / sizeof qwen3_keys[0]))
@@ -117,8 +119,9 @@ static const llmrt_argmax_head_ops *argmax_head_ops_of(const llmrt_backend_ref *
                : NULL;
 }
 
-/* greedy_head = auto: the backend's argmax_head over lm_head for steps of up to 8 sequences,
- * when it offers the extension and takes this lm_head. It only saves time, so when the
+/* greedy_head = auto: the backend's argmax_head over lm_head for greedy steps (of up to
+ * max_seqs sequences, else of up to 8), when it offers the extension and takes this lm_head.
+ * It saves time at small batches and keeps a batch's ids equal to each row's alone. When the
  * backend cannot make one (this lm_head unsupported, or its copy does not fit) the model goes
  * without: an info line, or a warning for a failure other than LLMRT_ERR_UNSUPPORTED. */
 static void make_head(llmrt_model *m)
@@ -126,9 +129,16 @@ static void make_head(llmrt_model *m)
     const llmrt_argmax_head_ops *ops = m->greedy_head ? argmax_head_ops_of(&m->be) : NULL;
     if (!ops)
         return;
-    const int32_t rows = m->params.max_seqs < 8 ? m->params.max_seqs : 8;
+    /* every greedy step through the head (a batch's ids then equal each row's alone); a
+     * backend that takes fewer rows per call serves the steps of up to 8 */
+    int32_t rows = m->params.max_seqs;
     llmrt_error e = {0};
     llmrt_status st = ops->create(m->be.b, &m->lm_head, rows, &m->head, &e);
+    if (st == LLMRT_ERR_UNSUPPORTED && rows > 8) {
+        rows = 8;
+        memset(&e, 0, sizeof e);
+        st = ops->create(m->be.b, &m->lm_head, rows, &m->head, &e);
+    }
     if (st) {
         m->head = NULL;
         if (m->has_host)

@@ -182,9 +182,13 @@ static llmrt_status awq_probe(const char *quant_config_json, llmrt_error *err)
  * the section as written. */
 static const llmrt_key awq_keys[] = {
     {"tune", LLMRT_KEY_STRING, "", NULL,
-     "CUDA GEMV tuning knobs for benchmark sweeps, \"key=value,...\": kw = K-splitting warps "
-     "per block (1, 2, 4, 8, 16), sx=0 = read x from global memory instead of staging it in "
-     "shared memory, fx=0 = no folds (SwiGLU in the gate/up GEMV); unknown knobs are ignored.",
+     "CUDA kernel tuning knobs for benchmark sweeps, \"key=value,...\": kw = K-splitting "
+     "warps per block (1, 2, 4, 8, 16), sx=0 = read x from global memory instead of staging it "
+     "in shared memory, fx=0 = no folds (SwiGLU in the gate/up GEMV); the batch kernel: mma=0 "
+     "= off (the GEMV to 32 rows, then dequant + cuBLAS), mma_min / mma_max = its row range "
+     "(9 / 256: the GEMV below, cuBLAS above), mma_w = row warps per block (4, 8), mma_split "
+     "= K ranges across blocks, mma_fill = target blocks per SM (2); unknown knobs are "
+     "ignored.",
      LLMRT_KEY_DEVELOPER},
 };
 #define N_AWQ_KEYS ((uint32_t)(sizeof awq_keys / sizeof awq_keys[0]))

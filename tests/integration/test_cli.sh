@@ -50,8 +50,8 @@ out=$(show --max-num-seqs 8 --set scheduler.max_num_seqs=9)
 grep -q "^max_num_seqs = 9 " <<<"$out" || { echo "$out"; fail "an explicit --set must win over --max-num-seqs (given first)"; }
 out=$(show --set scheduler.max_num_seqs=9 --max-num-seqs 8)
 grep -q "^max_num_seqs = 9 " <<<"$out" || { echo "$out"; fail "an explicit --set must win over --max-num-seqs (given after)"; }
-"$LLMRT" config --max-num-seqs 0 > "$tmp/out" 2>&1; rc=$?
-[[ $rc -eq 1 ]] && grep -q "scheduler.max_num_seqs = 0 is out of range (allowed: 1..4096)" "$tmp/out" ||
+"$LLMRT" config --max-num-seqs 5000 > "$tmp/out" 2>&1; rc=$?
+[[ $rc -eq 1 ]] && grep -q "scheduler.max_num_seqs = 5000 is out of range (allowed: 0..4096)" "$tmp/out" ||
   { cat "$tmp/out"; fail "a short flag's bad value: exit $rc"; }
 
 printf '[cache]\nblock_size = 16\n[memroy]\nplugin = pinned\n' > "$tmp/bad.ini"
