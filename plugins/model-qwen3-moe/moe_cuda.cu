@@ -44,6 +44,7 @@ namespace {
 
 constexpr int ROUTE_WARPS = 4;     /* warps (tokens) per routing block */
 constexpr int SORT_THREADS = 1024;
+constexpr int ROUTE_SORT_THREADS = 256; /* small steps: 8 warps route, then sort */
 constexpr int SMALL_STEP_TOKENS = 64; /* route_sort in one block up to here */
 constexpr int GEMV_WARPS = 4;
 constexpr int GEMV_OPW = 2;        /* outputs per warp */
@@ -192,7 +193,7 @@ moe_sort_kernel(const int *__restrict__ topk_id, int N, int K, int E, int *__res
 /* Small steps: the block's warps route the tokens (topk_id / topk_w to global memory), then
  * the block sorts them. */
 template <int EPL>
-__global__ void __launch_bounds__(SORT_THREADS)
+__global__ void __launch_bounds__(ROUTE_SORT_THREADS)
 moe_route_sort_kernel(const float *__restrict__ logits, int T, int E, int K, int norm_topk,
                       int *__restrict__ topk_id, float *__restrict__ topk_w,
                       int *__restrict__ row_expert, int *__restrict__ row_src,
@@ -201,7 +202,7 @@ moe_route_sort_kernel(const float *__restrict__ logits, int T, int E, int K, int
     extern __shared__ int moe_sort_sh[];
     llmrt_cuda_pdl_wait();
     llmrt_cuda_pdl_trigger();
-    for (int t = threadIdx.x >> 5; t < T; t += SORT_THREADS / 32)
+    for (int t = threadIdx.x >> 5; t < T; t += ROUTE_SORT_THREADS / 32)
         route_token<EPL>(logits, t, E, K, norm_topk, topk_id, topk_w);
     __threadfence_block();
     __syncthreads();
@@ -547,7 +548,7 @@ extern "C" llmrt_status moe_cuda_route_sort(moe_cuda *c, const float *logits, in
     route_fn r;
     route_sort_fn rs;
     pick_route<1>(E, &r, &rs);
-    llmrt_cuda_launch(c->stream, c->pdl, rs, dim3(1), dim3(SORT_THREADS),
+    llmrt_cuda_launch(c->stream, c->pdl, rs, dim3(1), dim3(ROUTE_SORT_THREADS),
                       (size_t)2 * E * sizeof(int), logits, T, E, K, norm_topk, topk_id, topk_w,
                       row_expert, row_src, expert_start, row_of);
     return check(err, "moe_route_sort_kernel");
