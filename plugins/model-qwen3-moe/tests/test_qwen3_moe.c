@@ -1264,14 +1264,17 @@ static void check_cuda_vs_cpu(const tcfg *c, uint64_t seed, double tol)
 START_TEST(test_cuda)
 {
     cpu_open();
-    /* seeds whose routing stays clear of ties by > 0.05 over these sequences */
+    /* head_dim 32 (backend-cuda's attention takes 32, 64, 96, 128, 256); seeds whose routing
+     * stays clear of ties by > 0.05 over these sequences */
     tcfg c = tiny(LLMRT_DTYPE_BF16);
-    check_cuda_vs_cpu(&c, 1238, 3e-2);
+    c.head_dim = 32;
+    check_cuda_vs_cpu(&c, 1255, 3e-2);
     c.fuse_off = 1;
-    check_cuda_vs_cpu(&c, 1238, 3e-2);
+    check_cuda_vs_cpu(&c, 1255, 3e-2);
     if (awq_vt) {
         tcfg a = tiny_awq();
-        check_cuda_vs_cpu(&a, 63, 3e-2);
+        a.head_dim = 32;
+        check_cuda_vs_cpu(&a, 84, 3e-2);
     }
     cpu_close();
 }
