@@ -447,8 +447,9 @@ static const char *const non_key_vars[] = {
     "LLMRT_BUNDLE_LIBS",    /* scripts/gpu-pack.sh */
     "LLMRT_8B_DIR",         /* scripts/gpu-check.sh, backend-cuda's gpu-sweep.sh */
     "LLMRT_TOKENIZER_DIR",  /* the tokenizer folder of tools/fetch-*-tokenizer.sh and tests */
-    "LLMRT_LOGITS_BACKEND", /* tests/integration/test_logits.sh */
+    "LLMRT_LOGITS_BACKEND", /* tests/integration/test_logits.sh, test_moe_logits.sh */
     "LLMRT_LOGITS_TOL",
+    "LLMRT_LOGITS_ROUTER_BAND",
 };
 
 extern char **environ;

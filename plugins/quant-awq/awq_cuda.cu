@@ -438,6 +438,17 @@ extern "C" void awq_cuda_free(awq_cuda_ctx *ctx, awq_cuda_linear *l)
     free(l);
 }
 
+extern "C" void awq_cuda_linear_layout(const awq_cuda_linear *l, awq_cuda_layout *out)
+{
+    out->wq = l->wq;
+    out->meta = l->meta;
+    out->in = l->in;
+    out->out = l->out;
+    out->group = l->group;
+    out->kpad = l->kpad;
+    out->n_mtiles = l->n_mtiles;
+}
+
 extern "C" uint64_t awq_cuda_bytes(const awq_cuda_linear *l)
 {
     return l ? (uint64_t)(l->wq_bytes + l->meta_bytes) : 0;

@@ -24,7 +24,7 @@
 
 #include <llmrt/chat.h>
 
-#include "qwen3.h"
+#include "qwen3_common.h"
 
 #define THINK_OPEN "<think>"
 #define THINK_CLOSE "</think>"

@@ -16,7 +16,7 @@
 
 #include <llmrt/chat.h>
 
-#include "qwen3.h"
+#include "qwen3_common.h"
 
 #define FAIL(err, code, ...)                                                                  \
     do {                                                                                      \
