@@ -10,6 +10,8 @@
  *   simd = auto     ; auto | avx2 | baseline: vector kernels of the GEMMs (and of quant
  *                   ; plugins, which ask through native_handle("cpu.simd")); all give the
  *                   ; same results, baseline exists to check that and to measure the gain */
+#include <llmrt/ext/logits_mask.h>
+
 #include "cpu_internal.h"
 
 #include <errno.h>
@@ -225,6 +227,15 @@ static llmrt_status cpu_mem_info(llmrt_backend *b, uint64_t *free_bytes, uint64_
     return cpu_meminfo(total_bytes, free_bytes, err);
 }
 
+/* Extensions: "llmrt.logits_mask" (cpu_logits_mask.c), at its version or older. */
+static const void *cpu_extension(llmrt_backend *b, const char *name, uint32_t version)
+{
+    (void)b;
+    if (name && strcmp(name, LLMRT_EXT_LOGITS_MASK) == 0)
+        return version <= LLMRT_EXT_LOGITS_MASK_VERSION ? &cpu_logits_mask_ext : NULL;
+    return NULL;
+}
+
 static const llmrt_backend_vtable cpu_vtable = {
     .struct_size = sizeof(llmrt_backend_vtable),
     .probe = cpu_probe,
@@ -266,6 +277,7 @@ static const llmrt_backend_vtable cpu_vtable = {
     .add_rmsnorm = cpu_add_rmsnorm,
     .qk_norm_rope_store = cpu_qk_norm_rope_store,
     .swiglu = cpu_swiglu,
+    .extension = cpu_extension,
 };
 
 static const llmrt_plugin_desc cpu_desc = {

@@ -4,6 +4,8 @@
  * Why: this .so must load everywhere the binary ships, including machines with no GPU and
  * no driver: nothing runs at load or in init(); probe() reports "0 devices" with the CUDA
  * runtime's reason; only create() needs a device. */
+#include <llmrt/ext/logits_mask.h>
+
 #include "cuda_backend.h"
 
 #include <errno.h>
@@ -382,6 +384,15 @@ static void *cuda_native_handle(llmrt_backend *b, const char *what)
     return NULL;
 }
 
+/* Extensions: "llmrt.logits_mask" (cuda_logits_mask.cu), at its version or older. */
+static const void *cuda_extension(llmrt_backend *b, const char *name, uint32_t version)
+{
+    (void)b;
+    if (name && strcmp(name, LLMRT_EXT_LOGITS_MASK) == 0)
+        return version <= LLMRT_EXT_LOGITS_MASK_VERSION ? &cuda_logits_mask_ext : NULL;
+    return NULL;
+}
+
 static const llmrt_backend_vtable cuda_vtable = {
     .struct_size = sizeof(llmrt_backend_vtable),
     .probe = cuda_probe,
@@ -426,6 +437,7 @@ static const llmrt_backend_vtable cuda_vtable = {
     .argmax_head_create = cuda_argmax_head_create,
     .argmax_head_forward = cuda_argmax_head_forward,
     .argmax_head_destroy = cuda_argmax_head_destroy,
+    .extension = cuda_extension,
 };
 
 static const llmrt_plugin_desc cuda_desc = {
