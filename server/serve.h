@@ -4,6 +4,8 @@
  *   serve_http.c      libmicrohttpd: listening, routing, auth, body limit, replies
  *   serve_generate.c  /v1/completions and /v1/chat/completions: engine requests, token
  *                     events, whole responses and SSE streams, cancel on disconnect
+ *   serve_structured.c  structured outputs: the grammar of each choice (response_format,
+ *                     structured_outputs, tool_choice required / a named function)
  *   serve_tokenize.c  /tokenize and /detokenize
  *   serve_stepper.c   the stepping thread (continuous batching) and the periodic log line
  *   serve_request.c, serve_response.c, serve_metrics.c
@@ -62,6 +64,10 @@ struct llmrt_server {
     llmrt_tokenizer *tok;        /* NULL: the model has no tokenizer (ids only) */
     int32_t max_model_len;
     int32_t vocab_size;
+    /* 1 when replies' reasoning sections are split out into reasoning_content (the reply
+     * parser's setting): a constrained reply may then think first. 0 here: the grammar
+     * starts at the reply's first token. */
+    int reasoning_split;
 
     atomic_int ready;            /* 1 once the engine is loaded */
     atomic_int draining;         /* 1 after llmrt_server_drain: new requests get 503 */
@@ -134,6 +140,13 @@ void serve_generate_done(serve_gen *g, int completed_ok);
  * /tokenize). *ids is malloc'd. Fills e (400) on a bad message list. */
 llmrt_status serve_chat_prompt(llmrt_server *s, const llmrt_serve_request *req, int32_t **ids,
                                size_t *n_ids, llmrt_serve_error *e);
+
+/* ---- serve_structured.c ---- */
+/* The grammar handles of the request's n choices into out [n] (all NULL when its replies are
+ * unconstrained); on failure none is kept and e says why (400 naming the field and the
+ * schema keyword). */
+llmrt_status serve_grammars(llmrt_server *s, const llmrt_serve_request *req, int n,
+                            llmrt_grammar **out, llmrt_serve_error *e);
 
 /* ---- serve_tokenize.c ---- */
 int serve_tokenize(struct MHD_Connection *c, serve_conn *cx);

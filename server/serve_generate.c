@@ -666,6 +666,8 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
     int32_t **ids = NULL;
     size_t *n_ids = NULL;
     int32_t *max_tokens = NULL;
+    llmrt_grammar **grammars = NULL; /* [n_choices] until each is submitted */
+    int64_t n_grammars = 0;
     int n_prompts = 0, rc;
     double t_arrival = llmrt_now_s();
 
@@ -692,8 +694,18 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
         prompt_tokens += (int64_t)n_ids[i];
     }
 
-    /* the queue: every choice is one engine request */
+    /* structured outputs: a grammar per choice (400 for a schema outside the subset) */
     int64_t n_choices = (int64_t)n_prompts * req->n;
+    grammars = calloc((size_t)n_choices, sizeof *grammars);
+    if (!grammars) {
+        llmrt_serve_error_set(&e, 500, NULL, "internal_error", NULL, "out of memory");
+        goto fail;
+    }
+    n_grammars = n_choices;
+    if (serve_grammars(s, req, (int)n_choices, grammars, &e) != LLMRT_OK)
+        goto fail;
+
+    /* the queue: every choice is one engine request */
     long before = atomic_fetch_add(&s->queued, (long)n_choices);
     if (before + n_choices > s->max_queue) {
         atomic_fetch_sub(&s->queued, (long)n_choices);
@@ -748,6 +760,8 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
             r.sampling.max_tokens = max_tokens[p];
             if (r.sampling.has_seed)
                 r.sampling.seed += (uint64_t)j; /* n > 1: distinct, reproducible samples */
+            r.sampling.grammar = grammars[submitted];
+            grammars[submitted] = NULL; /* the engine's now, whatever submit says */
             r.on_token = on_token;
             r.user = c;
             if (llmrt_engine_submit(s->engine, &r, &c->engine_id, &err) != LLMRT_OK)
@@ -760,6 +774,7 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
     free(ids);
     free(n_ids);
     free(max_tokens);
+    free(grammars);
     ids = NULL;
 
     if (!g->req->stream)
@@ -813,6 +828,9 @@ fail:
     free(ids);
     free(n_ids);
     free(max_tokens);
+    for (int64_t i = 0; grammars && i < n_grammars; i++)
+        llmrt_grammar_free(grammars[i]);
+    free(grammars);
     llmrt_serve_request_free(req);
     return serve_reply_error(conn, cx, &e);
 }

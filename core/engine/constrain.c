@@ -12,7 +12,8 @@
  *
  * The budget: a reply should finish within max_tokens. Each token the sampler picks is
  * checked (one token: cheap): its state must be at most R - 1 bytes from a complete
- * document, R being the tokens left. Only when it is not — near the end of the budget —
+ * document, R being the tokens left after it (one fewer when a stop token can end the
+ * reply: room for it). Only when it is not — near the end of the budget —
  * the row's logits come to the host and the token is drawn again among those that fit
  * (a full check of the vocabulary; single-byte tokens always exist in a byte-level
  * vocabulary, so a reply that started with room to finish can). */
@@ -338,12 +339,21 @@ int engine_grammar_advance(llmrt_grammar *h, int32_t token)
     return llmrt_gram_advance_bytes(h->eg->g, &h->st, b, n, &h->tmp) == 1;
 }
 
-/* Tokens left after the one being sampled now. */
+/* Can the reply end with a stop token (eos, or a stop id)? */
+static int can_stop(const llmrt_engine *e, const eseq *s)
+{
+    return (!s->sp.ignore_eos && e->n_eos > 0) || s->sp.n_stop_ids > 0;
+}
+
+/* Bytes the document may still need after the token being sampled now: the tokens left
+ * after it (each byte is a token), less one for the stop token that ends the reply when
+ * there is one, so a reply complete at the end of its budget ends with it (FINISH_STOP)
+ * rather than by length. */
 static int32_t budget_after(const llmrt_engine *e, const eseq *s)
 {
     int32_t a = s->sp.max_tokens - s->n_generated - 1;
     int32_t b = e->max_model_len - s->n_prompt - s->n_generated - 1;
-    return a < b ? a : b;
+    return (a < b ? a : b) - (can_stop(e, s) ? 1 : 0); /* < 0: only a stop token fits */
 }
 
 static int stop_allowed(const llmrt_engine *e, const eseq *s, int32_t t)
@@ -427,23 +437,26 @@ int engine_grammar_fits(llmrt_engine *e, const eseq *s, int32_t t)
     if (stop_allowed(e, s, t))
         return g->st.complete;
     int32_t left = budget_after(e, s);
-    return llmrt_gram_token_ok(g->eg->mk, &g->st, t, left < 0 ? 0 : left) == 1;
+    return left >= 0 && llmrt_gram_token_ok(g->eg->mk, &g->st, t, left) == 1;
 }
 
 int32_t engine_grammar_allowed(llmrt_engine *e, const eseq *s, uint32_t *w)
 {
     llmrt_grammar *g = s->grammar;
     int32_t left = budget_after(e, s);
-    int32_t n = llmrt_gram_mask_exact(g->eg->mk, &g->st, left < 0 ? 0 : left, w);
-    if (n < 0)
+    if (left < 0)
+        memset(w, 0, (size_t)e->mask_words * sizeof *w);
+    else if (llmrt_gram_mask_exact(g->eg->mk, &g->st, left, w) < 0)
         return -1;
-    if (n == 0) /* nothing finishes in time: any token that continues it */
-        n = llmrt_gram_mask(g->eg->mk, &g->st, w);
-    if (g->st.complete) {
+    if (g->st.complete) /* ending here always fits */
         allow_stops(e, s, w);
-        n = 0;
-        for (int32_t i = 0; i < e->mask_words; i++)
-            n += __builtin_popcount(w[i]);
+    int32_t n = 0;
+    for (int32_t i = 0; i < e->mask_words; i++)
+        n += __builtin_popcount(w[i]);
+    if (n == 0) { /* nothing fits any more: any token that continues the reply */
+        n = llmrt_gram_mask(g->eg->mk, &g->st, w);
+        if (n > 0 && g->st.complete)
+            allow_stops(e, s, w);
     }
     return n;
 }

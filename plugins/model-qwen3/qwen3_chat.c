@@ -361,10 +361,27 @@ static llmrt_status qwen3_chat_render(const llmrt_chat *c, const llmrt_chat_mess
     return st;
 }
 
+/* Qwen3's reply markup: <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, and a
+ * <think> ... </think> section first unless the prompt closed it (enable_thinking = false). */
+static const llmrt_chat_syntax qwen3_syntax = {
+    .tool_call_open = "<tool_call>\n",
+    .tool_call_close = "\n</tool_call>",
+    .think_open = "<think>",
+    .think_close = "</think>",
+    .thinks_by_default = 1,
+};
+
+static const llmrt_chat_syntax *qwen3_chat_syntax(const llmrt_chat *c)
+{
+    (void)c;
+    return &qwen3_syntax;
+}
+
 const llmrt_chat_vtable qwen3_chat_vtable = {
     .struct_size = sizeof(llmrt_chat_vtable),
     .create = qwen3_chat_create,
     .destroy = qwen3_chat_destroy,
     .family = qwen3_chat_family,
     .render = qwen3_chat_render,
+    .syntax = qwen3_chat_syntax,
 };

@@ -362,7 +362,7 @@ END_TEST
 
 /* The budget: a reply that could run on (a free string, any object) still finishes within
  * max_tokens as a complete document when max_tokens holds the shortest one in bytes (every
- * byte is a token); when the budget cannot hold even that, the request ends by length. */
+ * byte is a token) and its eos; when the budget cannot hold even that, it ends by length. */
 START_TEST(test_budget)
 {
     const char *schemas[] = {
@@ -372,8 +372,9 @@ START_TEST(test_budget)
         "{\"type\":\"object\"}",
         "{\"type\":\"string\",\"minLength\":5}",
     };
-    /* the shortest documents are 15, 2 and 7 bytes: budgets from 15 tokens on */
-    for (int mt = 15; mt <= 43; mt += 7)
+    /* the shortest documents are 15, 2 and 7 bytes, and one token stays for eos: budgets
+     * from 16 tokens on */
+    for (int mt = 16; mt <= 44; mt += 7)
         for (size_t k = 0; k < sizeof schemas / sizeof *schemas; k++) {
             mock_rig_opts o = rig_opts(k % 2, NULL);
             mock_rig r;
@@ -399,6 +400,38 @@ START_TEST(test_budget)
     run_ok(r.e);
     ck_assert_int_eq(a.fin, LLMRT_FINISH_LENGTH);
     ck_assert_int_eq(a.n, 3);
+    /* a reply that may go on once complete (more digits; more documents) while the model
+     * never wants eos: at the end of the budget it ends with eos, complete */
+    llmrt_grammar_options opt;
+    llmrt_grammar_options_init(&opt);
+    opt.prefix = "<c>";
+    opt.suffix = "</c>";
+    opt.separator = ",";
+    opt.min_count = 1;
+    opt.max_count = 50;
+    const char *obj = "{\"type\":\"object\"}";
+    for (int mt = 10; mt < 60; mt += 10) { /* "<c>{}</c>" and eos: 10 */
+        llmrt_grammar *g = NULL;
+        llmrt_error err = {0};
+        ck_assert_int_eq(llmrt_engine_grammar_json_schema(r.e, obj, strlen(obj), &opt, &g, &err),
+                         LLMRT_OK);
+        reply b, c;
+        sp.max_tokens = mt;
+        submit(r.e, P2, 3, g, &sp, &b);
+        submit(r.e, P3, 4, schema_grammar(r.e, "{\"type\":\"integer\"}"), &sp, &c);
+        run_ok(r.e);
+        ck_assert_msg(b.fin == LLMRT_FINISH_STOP && b.stop_token == EOS && b.n <= mt,
+                      "max_tokens %d: finish %d, stop token %d, %d tokens: %s", mt, b.fin,
+                      b.stop_token, b.n, b.text);
+        ck_assert_msg(c.fin == LLMRT_FINISH_STOP && c.n <= mt && c.len > 0, "integer: %s", c.text);
+        llmrt_gram *gg = NULL;
+        llmrt_gram_wrap w = {"<c>", "</c>", ",", 1, 50, NULL, NULL, 0};
+        ck_assert_int_eq(llmrt_gram_compile(LLMRT_GRAM_JSON_SCHEMA, obj, strlen(obj), NULL, NULL,
+                                            0, &w, &gg, &err),
+                         LLMRT_OK);
+        ck_assert_msg(llmrt_gram_matches(gg, b.text, b.len), "wrapped: %s", b.text);
+        llmrt_gram_free(gg);
+    }
     mock_rig_close(&r);
 }
 END_TEST
