@@ -31,7 +31,9 @@ struct llmrt_gram_masker {
     size_t max_bytes;
     top_entry *map;
     size_t bytes;
-    llmrt_gram_state *lvl; /* [max_len + 1] the walk's state at each depth */
+    llmrt_gram_state *lvl; /* [max_len + 1] the walk's state at each depth ... */
+    int32_t *single;       /* [max_len + 1] ... or, when >= 0, just the stack [single]
+                              (a top with byte edges only: the common case, kept cheap) */
     uint8_t *esc;          /* [max_len + 1] the rule could end above this depth */
     int32_t *unc;          /* growing list while walking */
     int32_t n_unc, cap_unc;
@@ -50,8 +52,9 @@ llmrt_status llmrt_gram_masker_new(const llmrt_gram *g, const llmrt_gram_vocab *
     m->v = v;
     m->max_bytes = max_cache_bytes;
     m->lvl = calloc((size_t)v->max_len + 1, sizeof *m->lvl);
+    m->single = calloc((size_t)v->max_len + 1, sizeof *m->single);
     m->esc = calloc((size_t)v->max_len + 1, 1);
-    TRY_ALLOC(err, m->lvl && m->esc, "a grammar masker");
+    TRY_ALLOC(err, m->lvl && m->single && m->esc, "a grammar masker");
     *out = m;
     m = NULL;
 cleanup:
@@ -79,6 +82,7 @@ void llmrt_gram_masker_free(llmrt_gram_masker *m)
     for (int32_t d = 0; m->lvl && d <= m->v->max_len; d++)
         llmrt_gram_state_free(&m->lvl[d]);
     free(m->lvl);
+    free(m->single);
     free(m->esc);
     free(m->unc);
     llmrt_gram_state_free(&m->a);
@@ -118,21 +122,47 @@ static top_entry *compute(llmrt_gram_masker *m, int32_t top)
         return NULL;
     e->top = top;
     e->acc = calloc((size_t)v->n_words, sizeof *e->acc);
-    if (!e->acc || llmrt_gram_state_at(g, top, &m->lvl[0]))
+    if (!e->acc)
         goto oom;
     m->n_unc = 0;
     m->esc[0] = 0;
+    m->single[0] = top; /* [top] itself, not expanded: its pops and calls are other stacks */
     for (int32_t i = 0; i < v->n_nodes;) {
         const int32_t d = v->depth[i];
         llmrt_gram_state *s = &m->lvl[d];
-        int r = llmrt_gram_advance(g, &m->lvl[d - 1], v->byte[i], s);
-        if (r < 0)
-            goto oom;
-        const int esc = m->esc[d - 1] || m->lvl[d - 1].complete;
+        int alive, complete, parent_complete;
+        if (m->single[d - 1] >= 0) {
+            parent_complete = 0;
+            int32_t t = llmrt_gram_next(g, m->single[d - 1], v->byte[i]);
+            if (t >= 0 && g->st[t].simple) { /* one edge, nothing to expand */
+                m->single[d] = t;
+                alive = 1, complete = 0;
+            } else if (t < 0) {
+                m->single[d] = -1;
+                s->n = 0, s->complete = 0, s->len = 0;
+                alive = 0, complete = 0;
+            } else { /* the general step, from the parent written out */
+                if (llmrt_gram_state_at(g, m->single[d - 1], &m->lvl[d - 1]))
+                    goto oom;
+                m->single[d - 1] = -1;
+                if (llmrt_gram_advance(g, &m->lvl[d - 1], v->byte[i], s) < 0)
+                    goto oom;
+                m->single[d] = -1;
+                alive = s->n > 0, complete = s->complete;
+            }
+        } else {
+            parent_complete = m->lvl[d - 1].complete;
+            if (llmrt_gram_advance(g, &m->lvl[d - 1], v->byte[i], s) < 0)
+                goto oom;
+            m->single[d] = -1;
+            alive = s->n > 0, complete = s->complete;
+            if (s->n == 1 && !complete && s->buf[0] == 1 && g->st[s->buf[1]].simple)
+                m->single[d] = s->buf[1];
+        }
+        const int esc = m->esc[d - 1] || parent_complete;
         m->esc[d] = (uint8_t)esc;
-        const int alive = s->n > 0;
         const int32_t *t = v->tids + v->tstart[i], *tz = v->tids + v->tstart[i + 1];
-        if (alive || s->complete) {
+        if (alive || complete) {
             for (; t < tz; t++)
                 llmrt_gram_set_bit(e->acc, *t);
         } else if (esc && t < tz && unc_add(m, t, (int32_t)(tz - t))) {
@@ -142,7 +172,7 @@ static top_entry *compute(llmrt_gram_masker *m, int32_t top)
             i++;
             continue;
         }
-        if (esc || s->complete) { /* everything below passes a point where the rule ended */
+        if (esc || complete) { /* everything below passes a point where the rule ended */
             int32_t a = v->tstart[i + 1], z = v->tstart[v->end[i]];
             if (z > a && unc_add(m, v->tids + a, z - a))
                 goto oom;

@@ -29,7 +29,7 @@
  * Rules: a schema's value is inlined into its parent wherever it appears once (an object's
  * properties, one array item repeated by a loop), so most of a document is one DFA and most
  * tokens are decided by the top state alone; a $ref target, the items of an array with
- * counts, and any-value are rules of their own (called). */
+ * counts, and any-value's objects and arrays are rules of their own (called). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -55,7 +55,7 @@ struct llmrt_gram_schema_ctx {
     const json_t *root;
     int strict;
     ref_rule *refs;
-    int32_t any_value, any_object, any_array; /* rules, -1 until needed */
+    int32_t any_object, any_array; /* rules, -1 until needed */
     int depth;
 };
 
@@ -68,7 +68,7 @@ llmrt_gram_schema_ctx *llmrt_gram_schema_ctx_new(llmrt_gram_builder *b, const js
     c->b = b;
     c->root = root;
     c->strict = strict;
-    c->any_value = c->any_object = c->any_array = -1;
+    c->any_object = c->any_array = -1;
     return c;
 }
 
@@ -572,35 +572,40 @@ static llmrt_gram_frag list_of(llmrt_gram_builder *b, const char *open, const ch
     return (llmrt_gram_frag){o.start, end};
 }
 
-static void make_any(llmrt_gram_schema_ctx *c)
+/* Any value, written in place: scalars inline (so a token that ends a string and goes on
+ * with ',' is decided by its top state alone), objects and arrays called (they nest). */
+static llmrt_gram_frag any_value_here(llmrt_gram_schema_ctx *c)
 {
-    if (c->any_value >= 0)
-        return;
     llmrt_gram_builder *b = c->b;
-    c->any_value = llmrt_gram_rule_new(b);
-    c->any_object = llmrt_gram_rule_new(b);
-    c->any_array = llmrt_gram_rule_new(b);
     llmrt_gram_frag v[7] = {
         llmrt_gram_call(b, c->any_object), llmrt_gram_call(b, c->any_array),
         llmrt_gram_json_string(b, 0, -1),  llmrt_gram_json_number(b),
         llmrt_gram_str(b, "true"),         llmrt_gram_str(b, "false"),
         llmrt_gram_str(b, "null"),
     };
-    llmrt_gram_rule_set(b, c->any_value, llmrt_gram_alts(b, v, 7));
+    return llmrt_gram_alts(b, v, 7);
+}
+
+static void make_any(llmrt_gram_schema_ctx *c)
+{
+    if (c->any_object >= 0)
+        return;
+    llmrt_gram_builder *b = c->b;
+    c->any_object = llmrt_gram_rule_new(b);
+    c->any_array = llmrt_gram_rule_new(b);
     llmrt_gram_frag member = llmrt_gram_json_string(b, 0, -1);
     member = llmrt_gram_cat(b, member, llmrt_gram_json_ws(b));
     member = llmrt_gram_cat(b, member, llmrt_gram_str(b, ":"));
     member = llmrt_gram_cat(b, member, llmrt_gram_json_ws(b));
-    member = llmrt_gram_cat(b, member, llmrt_gram_call(b, c->any_value));
+    member = llmrt_gram_cat(b, member, any_value_here(c));
     llmrt_gram_rule_set(b, c->any_object, list_of(b, "{", "}", member, 1));
-    llmrt_gram_rule_set(b, c->any_array,
-                        list_of(b, "[", "]", llmrt_gram_call(b, c->any_value), 1));
+    llmrt_gram_rule_set(b, c->any_array, list_of(b, "[", "]", any_value_here(c), 1));
 }
 
 llmrt_gram_frag llmrt_gram_any_value(llmrt_gram_schema_ctx *c)
 {
     make_any(c);
-    return llmrt_gram_call(c->b, c->any_value);
+    return any_value_here(c);
 }
 
 llmrt_gram_frag llmrt_gram_any_object(llmrt_gram_schema_ctx *c)
