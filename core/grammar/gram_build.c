@@ -353,6 +353,8 @@ typedef struct det {
     int32_t **sets;    /* [n_st] the NFA set of each DFA state (borrowed from dset) */
     int32_t *set_n;
     int32_t cap_sets;
+    int64_t set_ints;  /* NFA states summed over the DFA states' sets */
+    int too_big;       /* past LLMRT_GRAM_MAX_DFA(_SETS) */
     int oom;
 } det;
 
@@ -414,6 +416,11 @@ static int32_t dfa_state(det *d, dset **map, int32_t n, int32_t rule, int32_t ac
     HASH_FIND(hh, *map, d->tmp, (unsigned)((size_t)n * sizeof(int32_t)), f);
     if (f)
         return f->id;
+    d->set_ints += n;
+    if (d->n_st >= LLMRT_GRAM_MAX_DFA || d->set_ints > LLMRT_GRAM_MAX_DFA_SETS) {
+        d->too_big = 1;
+        return -1;
+    }
     f = calloc(1, sizeof *f);
     int32_t *key = malloc((size_t)(n ? n : 1) * sizeof *key);
     int32_t cap_n = d->cap_sets;
@@ -467,7 +474,7 @@ static llmrt_status determinize_rule(det *d, int32_t rule, llmrt_error *err)
     int32_t n = closure(d, &body.start, 1);
     int32_t first = dfa_state(d, &map, n, rule, body.end);
     if (first < 0)
-        FAIL(err, LLMRT_ERR_NOMEM, "out of memory determinizing the grammar");
+        goto too_big_or_oom;
     for (int32_t cur = first; cur < d->n_st; cur++) {
         const int32_t *set = d->sets[cur];
         const int32_t set_n = d->set_n[cur];
@@ -510,7 +517,7 @@ static llmrt_status determinize_rule(det *d, int32_t rule, llmrt_error *err)
                 int32_t cn = closure(d, seeds, ns);
                 int32_t to = dfa_state(d, &map, cn, rule, body.end);
                 if (to < 0)
-                    FAIL(err, LLMRT_ERR_NOMEM, "out of memory determinizing the grammar");
+                    goto too_big_or_oom;
                 set = d->sets[cur]; /* the arrays may have moved */
                 if (d->n_rg > r0 && d->rg[d->n_rg - 1].to == to && d->rg[d->n_rg - 1].hi + 1 == c) {
                     d->rg[d->n_rg - 1].hi = (uint8_t)(z - 1);
@@ -525,7 +532,8 @@ static llmrt_status determinize_rule(det *d, int32_t rule, llmrt_error *err)
         if (d->n_rg - r0 > 256)
             FAIL(err, LLMRT_ERR_INTERNAL, "grammar: %d ranges from one state", d->n_rg - r0);
         /* calls, grouped by rule */
-        qsort(ce, (size_t)nce, sizeof *ce, cmp_call);
+        if (nce > 1)
+            qsort(ce, (size_t)nce, sizeof *ce, cmp_call);
         int32_t c0 = d->n_cl;
         for (int32_t i = 0; i < nce;) {
             int32_t j = i, ns = 0;
@@ -537,8 +545,9 @@ static llmrt_status determinize_rule(det *d, int32_t rule, llmrt_error *err)
             }
             int32_t cn = closure(d, seeds, ns);
             int32_t to = dfa_state(d, &map, cn, rule, body.end);
-            if (to < 0 ||
-                grow((void **)&d->cl, &d->cap_cl, d->n_cl + 1, sizeof *d->cl))
+            if (to < 0)
+                goto too_big_or_oom;
+            if (grow((void **)&d->cl, &d->cap_cl, d->n_cl + 1, sizeof *d->cl))
                 FAIL(err, LLMRT_ERR_NOMEM, "out of memory determinizing the grammar");
             d->cl[d->n_cl++] = (llmrt_gram_invoke){ce[i].rule, to};
             i = j;
@@ -550,6 +559,16 @@ static llmrt_status determinize_rule(det *d, int32_t rule, llmrt_error *err)
         d->st[cur].c0 = (uint32_t)c0;
         d->st[cur].nc = (uint16_t)(d->n_cl - c0);
     }
+    goto cleanup;
+too_big_or_oom:
+    if (d->too_big)
+        st = llmrt_fail(err, LLMRT_ERR_LIMIT,
+                        "the grammar is too large as an automaton (more than %d states): a "
+                        "pattern such as \".*a.{20}\" multiplies states; simplify it, or lower "
+                        "maxLength / maxItems",
+                        LLMRT_GRAM_MAX_DFA);
+    else
+        st = llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory determinizing the grammar");
 cleanup:
     HASH_ITER(hh, map, it, tmp_it) {
         HASH_DEL(map, it);

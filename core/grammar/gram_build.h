@@ -23,6 +23,10 @@
 
 /* Most NFA states one grammar may use (counted repetitions unroll). */
 #define LLMRT_GRAM_MAX_NFA (1 << 21)
+/* Most DFA states, and NFA states summed over them, one grammar may determinize into
+ * (".*a.{20}" is small as an NFA and exponential as a DFA). */
+#define LLMRT_GRAM_MAX_DFA 250000
+#define LLMRT_GRAM_MAX_DFA_SETS (1 << 22)
 
 typedef struct llmrt_gram_builder llmrt_gram_builder;
 

@@ -112,7 +112,8 @@ static int cmp_range(const void *a, const void *b)
 
 static void set_norm(cpset *s)
 {
-    qsort(s->r, (size_t)s->n, sizeof *s->r, cmp_range);
+    if (s->n > 1)
+        qsort(s->r, (size_t)s->n, sizeof *s->r, cmp_range);
     int32_t k = 0;
     for (int32_t i = 0; i < s->n; i++) {
         if (k && s->r[i].lo <= s->r[k - 1].hi + 1) {

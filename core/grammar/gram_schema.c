@@ -764,7 +764,8 @@ static llmrt_gram_frag other_key(llmrt_gram_builder *b, const char *const *names
             llmrt_gram_link(b, x->state, e.start);
             llmrt_gram_link(b, e.end, t[x->kid[j]].state);
         }
-        qsort(x->kids, (size_t)x->n_kids, sizeof *x->kids, cmp_u32);
+        if (x->n_kids > 1)
+            qsort(x->kids, (size_t)x->n_kids, sizeof *x->kids, cmp_u32);
         llmrt_gram_frag o = char_except(b, x->kids, x->n_kids);
         llmrt_gram_link(b, x->state, o.start);
         llmrt_gram_link(b, o.end, freestate);

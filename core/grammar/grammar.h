@@ -40,7 +40,7 @@ typedef struct llmrt_tokenizer llmrt_tokenizer;
 #define LLMRT_GRAM_FRAC_DIGITS 15
 #define LLMRT_GRAM_EXP_DIGITS 2
 /* Most characters a string's minLength / maxLength may ask for (they unroll). */
-#define LLMRT_GRAM_MAX_LENGTH 4096
+#define LLMRT_GRAM_MAX_LENGTH 1000
 /* Most items minItems / maxItems may ask for. */
 #define LLMRT_GRAM_MAX_ITEMS 1024
 

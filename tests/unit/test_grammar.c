@@ -525,6 +525,13 @@ START_TEST(test_refusals)
     refused("{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", U, "'pattern'");
     refused("{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", U, "back-references");
     refused("{\"type\":\"string\",\"maxLength\":100000}", U, "'maxLength'");
+    refused("{\"type\":\"string\",\"maxLength\":1001}", U, "above the supported 1000");
+    /* an exponential DFA is refused (bounded time and memory), a large linear one is not */
+    refused("{\"type\":\"string\",\"pattern\":\"^(a|b)*a(a|b){25}$\"}", LLMRT_ERR_LIMIT,
+            "too large as an automaton");
+    llmrt_gram_free(compile_ok("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\","
+                               "\"maxLength\":1000},\"b\":{\"type\":\"string\",\"minLength\":900,"
+                               "\"maxLength\":1000}}}"));
     refused("{\"type\":\"object\",\"properties\":{\"deep\":{\"type\":\"integer\","
             "\"multipleOf\":2}}}",
             U, "/properties/deep");
