@@ -370,17 +370,27 @@ static int stop_allowed(const llmrt_engine *e, const eseq *s, int32_t t)
     return 0;
 }
 
-/* The stop ids a complete reply may end with, into a mask. */
-static void allow_stops(const llmrt_engine *e, const eseq *s, uint32_t *w)
+static void set_to(uint32_t *w, int32_t t, int on)
+{
+    if (on)
+        w[t >> 5] |= 1u << (t & 31);
+    else
+        w[t >> 5] &= ~(1u << (t & 31));
+}
+
+/* The stop tokens (eos, stop ids) into a mask: allowed where the reply may end, else not —
+ * also a stop id that is an ordinary token the grammar would take. Before min_tokens they
+ * are no stops, and the grammar alone decides. */
+static void mask_stops(const llmrt_engine *e, const eseq *s, uint32_t *w, int complete)
 {
     if (s->n_generated + 1 < s->sp.min_tokens)
         return;
     if (!s->sp.ignore_eos)
         for (int32_t i = 0; i < e->n_eos; i++)
             if (e->eos[i] >= 0 && e->eos[i] < e->info.vocab)
-                llmrt_gram_set_bit(w, e->eos[i]);
+                set_to(w, e->eos[i], complete);
     for (int32_t i = 0; i < s->sp.n_stop_ids; i++)
-        llmrt_gram_set_bit(w, s->stop_ids[i]);
+        set_to(w, s->stop_ids[i], complete);
 }
 
 uint32_t *engine_mask_words(llmrt_engine *e, int half, int32_t slot)
@@ -406,8 +416,7 @@ int32_t engine_masks_fill(llmrt_engine *e, flight *f, size_t *bytes)
         llmrt_grammar *g = s->grammar;
         if (llmrt_gram_mask(g->eg->mk, &g->st, w) < 0)
             memset(w, 0, (size_t)e->mask_words * sizeof *w); /* out of memory: collect says */
-        if (g->st.complete)
-            allow_stops(e, s, w);
+        mask_stops(e, s, w, g->st.complete);
         e->mask_slot[i] = k;
         if (!f->row_host[i]) {
             map[i] = k;
@@ -448,15 +457,17 @@ int32_t engine_grammar_allowed(llmrt_engine *e, const eseq *s, uint32_t *w)
         memset(w, 0, (size_t)e->mask_words * sizeof *w);
     else if (llmrt_gram_mask_exact(g->eg->mk, &g->st, left, w) < 0)
         return -1;
-    if (g->st.complete) /* ending here always fits */
-        allow_stops(e, s, w);
+    mask_stops(e, s, w, g->st.complete); /* ending here always fits */
     int32_t n = 0;
     for (int32_t i = 0; i < e->mask_words; i++)
         n += __builtin_popcount(w[i]);
     if (n == 0) { /* nothing fits any more: any token that continues the reply */
-        n = llmrt_gram_mask(g->eg->mk, &g->st, w);
-        if (n > 0 && g->st.complete)
-            allow_stops(e, s, w);
+        if (llmrt_gram_mask(g->eg->mk, &g->st, w) < 0)
+            return -1;
+        mask_stops(e, s, w, g->st.complete);
+        n = 0;
+        for (int32_t i = 0; i < e->mask_words; i++)
+            n += __builtin_popcount(w[i]);
     }
     return n;
 }

@@ -360,6 +360,61 @@ START_TEST(test_eos_only_when_complete)
 }
 END_TEST
 
+/* A stop id that is an ordinary token the grammar takes ends the reply only where it may
+ * end: inside the document it is masked out (as xgrammar treats stop tokens); when the
+ * document cannot go on without it, the reply ends with an error that says so, never with
+ * an invalid document. */
+START_TEST(test_stop_id_inside_document)
+{
+    mock_rig_opts o = rig_opts(1, NULL);
+    mock_rig r;
+    open_ok(&r, &o);
+    llmrt_sampling sp;
+    llmrt_sampling_init(&sp);
+    sp.max_tokens = 300;
+    const int32_t comma = ',' - 32, quote = '"' - 32;
+    sp.stop_ids = &comma;
+    sp.n_stop_ids = 1;
+    for (int k = 0; k < 3; k++) { /* any JSON value: ',' belongs inside arrays and objects */
+        reply a;
+        const int32_t p[2] = {k, 40 + k};
+        submit(r.e, p, 2, schema_grammar(r.e, "{\"type\":[\"array\",\"integer\"]}"), &sp, &a);
+        run_ok(r.e);
+        ck_assert_msg(a.fin == LLMRT_FINISH_STOP || a.fin == LLMRT_FINISH_ERROR, "finish %d",
+                      a.fin);
+        for (int i = 0; i < a.n - (a.stop_token == comma); i++) /* the last may end it */
+            ck_assert_msg(a.ids[i] != comma, "token %d is the stop id: %s", i, a.text);
+        if (a.fin == LLMRT_FINISH_STOP) {
+            llmrt_gram *g = NULL;
+            llmrt_error err = {0};
+            const char *t = "{\"type\":[\"array\",\"integer\"]}";
+            ck_assert_int_eq(llmrt_gram_json_schema(t, strlen(t), &g, &err), LLMRT_OK);
+            ck_assert_msg(llmrt_gram_matches(g, a.text, a.len), "%s", a.text);
+            llmrt_gram_free(g);
+        }
+    }
+    /* "a\"b": after 'a' only the lone '"' goes on, and it is a stop id */
+    llmrt_grammar *g = NULL;
+    llmrt_error err = {0};
+    ck_assert_int_eq(llmrt_engine_grammar_regex(r.e, "a\"b", 3, NULL, &g, &err), LLMRT_OK);
+    reply a;
+    sp.stop_ids = &quote;
+    submit(r.e, P1, 5, g, &sp, &a);
+    run_ok(r.e);
+    ck_assert_int_eq(a.fin, LLMRT_FINISH_ERROR);
+    ck_assert_msg(strstr(a.error, "no token of the vocabulary"), "%s", a.error);
+    ck_assert_str_eq(a.text, "a");
+    /* without the stop id it is the document */
+    ck_assert_int_eq(llmrt_engine_grammar_regex(r.e, "a\"b", 3, NULL, &g, &err), LLMRT_OK);
+    sp.n_stop_ids = 0;
+    submit(r.e, P1, 5, g, &sp, &a);
+    run_ok(r.e);
+    ck_assert_int_eq(a.fin, LLMRT_FINISH_STOP);
+    ck_assert_str_eq(a.text, "a\"b");
+    mock_rig_close(&r);
+}
+END_TEST
+
 /* The budget: a reply that could run on (a free string, any object) still finishes within
  * max_tokens as a complete document when max_tokens holds the shortest one in bytes (every
  * byte is a token) and its eos; when the budget cannot hold even that, it ends by length. */
@@ -612,6 +667,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_device_and_host_paths);
     tcase_add_test(t, test_batch_graphs_async);
     tcase_add_test(t, test_eos_only_when_complete);
+    tcase_add_test(t, test_stop_id_inside_document);
     tcase_add_test(t, test_budget);
     tcase_add_test(t, test_seeded_sampling_batch_independent);
     tcase_add_test(t, test_host_rows);
