@@ -4,6 +4,8 @@
  *   serve_http.c      libmicrohttpd: listening, routing, auth, body limit, replies
  *   serve_generate.c  /v1/completions and /v1/chat/completions: engine requests, token
  *                     events, whole responses and SSE streams, cancel on disconnect
+ *   serve_structured.c  structured outputs: the grammar of each choice (response_format,
+ *                     structured_outputs, tool_choice required / a named function)
  *   serve_tokenize.c  /tokenize and /detokenize
  *   serve_stepper.c   the stepping thread (continuous batching) and the periodic log line
  *   serve_request.c, serve_response.c, serve_metrics.c
@@ -55,7 +57,8 @@ struct llmrt_server {
     int allow_special;       /* server.allow_special_tokens_in_content */
     const char *cors;        /* server.cors_origins ("" none, "*" any, or a list) */
     double log_interval_s;   /* server.log_interval_s */
-    int reasoning_split;     /* server.reasoning: 1 splits reasoning out of chat replies */
+    int reasoning_split;     /* server.reasoning: 1 splits reasoning out of chat replies (a
+                              * constrained reply may then think first) */
     int64_t started;         /* unix time the server started ("created" of /v1/models) */
     char url[600];           /* "http://HOST:PORT" once listening */
 
@@ -185,6 +188,13 @@ void serve_generate_usage(serve_gen *g, int64_t *prompt, int64_t *completion);
  * think block open. Fills e (400) on a bad message list. */
 llmrt_status serve_chat_prompt(llmrt_server *s, const llmrt_serve_request *req, int32_t **ids,
                                size_t *n_ids, int *in_reasoning, llmrt_serve_error *e);
+
+/* ---- serve_structured.c ---- */
+/* The grammar handles of the request's n choices into out [n] (all NULL when its replies are
+ * unconstrained); on failure none is kept and e says why (400 naming the field and the
+ * schema keyword). */
+llmrt_status serve_grammars(llmrt_server *s, const llmrt_serve_request *req, int n,
+                            llmrt_grammar **out, llmrt_serve_error *e);
 
 /* ---- serve_tokenize.c ---- */
 int serve_tokenize(struct MHD_Connection *c, serve_conn *cx);

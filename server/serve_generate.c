@@ -940,6 +940,8 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
     int32_t **ids = NULL;
     size_t *n_ids = NULL;
     int32_t *max_tokens = NULL;
+    llmrt_grammar **grammars = NULL; /* [n_choices] until each is submitted */
+    int64_t n_grammars = 0;
     int n_prompts = 0, rc;
     double t_arrival = llmrt_now_s();
 
@@ -951,17 +953,6 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
         goto fail;
     for (int i = 0; i < req->n_unknown; i++)
         serve_warn_unknown_field(s, req->unknown[i]);
-    if (req->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_REQUIRED ||
-        req->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_FUNCTION) {
-        /* a call the request requires needs constrained decoding (issue 24, part B) */
-        llmrt_serve_error_set(&e, 400, NULL, NULL, "tool_choice",
-                              "'tool_choice' %s is not supported by this server yet (it needs "
-                              "constrained decoding); use \"auto\" or \"none\"",
-                              req->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_REQUIRED
-                                  ? "\"required\""
-                                  : "naming a function");
-        goto fail;
-    }
     /* the model's sampling defaults (generation_config.json) for what the body left out */
     llmrt_engine_sampling_defaults(s->engine, &req->sampling, req->sampling_given);
 
@@ -994,6 +985,17 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
                               (long long)n_choices, n_prompts, req->n, s->max_queue);
         goto fail;
     }
+
+    /* structured outputs: a grammar per choice (400 for a schema outside the subset) */
+    grammars = calloc((size_t)n_choices, sizeof *grammars);
+    if (!grammars) {
+        llmrt_serve_error_set(&e, 500, NULL, "internal_error", NULL, "out of memory");
+        goto fail;
+    }
+    n_grammars = n_choices;
+    if (serve_grammars(s, req, (int)n_choices, grammars, &e) != LLMRT_OK)
+        goto fail;
+
     long before = atomic_fetch_add(&s->queued, (long)n_choices);
     if (before + n_choices > s->max_queue) {
         atomic_fetch_sub(&s->queued, (long)n_choices);
@@ -1063,6 +1065,8 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
             r.sampling.max_tokens = max_tokens[p];
             if (r.sampling.has_seed)
                 r.sampling.seed += (uint64_t)j; /* n > 1: distinct, reproducible samples */
+            r.sampling.grammar = grammars[submitted];
+            grammars[submitted] = NULL; /* the engine's now, whatever submit says */
             r.on_token = on_token;
             r.user = c;
             if (llmrt_engine_submit(s->engine, &r, &c->engine_id, &err) != LLMRT_OK)
@@ -1075,6 +1079,7 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
     free(ids);
     free(n_ids);
     free(max_tokens);
+    free(grammars);
     ids = NULL;
 
     if (!g->req->stream)
@@ -1129,6 +1134,9 @@ fail:
     free(ids);
     free(n_ids);
     free(max_tokens);
+    for (int64_t i = 0; grammars && i < n_grammars; i++)
+        llmrt_grammar_free(grammars[i]);
+    free(grammars);
     llmrt_serve_request_free(req);
     return serve_reply_error(conn, cx, &e);
 }

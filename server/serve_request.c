@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar.h"
+
 #define MAX_N 4096 /* most choices per prompt (the server's max_queue caps it further) */
 
 llmrt_status llmrt_serve_error_set(llmrt_serve_error *e, int status, const char *type,
@@ -356,6 +358,18 @@ static llmrt_status parse_tool_choice(llmrt_serve_request *r, llmrt_serve_error 
         return BAD("tool_choice", "'tool_choice' %s%s%s needs 'tools' with at least one tool",
                    tc->name ? "naming \"" : "\"required\"", tc->name ? tc->name : "",
                    tc->name ? "\"" : "");
+    /* the forced call's grammar is built from every tool's name and parameters schema */
+    for (size_t i = 0; i < json_array_size(r->tools); i++) {
+        const json_t *t = json_array_get(r->tools, i);
+        const json_t *fn = json_is_object(t) ? json_object_get(t, "function") : NULL;
+        const json_t *params = json_is_object(fn) ? json_object_get(fn, "parameters") : NULL;
+        char p[48];
+        snprintf(p, sizeof p, "tools[%zu]", i);
+        if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
+            return BAD(p, "'tools[%zu].function.name' must be a string", i);
+        if (params && !json_is_null(params) && !json_is_object(params))
+            return BAD(p, "'tools[%zu].function.parameters' must be a JSON schema (an object)", i);
+    }
     if (tc->name) {
         for (size_t i = 0; i < json_array_size(r->tools); i++) {
             const char *n = tool_name(json_array_get(r->tools, i));
@@ -378,6 +392,7 @@ static void list_unknown(llmrt_serve_request *r)
         "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "ignore_eos",
         "n", "stream", "stream_options", "logprobs", "return_tokens_as_token_ids", "stop",
         "stop_token_ids", "echo", "suffix", "logit_bias", "best_of", "response_format",
+        "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
         "user", "metadata", "store", "service_tier", NULL};
     static const char *const completions[] = {"prompt", NULL};
     static const char *const chat[] = {
@@ -492,12 +507,197 @@ static llmrt_status reject_unsupported(llmrt_serve_request *r, llmrt_serve_error
     if (best_of > r->n)
         return BAD("best_of", "'best_of' (%lld) larger than 'n' (%d) is not supported; use n",
                    (long long)best_of, r->n);
-    v = json_object_get(r->root, "response_format");
-    if (v && !json_is_null(v)) {
-        const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
-            return BAD("response_format", "'response_format' other than {\"type\": \"text\"} is "
-                                          "not supported by this server (no guided decoding)");
+    return LLMRT_OK;
+}
+
+/* ---- structured outputs ---- */
+
+static llmrt_status oom(llmrt_serve_error *err)
+{
+    return llmrt_serve_error_set(err, 500, NULL, NULL, NULL, "out of memory");
+}
+
+/* A schema given as an object (or, where vLLM allows it, as JSON text) → f->schema. */
+static llmrt_status take_schema(llmrt_serve_format *f, const json_t *v, int text_ok,
+                                const char *param, llmrt_serve_error *err)
+{
+    if (json_is_string(v) && text_ok) {
+        json_error_t je;
+        json_t *parsed = json_loads(json_string_value(v), JSON_DECODE_ANY, &je);
+        if (!parsed)
+            return BAD(param, "'%s' is not a valid JSON schema: %s", param, je.text);
+        int ok = json_is_object(parsed) || json_is_boolean(parsed);
+        json_decref(parsed);
+        if (!ok)
+            return BAD(param, "'%s' must be a JSON schema (an object)", param);
+        f->schema = strdup(json_string_value(v));
+    } else if (json_is_object(v) || json_is_boolean(v)) {
+        f->schema = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    } else {
+        return BAD(param, "'%s' must be a JSON schema (an object), got %s", param, json_kind(v));
+    }
+    if (!f->schema)
+        return oom(err);
+    f->kind = LLMRT_SERVE_FORMAT_JSON_SCHEMA;
+    return LLMRT_OK;
+}
+
+static llmrt_status take_regex(llmrt_serve_format *f, const json_t *v, const char *param,
+                               llmrt_serve_error *err)
+{
+    if (!json_is_string(v) || json_string_length(v) == 0)
+        return BAD(param, "'%s' must be a non-empty string (a regular expression)", param);
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return BAD(param, "'%s' must not contain a NUL character", param);
+    if (!(f->regex = strdup(json_string_value(v))))
+        return oom(err);
+    f->kind = LLMRT_SERVE_FORMAT_REGEX;
+    return LLMRT_OK;
+}
+
+static llmrt_status take_choice(llmrt_serve_format *f, const json_t *v, const char *param,
+                                llmrt_serve_error *err)
+{
+    size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    if (n == 0)
+        return BAD(param, "'%s' must be a non-empty array of strings", param);
+    if (n > MAX_N)
+        return BAD(param, "'%s' holds %zu choices; at most %d are accepted", param, n, MAX_N);
+    if (!(f->choices = calloc(n, sizeof *f->choices)))
+        return oom(err);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *c = json_array_get(v, i);
+        if (!json_is_string(c) || json_string_length(c) == 0 ||
+            strlen(json_string_value(c)) != json_string_length(c))
+            return BAD(param, "'%s[%zu]' must be a non-empty string", param, i);
+        if (!(f->choices[i] = strdup(json_string_value(c))))
+            return oom(err);
+        f->n_choices = (int32_t)i + 1;
+    }
+    f->kind = LLMRT_SERVE_FORMAT_CHOICE;
+    return LLMRT_OK;
+}
+
+/* OpenAI's response_format. */
+static llmrt_status parse_response_format(llmrt_serve_request *r, const json_t *v,
+                                          llmrt_serve_error *err)
+{
+    llmrt_serve_format *f = &r->format;
+    if (!json_is_object(v))
+        return BAD("response_format", "'response_format' must be an object, got %s", json_kind(v));
+    const json_t *t = json_object_get(v, "type");
+    if (!json_is_string(t))
+        return BAD("response_format", "'response_format.type' must be \"text\", \"json_object\" "
+                                      "or \"json_schema\"");
+    const char *type = json_string_value(t);
+    snprintf(f->param, sizeof f->param, "response_format");
+    if (strcmp(type, "text") == 0)
+        return LLMRT_OK;
+    if (strcmp(type, "json_object") == 0) {
+        f->kind = LLMRT_SERVE_FORMAT_JSON_OBJECT;
+        return LLMRT_OK;
+    }
+    if (strcmp(type, "json_schema") != 0)
+        return BAD("response_format", "'response_format.type' \"%s\" is not supported (use "
+                                      "\"text\", \"json_object\" or \"json_schema\")",
+                   type);
+    const json_t *js = json_object_get(v, "json_schema");
+    if (!json_is_object(js))
+        return BAD("response_format", "'response_format.json_schema' must be an object "
+                                      "{\"name\", \"schema\", \"strict\"}");
+    const json_t *name = json_object_get(js, "name");
+    if (name && !json_is_null(name) && !json_is_string(name))
+        return BAD("response_format", "'response_format.json_schema.name' must be a string");
+    const json_t *strict = json_object_get(js, "strict");
+    if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+        return BAD("response_format", "'response_format.json_schema.strict' must be a boolean");
+    f->strict = json_is_true(strict);
+    const json_t *schema = json_object_get(js, "schema");
+    if (!schema || json_is_null(schema)) { /* no schema: any JSON object */
+        f->kind = LLMRT_SERVE_FORMAT_JSON_OBJECT;
+        return LLMRT_OK;
+    }
+    return take_schema(f, schema, 0, "response_format.json_schema.schema", err);
+}
+
+/* vLLM's structured_outputs {json | regex | choice | json_object}, and its older top-level
+ * guided_json / guided_regex / guided_choice. */
+static llmrt_status parse_structured_outputs(llmrt_serve_request *r, const json_t *v,
+                                             llmrt_serve_error *err)
+{
+    llmrt_serve_format *f = &r->format;
+    const char *P = "structured_outputs";
+    snprintf(f->param, sizeof f->param, "%s", P);
+    if (!json_is_object(v))
+        return BAD(P, "'structured_outputs' must be an object, got %s", json_kind(v));
+    static const char *unsupported[] = {"grammar", "structural_tag", "whitespace_pattern"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++) {
+        const json_t *x = json_object_get(v, unsupported[i]);
+        if (x && !json_is_null(x))
+            return BAD(P, "'structured_outputs.%s' is not supported by this server (structured "
+                          "outputs take json, regex, choice or json_object)",
+                       unsupported[i]);
+    }
+    const json_t *daw = json_object_get(v, "disable_any_whitespace");
+    if (daw && json_is_true(daw))
+        return BAD(P, "'structured_outputs.disable_any_whitespace' is not supported (whitespace "
+                      "between JSON tokens is allowed, at most %d bytes at a time)",
+                   LLMRT_GRAM_JSON_WS_MAX);
+    const json_t *dap = json_object_get(v, "disable_additional_properties");
+    if (dap && !json_is_null(dap) && !json_is_boolean(dap))
+        return BAD(P, "'structured_outputs.disable_additional_properties' must be a boolean");
+    f->strict = json_is_true(dap);
+    const json_t *js = json_object_get(v, "json"), *re = json_object_get(v, "regex");
+    const json_t *ch = json_object_get(v, "choice"), *jo = json_object_get(v, "json_object");
+    int n = (js && !json_is_null(js)) + (re && !json_is_null(re)) + (ch && !json_is_null(ch)) +
+            (jo && json_is_true(jo));
+    if (jo && !json_is_null(jo) && !json_is_boolean(jo))
+        return BAD(P, "'structured_outputs.json_object' must be a boolean");
+    if (n != 1)
+        return BAD(P, "'structured_outputs' needs exactly one of 'json', 'regex', 'choice' or "
+                      "'json_object', got %d",
+                   n);
+    if (js && !json_is_null(js))
+        return take_schema(f, js, 1, "structured_outputs.json", err);
+    if (re && !json_is_null(re))
+        return take_regex(f, re, "structured_outputs.regex", err);
+    if (ch && !json_is_null(ch))
+        return take_choice(f, ch, "structured_outputs.choice", err);
+    f->kind = LLMRT_SERVE_FORMAT_JSON_OBJECT;
+    return LLMRT_OK;
+}
+
+static llmrt_status parse_format(llmrt_serve_request *r, llmrt_serve_error *err)
+{
+    static const char *sources[] = {"response_format", "structured_outputs", "guided_json",
+                                    "guided_regex", "guided_choice", "guided_grammar"};
+    const char *given = NULL;
+    for (size_t i = 0; i < sizeof sources / sizeof *sources; i++) {
+        const json_t *v = json_object_get(r->root, sources[i]);
+        if (!v || json_is_null(v))
+            continue;
+        if (i == 0 && json_is_object(v) && json_is_string(json_object_get(v, "type")) &&
+            strcmp(json_string_value(json_object_get(v, "type")), "text") == 0)
+            continue; /* {"type": "text"}: nothing to constrain, and no conflict */
+        if (given)
+            return BAD(sources[i], "'%s' and '%s' both constrain the reply; give one", given,
+                       sources[i]);
+        given = sources[i];
+        llmrt_status st = LLMRT_OK;
+        switch (i) {
+        case 0: st = parse_response_format(r, v, err); break;
+        case 1: st = parse_structured_outputs(r, v, err); break;
+        case 2: st = take_schema(&r->format, v, 1, "guided_json", err); break;
+        case 3: st = take_regex(&r->format, v, "guided_regex", err); break;
+        case 4: st = take_choice(&r->format, v, "guided_choice", err); break;
+        default:
+            return BAD("guided_grammar", "'guided_grammar' is not supported by this server (use "
+                                         "guided_json, guided_regex or guided_choice)");
+        }
+        if (st)
+            return st;
+        if (i >= 2)
+            snprintf(r->format.param, sizeof r->format.param, "%s", sources[i]);
     }
     return LLMRT_OK;
 }
@@ -630,7 +830,16 @@ static llmrt_status parse_generation(llmrt_serve_request *r, llmrt_serve_error *
         return LLMRT_ERR_INVALID_ARG;
     if (parse_stop(r, err) != LLMRT_OK)
         return LLMRT_ERR_INVALID_ARG;
-    return reject_unsupported(r, err);
+    llmrt_status st = reject_unsupported(r, err);
+    if (st == LLMRT_OK)
+        st = parse_format(r, err);
+    if (st == LLMRT_OK && kind == LLMRT_SERVE_CHAT && r->format.kind != LLMRT_SERVE_FORMAT_TEXT &&
+        (r->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_REQUIRED ||
+         r->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_FUNCTION))
+        return BAD("tool_choice", "'tool_choice' forcing a tool call and '%s' both constrain the "
+                                  "reply; give one",
+                   r->format.param);
+    return st;
 }
 
 static void free_prompts(llmrt_serve_request *r)
@@ -654,6 +863,11 @@ void llmrt_serve_request_free(llmrt_serve_request *r)
         free(r->stop_storage);
     }
     free(r->stop_ids_storage);
+    free(r->format.schema);
+    free(r->format.regex);
+    for (int32_t i = 0; i < r->format.n_choices; i++)
+        free(r->format.choices[i]);
+    free(r->format.choices);
     free(r->tokens);
     if (r->root)
         json_decref(r->root);

@@ -8,10 +8,10 @@
  * size) happens later, in the server, on the values parsed here.
  *
  * Field semantics follow OpenAI's API and vLLM's extensions (top_k, min_p,
- * repetition_penalty, ignore_eos, min_tokens, stop_token_ids, chat_template_kwargs).
- * Unknown fields are ignored, as OpenAI-compatible servers do, and listed in `unknown` so the
- * server can say so (once per name); fields we cannot honour (echo: true, suffix,
- * logit_bias, best_of > n, a non-text response_format) are 400s that say so, never silently
+ * repetition_penalty, ignore_eos, min_tokens, stop_token_ids, chat_template_kwargs,
+ * structured_outputs). Unknown fields are ignored, as OpenAI-compatible servers do, and listed
+ * in `unknown` so the server can say so (once per name); fields we cannot honour (echo: true,
+ * suffix, logit_bias, best_of > n, an EBNF grammar) are 400s that say so, never silently
  * dropped. */
 #ifndef LLMRT_SERVER_SERVE_REQUEST_H
 #define LLMRT_SERVER_SERVE_REQUEST_H
@@ -56,9 +56,30 @@ typedef struct llmrt_serve_prompt {
     int32_t n_ids;
 } llmrt_serve_prompt;
 
+/* Structured outputs: what the reply must be (response_format, or vLLM's
+ * structured_outputs and its older guided_* fields). */
+typedef enum llmrt_serve_format_kind {
+    LLMRT_SERVE_FORMAT_TEXT = 0,    /* anything (no grammar) */
+    LLMRT_SERVE_FORMAT_JSON_OBJECT, /* any JSON object */
+    LLMRT_SERVE_FORMAT_JSON_SCHEMA, /* a document of `schema` */
+    LLMRT_SERVE_FORMAT_REGEX,       /* the whole reply matches `regex` */
+    LLMRT_SERVE_FORMAT_CHOICE       /* exactly one of `choices` */
+} llmrt_serve_format_kind;
+
+typedef struct llmrt_serve_format {
+    llmrt_serve_format_kind kind;
+    char *schema;         /* JSON_SCHEMA: the schema as JSON text */
+    int strict;           /* objects without additionalProperties take no other keys */
+    char *regex;          /* REGEX */
+    char **choices;       /* CHOICE: [n_choices] */
+    int32_t n_choices;
+    char param[48];       /* the field it came from, for errors ("response_format") */
+} llmrt_serve_format;
+
 /* tool_choice (chat): "none" — no tools are offered to the model (none are rendered into
  * the prompt, none are parsed from the reply); "auto" — the model may call them; "required"
- * and {"type": "function", "function": {"name"}} — it must call one (any, or that one).
+ * and {"type": "function", "function": {"name"}} — it must call one (any, or that one),
+ * enforced by a grammar over the model family's tool-call markup.
  * Absent: auto with tools, none without (OpenAI's default). */
 typedef enum llmrt_serve_tool_choice_kind {
     LLMRT_SERVE_TOOL_CHOICE_AUTO = 0,
@@ -108,6 +129,9 @@ typedef struct llmrt_serve_request {
     int chat_logprobs;            /* chat: "logprobs": true (top_logprobs in sampling.logprobs) */
     int tokens_as_ids;            /* return_tokens_as_token_ids (vLLM): logprob tokens are
                                      spelled "token_id:<id>" */
+
+    /* structured outputs (a forced tool call is tool_choice's, above) */
+    llmrt_serve_format format;
 
     /* detokenize: [n_tokens] */
     int32_t *tokens;

@@ -218,6 +218,13 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
     e->top_lps = calloc((size_t)S->max_num_seqs * LLMRT_MAX_TOP_LOGPROBS, sizeof *e->top_lps);
     TRY_ALLOC(err, e->row_scratch && e->sampled && e->lp_buf && e->top_ids && e->top_lps,
               "sampling buffers");
+    e->row_fate = calloc((size_t)S->max_num_seqs, 1);
+    TRY_ALLOC(err, e->row_fate, "step bookkeeping");
+    TRY(engine_grammar_init(e, err));
+    if (e->mask_words) {
+        e->repick_words = malloc((size_t)e->mask_words * sizeof *e->repick_words);
+        TRY_ALLOC(err, e->repick_words, "a token mask");
+    }
     for (int f = 0; f < 2; f++) {
         e->fl[f].items = calloc((size_t)S->max_num_seqs, sizeof *e->fl[f].items);
         e->fl[f].row_host = calloc((size_t)S->max_num_seqs, 1);
@@ -313,6 +320,9 @@ void llmrt_engine_destroy(llmrt_engine *e)
         free(cancels);
     }
     engine_end_all(e, LLMRT_FINISH_CANCELLED, NULL);
+    engine_grammar_free_all(e); /* after every request (and its grammar handle) is gone */
+    free(e->repick_words);
+    free(e->row_fate);
     free(e->zombies);
     for (int i = 0; i < e->n_graphs; i++)
         if (e->graphs[i].g)

@@ -48,6 +48,7 @@ void engine_seq_free(eseq *s)
     if (s->detok)
         llmrt_detok_free(s->detok);
     llmrt_stopper_free(s->stopper);
+    llmrt_grammar_free(s->grammar);
     free(s);
 }
 
@@ -130,8 +131,14 @@ static llmrt_status seq_from_request(llmrt_engine *e, const llmrt_request *req, 
     int32_t *ids = NULL;
     size_t n = 0;
     eseq *s = NULL;
+    /* the grammar is the engine's from here on, whatever happens */
+    llmrt_grammar *grammar = req ? req->sampling.grammar : NULL;
     if (!req)
         FAIL(err, LLMRT_ERR_INVALID_ARG, "no request");
+    if (grammar && (st = engine_grammar_take(e, grammar, err)) != LLMRT_OK) {
+        grammar = NULL; /* another request's, or another engine's: not ours to free */
+        goto cleanup;
+    }
     TRY(check_sampling(e, &req->sampling, err));
     if (req->prompt_ids) {
         if (req->n_prompt < 0)
@@ -172,6 +179,9 @@ static llmrt_status seq_from_request(llmrt_engine *e, const llmrt_request *req, 
     s->sched.n_tokens = (int32_t)n;
     s->sched.tokens = s->tokens;
     s->sp = req->sampling;
+    s->sp.grammar = NULL; /* held in s->grammar */
+    s->grammar = grammar;
+    grammar = NULL;
     s->cb = req->on_token;
     s->user = req->user;
     if (s->sp.top_k < 0)
@@ -205,6 +215,7 @@ static llmrt_status seq_from_request(llmrt_engine *e, const llmrt_request *req, 
 cleanup:
     free(ids);
     engine_seq_free(s);
+    llmrt_grammar_free(grammar);
     return st;
 }
 

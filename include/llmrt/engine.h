@@ -61,6 +61,10 @@ const char *llmrt_finish_reason_str(llmrt_finish_reason r);
 
 #define LLMRT_MAX_TOP_LOGPROBS 20 /* most top logprobs per token (OpenAI allows 20) */
 
+/* A grammar a reply must follow (structured outputs), compiled by the engine
+ * (llmrt_engine_grammar_*, below) and handed to one request in llmrt_sampling.grammar. */
+typedef struct llmrt_grammar llmrt_grammar;
+
 /* Sampling parameters of one request (vLLM semantics). llmrt_sampling_init sets the defaults
  * noted on each field; the engine copies everything at submit. */
 typedef struct llmrt_sampling {
@@ -83,6 +87,14 @@ typedef struct llmrt_sampling {
     const char *const *stop;  /* [n_stop] stop strings, matched on the detokenized output and
                                  never included in it (copied at submit; needs a tokenizer) */
     int32_t n_stop;
+    /* (appended) Structured outputs: the reply follows this grammar — only tokens whose bytes
+     * continue it are sampled, eos and stop ids only where the reply may end, and the request
+     * ends (FINISH_STOP) when the reply is complete and nothing may follow. It also ends
+     * within max_tokens when it can: near the end of the budget only tokens that leave room
+     * to finish are taken. NULL = unconstrained (default). Submit takes the handle (the
+     * engine frees it when the request ends, or at once when submit fails); one handle
+     * serves one request. */
+    llmrt_grammar *grammar;
 } llmrt_sampling;
 
 void llmrt_sampling_init(llmrt_sampling *s);
@@ -166,6 +178,10 @@ typedef struct llmrt_step_record {
     double idle_ms;             /* wall − busy (>= 0): device time lost to the host */
     uint64_t h2d_bytes;         /* bytes of step inputs moved host → device */
     uint64_t d2h_bytes;         /* bytes of step outputs moved device → host */
+    /* (appended) structured outputs */
+    int32_t n_masked;           /* rows sampled under a grammar's token mask */
+    double mask_ms;             /* host time computing their masks (while the forward runs on
+                                   an asynchronous backend) */
 } llmrt_step_record;
 
 typedef void (*llmrt_step_cb)(void *user, const llmrt_step_record *rec);
@@ -306,6 +322,50 @@ llmrt_status llmrt_engine_detokenize(llmrt_engine *e, const int32_t *ids, size_t
                                      int skip_special, char **text, size_t *len,
                                      llmrt_error *err);
 
+/* ---- structured outputs: grammars for llmrt_sampling.grammar ----
+ * Each call compiles (or finds in the engine's cache of recent grammars) an automaton over
+ * bytes and returns a fresh handle for one request. Errors: LLMRT_ERR_UNSUPPORTED for a
+ * keyword or construct outside the subset (the message names it and where it is),
+ * LLMRT_ERR_INVALID_ARG for a malformed schema / pattern, LLMRT_ERR_LIMIT for one too large
+ * to compile, LLMRT_ERR_STATE when the model folder has no tokenizer. Thread-safe. Free a
+ * handle that is never submitted with llmrt_grammar_free, before the engine is destroyed. */
+typedef struct llmrt_grammar_options {
+    uint32_t struct_size;   /* sizeof(llmrt_grammar_options) */
+    const char *prefix;     /* literal text before the document (a tool-call opening tag) */
+    const char *suffix;     /* after it */
+    const char *separator;  /* between documents when more than one may come */
+    int32_t min_count;      /* documents: at least (default 1) ... */
+    int32_t max_count;      /* ... at most (default: min_count) */
+    const char *lead_open;  /* an optional block before the first document: lead_open, text */
+    const char *lead_close; /*   without lead_close, lead_close, a little whitespace (a
+                                 reasoning section such as <think> ... </think>) */
+    int32_t strict;         /* JSON schema: objects without additionalProperties take no
+                               other keys (default 0: they may) */
+} llmrt_grammar_options;
+
+void llmrt_grammar_options_init(llmrt_grammar_options *o);
+
+/* A JSON schema (JSON text, `len` bytes). The subset: type (object, array, string, integer,
+ * number, boolean, null, or a list), properties, required, additionalProperties, items,
+ * minItems, maxItems, enum, const, anyOf, allOf of one, $ref to "#..." (recursion allowed),
+ * minLength, maxLength, pattern, format (date, time, date-time, uuid, email, ipv4),
+ * minimum, maximum, exclusiveMinimum, exclusiveMaximum (whole bounds for numbers); title,
+ * description, default and other annotations are ignored. "{"type": "object"}" is any JSON
+ * object. Properties are written in the schema's order. opt may be NULL. */
+llmrt_status llmrt_engine_grammar_json_schema(llmrt_engine *e, const char *schema, size_t len,
+                                              const llmrt_grammar_options *opt,
+                                              llmrt_grammar **out, llmrt_error *err);
+/* The whole reply matches a regular expression (Python / PCRE syntax; the regular subset:
+ * no back-references, look-around or \b). */
+llmrt_status llmrt_engine_grammar_regex(llmrt_engine *e, const char *pattern, size_t len,
+                                        const llmrt_grammar_options *opt, llmrt_grammar **out,
+                                        llmrt_error *err);
+/* The reply is exactly one of choices [n] (UTF-8, NUL-terminated). */
+llmrt_status llmrt_engine_grammar_choice(llmrt_engine *e, const char *const *choices, int32_t n,
+                                         const llmrt_grammar_options *opt, llmrt_grammar **out,
+                                         llmrt_error *err);
+void llmrt_grammar_free(llmrt_grammar *g);
+
 /* ---- chat: the model plugin's chat format over the folder's chat template ---- */
 /* Render messages [n] into the prompt text the model expects (malloc'd, NUL-terminated; the
  * caller frees it with free()). opt may be NULL (a generation prompt, thinking allowed, no
@@ -327,6 +387,9 @@ llmrt_status llmrt_engine_chat_tokenize(llmrt_engine *e, const llmrt_chat_messag
                                         llmrt_error *err);
 /* NULL when chat works; else why it does not ("... has no tokenizer.json"). */
 const char *llmrt_engine_chat_unavailable(llmrt_engine *e);
+/* The chat format's reply markup (tool-call and reasoning tags, llmrt/chat.h), or NULL when
+ * the model has no chat format or its family declares none. Valid while the engine lives. */
+const llmrt_chat_syntax *llmrt_engine_chat_syntax(llmrt_engine *e);
 
 /* ---- replies: the model family's markup of replies (chat.h since 1.2) ---- */
 /* The family's reply markup (tool-call and reasoning tags), or NULL when it has none. */

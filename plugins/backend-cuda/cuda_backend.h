@@ -174,6 +174,9 @@ llmrt_status cuda_attention_init(llmrt_backend *b, llmrt_error *err);
 /* cuda_gemm.cu */
 llmrt_status cuda_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
                        int32_t n, llmrt_error *err);
+/* cuda_logits_mask.cu: the "llmrt.logits_mask" extension's table */
+extern const struct llmrt_logits_mask_ops cuda_logits_mask_ext;
+
 /* cuda_sample.cu */
 llmrt_status cuda_argmax(llmrt_backend *b, int32_t *out, const float *logits, int32_t rows,
                          int32_t vocab, llmrt_error *err);

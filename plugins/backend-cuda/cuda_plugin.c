@@ -10,6 +10,7 @@
 #include <llmrt/cuda.h>
 #include <llmrt/ext/argmax_head.h>
 #include <llmrt/ext/fused.h>
+#include <llmrt/ext/logits_mask.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -430,6 +431,7 @@ static const void *cuda_extension(llmrt_backend *b, const char *name, uint32_t v
         {LLMRT_EXT_CUDA, LLMRT_EXT_CUDA_VERSION, &cuda_ext},
         {LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION, &fused_ext},
         {LLMRT_EXT_ARGMAX_HEAD, LLMRT_EXT_ARGMAX_HEAD_VERSION, &argmax_head_ext},
+        {LLMRT_EXT_LOGITS_MASK, LLMRT_EXT_LOGITS_MASK_VERSION, &cuda_logits_mask_ext},
     };
     (void)b;
     for (size_t i = 0; name && i < sizeof ext / sizeof ext[0]; i++)

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qwen3.h"
+#include "qwen3_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

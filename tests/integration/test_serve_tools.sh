@@ -67,12 +67,12 @@ run malformed malformed
 # unknown fields: a warning once per name, not per request
 serve_start unknown "$tmp/think"
 for i in 1 2 3; do
-  code=$(post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "guided_json": {}, "my_field": 1}' "$tmp/u.json")
+  code=$(post /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "guided_decoding_backend": "xgrammar", "my_field": 1}' "$tmp/u.json")
   [[ "$code" == 200 ]] || { cat "$tmp/u.json"; fail "a request with unknown fields got $code"; }
 done
 serve_stop
-n=$(grep -c "request field 'guided_json' is not known" "$SERVE_LOG.err")
-[[ "$n" == 1 ]] || fail "'guided_json' was warned about $n times, expected once"
+n=$(grep -c "request field 'guided_decoding_backend' is not known" "$SERVE_LOG.err")
+[[ "$n" == 1 ]] || fail "'guided_decoding_backend' was warned about $n times, expected once"
 n=$(grep -c "request field 'my_field' is not known" "$SERVE_LOG.err")
 [[ "$n" == 1 ]] || fail "'my_field' was warned about $n times, expected once"
 grep -q "request field 'max_tokens'" "$SERVE_LOG.err" && fail "a known field was warned about"
