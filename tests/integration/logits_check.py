@@ -59,7 +59,8 @@ def has_generate(llmrt):
 
 
 def check_fixture(llmrt, fixture, tol, backend, use_generate, tmp, reference="reference.json",
-                  extra_sets=(), median_tol=None, margin_tol=None, router_band=0.0):
+                  extra_sets=(), median_tol=None, margin_tol=None, router_band=0.0,
+                  min_clear_ratio=2.0):
     name = os.path.basename(fixture.rstrip("/"))
     with open(os.path.join(fixture, reference)) as f:
         ref = json.load(f)
@@ -137,7 +138,7 @@ def check_fixture(llmrt, fixture, tol, backend, use_generate, tmp, reference="re
     if routed_out and compared == 0:
         raise SystemExit(f"FAIL: {name}: every row lies after a routing near-tie (router band "
                          f"{router_band:g}): nothing compared")
-    if (checked < 2 * unclear or checked == 0) and not routed_out:
+    if (checked < min_clear_ratio * unclear or checked == 0) and not routed_out:
         raise SystemExit(f"FAIL: {name}: only {checked} greedy rows are clear of the tolerance "
                          f"({unclear} unclear); the fixture tests too little")
     print(f"ok: {name}: {len(ref['prompts'])} prompts, max relative error {worst:.3g} "
@@ -165,6 +166,9 @@ def main():
                          "(default: --tol)")
     ap.add_argument("--router-band", type=float, default=0.0,
                     help="MoE fixtures: compare rows only before the first router margin below this")
+    ap.add_argument("--min-clear-ratio", type=float, default=2.0,
+                    help="a fixture tests too little unless its clear greedy rows are at least "
+                         "this many times its unclear ones (default 2)")
     ap.add_argument("fixtures", nargs="+")
     args = ap.parse_args()
     use_generate = not args.no_generate and has_generate(args.llmrt)
@@ -175,7 +179,7 @@ def main():
         for fx in args.fixtures:
             check_fixture(args.llmrt, fx, args.tol, args.backend, use_generate, tmp,
                           args.reference, args.sets, args.median_tol, args.margin_tol,
-                          args.router_band)
+                          args.router_band, args.min_clear_ratio)
 
 
 if __name__ == "__main__":

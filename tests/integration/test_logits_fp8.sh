@@ -16,7 +16,9 @@
 #               the same way, but an activation within ~1e-6 of an e4m3 rounding boundary can
 #               round the other way (one code, ~6% of that input), which moves the rows it
 #               reaches by up to ~1e-2; most rows agree far better. (W8A8 against the W8A16
-#               reference is ~3e-2 everywhere: the median tells the semantics apart.)
+#               reference is ~3e-2 everywhere: the median tells the semantics apart.) That
+#               wide margin leaves about a third of these small models' greedy rows unclear,
+#               so a W8A8 fixture needs only as many clear rows as unclear ones (not twice).
 #   cuda W8A16  1e-2 per row, median 3e-3: activations are rounded to f16 in the tensor-core
 #               kernels (and weights to f16 above 32 rows); W8A8 as on the CPU.
 # LLMRT_LOGITS_BACKEND=cuda runs it on the CUDA backend.
@@ -40,6 +42,7 @@ else
   w16=(--tol 1e-2 --median-tol 3e-3 --margin-tol 3e-3)
   w8=(--tol 1e-1 --median-tol 5e-3 --margin-tol 5e-3)
 fi
+w8+=(--min-clear-ratio 1)
 check=(python3 "$LLMRT_SOURCE_DIR/tests/integration/logits_check.py" --llmrt "$LLMRT"
        --backend "$backend" --set cache.dtype=f32)
 "${check[@]}" --reference reference.json "${w16[@]}" "${dirs[@]}" || exit 1
