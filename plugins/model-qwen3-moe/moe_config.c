@@ -10,7 +10,8 @@
  *     rope_scaling / rope_parameters with a rope_type other than "default" (YaRN),
  *     attention_bias = true, use_sliding_window = true, hidden_act other than silu
  *   read here:
- *     num_experts (default 128; 0: every layer dense), num_experts_per_tok (default 8;
+ *     num_experts (default 128; 0: every layer dense; transformers 5 writes it as
+ *     num_local_experts, read when num_experts is absent), num_experts_per_tok (default 8;
  *     1..num_experts), moe_intermediate_size (default 768), decoder_sparse_step (default 1),
  *     norm_topk_prob (default false), mlp_only_layers (default []: layer indices below
  *     num_hidden_layers), layer_types (transformers 5; only "full_attention")
@@ -59,6 +60,22 @@ static llmrt_status get_count(json_t *root, const char *key, int32_t def, int32_
         return llmrt_fail(err, LLMRT_ERR_FORMAT,
                           "config.json: \"%s\" must be a non-negative integer below 2^31", key);
     *out = (int32_t)json_integer_value(v);
+    return LLMRT_OK;
+}
+
+/* num_experts, or its transformers-5 spelling num_local_experts; both present must agree. */
+static llmrt_status get_experts(json_t *root, int32_t *out, llmrt_error *err)
+{
+    int32_t a = -1, b = -1;
+    llmrt_status st;
+    if ((st = get_count(root, "num_experts", -1, &a, err)) ||
+        (st = get_count(root, "num_local_experts", -1, &b, err)))
+        return st;
+    if (a >= 0 && b >= 0 && a != b)
+        return llmrt_fail(err, LLMRT_ERR_FORMAT,
+                          "config.json: num_experts (%d) and num_local_experts (%d) disagree: "
+                          "they are two spellings of one field", a, b);
+    *out = a >= 0 ? a : b >= 0 ? b : 128;
     return LLMRT_OK;
 }
 
@@ -166,7 +183,7 @@ llmrt_status moe_config_parse(const char *config_json, moe_config *out, llmrt_er
     if (st)
         return st;
     if ((st = qwen3_config_read(root, &spec, &out->base, err)) ||
-        (st = get_count(root, "num_experts", 128, &out->n_experts, err)) ||
+        (st = get_experts(root, &out->n_experts, err)) ||
         (st = qwen3_json_posint(root, "moe_intermediate_size", 768, &out->moe_inter, err)) ||
         (st = qwen3_json_posint(root, "decoder_sparse_step", 1, &out->sparse_step, err)) ||
         (st = get_bool(root, "norm_topk_prob", 0, &out->norm_topk, err)) ||
