@@ -12,6 +12,7 @@
 
 #include <llmrt/ext/collective.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +117,13 @@ static llmrt_status attach_thread(llmrt_backend *b, llmrt_error *err)
     return LLMRT_OK;
 }
 
+static void describe_links(llmrt_backend *b, char *buf, size_t n)
+{
+    snprintf(buf, n, "tensor-parallel ranks run as threads of this process, %d CPU threads "
+                     "each; the all-reduce is an in-process barrier and sum in rank order",
+             b->n_threads);
+}
+
 const llmrt_collective_ops cpu_collective_ext = {
     .struct_size = sizeof(llmrt_collective_ops),
     .group_init = grp_init,
@@ -124,4 +132,5 @@ const llmrt_collective_ops cpu_collective_ext = {
     .all_reduce_sum = all_reduce_sum,
     .broadcast = broadcast,
     .attach_thread = attach_thread,
+    .describe_links = describe_links,
 };

@@ -44,6 +44,10 @@ typedef struct llmrt_collective_ops {
     /* (required) Before a thread issues work for b (its rank's thread, or the loader before it
      * creates that rank's model): CUDA makes b's device the thread's current one; CPU: nothing. */
     llmrt_status (*attach_thread)(llmrt_backend *b, llmrt_error *err);
+    /* (required) One line for `llmrt doctor` into buf [n]: how ranks of this backend would be
+     * linked (CUDA: each pair of visible GPUs, peer access and its performance rank; CPU:
+     * threads of one process). */
+    void (*describe_links)(llmrt_backend *b, char *buf, size_t n);
 } llmrt_collective_ops;
 
 #ifdef __cplusplus
