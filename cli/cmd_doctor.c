@@ -14,6 +14,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <llmrt/ext/collective.h>
+
 #include "clock.h"
 #include "commands.h"
 #include "common.h"
@@ -315,6 +317,19 @@ int cmd_doctor(int argc, char **argv)
     if (llmrt_runtime_backend_open(rt, &be, &err) != LLMRT_OK) {
         finding("FAIL", "backend", "check runtime.backend and `llmrt plugins`", "%s", err.msg);
     } else {
+        {
+            const llmrt_collective_ops *coll =
+                llmrt_backend_extension(be.vt, be.b, LLMRT_EXT_COLLECTIVE,
+                                        LLMRT_EXT_COLLECTIVE_VERSION);
+            char links[1024] = "";
+            if (coll && LLMRT_VT_HAS(coll, llmrt_collective_ops, describe_links))
+                coll->describe_links(be.b, links, sizeof links);
+            finding("info", "tensor parallel",
+                    coll ? NULL : "use a backend with the llmrt.collective extension",
+                    "runtime.tensor_parallel = %lld; %s",
+                    (long long)llmrt_config_int(rt->cfg, "runtime.tensor_parallel"),
+                    coll ? links : "this backend has no collectives");
+        }
         llmrt_device_info info;
         if (be.vt->device_info(be.b, &info, &err) == LLMRT_OK)
             finding("ok", "backend", NULL, "%s (runtime.backend = %s): %s", be.name,

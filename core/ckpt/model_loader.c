@@ -16,6 +16,7 @@
 #include "log.h"
 #include "safetensors.h"
 #include "scheduler.h"
+#include "tp_model.h"
 
 static int is_auto(const char *s) { return !s || !s[0] || strcmp(s, "auto") == 0; }
 
@@ -259,8 +260,15 @@ llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *op
     lm->model_vt = me->desc->vtable;
     lm->model_plugin = me->desc->name;
     snprintf(section, sizeof section, "model.%s", me->desc->name);
-    st = lm->model_vt->create(&rt->host, llmrt_config_plugin_section(rt->cfg, section), ck,
-                              &lm->backend, qe ? &lm->quant : NULL, &lm->params, &lm->model, err);
+    const int32_t tp = (int32_t)llmrt_config_int(rt->cfg, "runtime.tensor_parallel");
+    if (tp > 1) /* one shard per rank, joined into one model (core/engine/tp_model.c) */
+        st = llmrt_tp_model_create(rt, tp, ck, me, qe, lm->hf.quant_json, &lm->backend,
+                                   qe ? &lm->quant : NULL, &lm->params, &lm->model_vt,
+                                   &lm->model, err);
+    else
+        st = lm->model_vt->create(&rt->host, llmrt_config_plugin_section(rt->cfg, section), ck,
+                                  &lm->backend, qe ? &lm->quant : NULL, &lm->params, &lm->model,
+                                  err);
     if (st) {
         llmrt_error_prefix(err, "model plugin '%s'", me->desc->name);
         goto cleanup;

@@ -46,6 +46,10 @@ void llmrt_engine_settings_from_config(const llmrt_config *cfg, llmrt_engine_set
     s->max_num_batched_tokens = (int32_t)llmrt_config_int(cfg, "scheduler.max_num_batched_tokens");
     s->async_scheduling = llmrt_config_bool(cfg, "scheduler.async_scheduling");
     s->cuda_graphs = llmrt_config_bool(cfg, "scheduler.cuda_graphs");
+    /* tensor parallel: the engine captures rank 0's stream only, so decode steps run without
+     * graphs (the other ranks' threads enqueue theirs eagerly, core/engine/tp_model.c) */
+    if (llmrt_config_int(cfg, "runtime.tensor_parallel") > 1)
+        s->cuda_graphs = 0;
 }
 
 /* What the engine owns through parts.release. */

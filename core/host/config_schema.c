@@ -15,6 +15,12 @@ static const llmrt_key runtime_keys[] = {
     {"log_level", LLMRT_KEY_ENUM, "info", "error|warn|info|debug",
      "Least severe log level printed to stderr.",
      0},
+    {"tensor_parallel", LLMRT_KEY_INT, "1", "1..8",
+     "Ranks the model is split across (Megatron-style: attention heads and MLP columns per "
+     "rank, an all-reduce after o_proj and down_proj). cuda: one GPU per rank from "
+     "backend.cuda.device on, joined through NCCL; cpu: ranks run as threads of this process "
+     "(checks the sharding). Heads, KV heads and MLP widths must split evenly.",
+     0},
 };
 
 static const llmrt_key model_keys[] = {

@@ -146,6 +146,12 @@ static llmrt_status missing_plugin(llmrt_runtime *rt, llmrt_plugin_kind kind, co
 llmrt_status llmrt_runtime_backend_open(llmrt_runtime *rt, llmrt_backend_ref *out,
                                         llmrt_error *err)
 {
+    return llmrt_runtime_backend_open_rank(rt, 0, out, err);
+}
+
+llmrt_status llmrt_runtime_backend_open_rank(llmrt_runtime *rt, int32_t rank,
+                                             llmrt_backend_ref *out, llmrt_error *err)
+{
     const char *want = llmrt_config_get(rt->cfg, "runtime.backend");
     const char *name = want;
     if (strcmp(want, "auto") == 0) {
@@ -170,9 +176,30 @@ llmrt_status llmrt_runtime_backend_open(llmrt_runtime *rt, llmrt_backend_ref *ou
     char section[96];
     snprintf(section, sizeof section, "backend.%s", name);
     llmrt_backend *b = NULL;
-    llmrt_status st = vt->create(&rt->host, llmrt_config_plugin_section(rt->cfg, section), &b, err);
+    const llmrt_section *sec = llmrt_config_plugin_section(rt->cfg, section);
+    /* rank r of a tensor-parallel group: the section with device = its device + r (a backend
+     * that declares no device key gets its section as it is) */
+    llmrt_section rs;
+    const char *vals[64];
+    char dev[32];
+    if (rank > 0 && sec && sec->n <= sizeof vals / sizeof vals[0]) {
+        rs = *sec;
+        for (size_t i = 0; i < sec->n; i++) {
+            vals[i] = sec->values[i];
+            if (strcmp(sec->keys[i], "device") == 0) {
+                snprintf(dev, sizeof dev, "%lld", atoll(sec->values[i]) + rank);
+                vals[i] = dev;
+            }
+        }
+        rs.values = vals;
+        sec = &rs;
+    }
+    llmrt_status st = vt->create(&rt->host, sec, &b, err);
     if (st) {
-        llmrt_error_prefix(err, "backend '%s'", name);
+        if (rank > 0)
+            llmrt_error_prefix(err, "backend '%s' of tensor-parallel rank %d", name, (int)rank);
+        else
+            llmrt_error_prefix(err, "backend '%s'", name);
         return st;
     }
     out->vt = vt;

@@ -32,6 +32,10 @@ llmrt_status llmrt_runtime_open_config(llmrt_config *cfg, llmrt_runtime **out, l
 /* Resolve runtime.backend (auto: cuda when its probe sees a device, else cpu) and create it. */
 llmrt_status llmrt_runtime_backend_open(llmrt_runtime *rt, llmrt_backend_ref *out,
                                         llmrt_error *err);
+/* The backend of tensor-parallel rank `rank` (0: the same as llmrt_runtime_backend_open):
+ * the same plugin, with its section's device key (when it has one) moved on by rank. */
+llmrt_status llmrt_runtime_backend_open_rank(llmrt_runtime *rt, int32_t rank,
+                                             llmrt_backend_ref *out, llmrt_error *err);
 void llmrt_runtime_backend_close(llmrt_backend_ref *b);
 
 typedef struct llmrt_memory_ref {

@@ -32,6 +32,13 @@ typedef struct llmrt_model_info {
     int32_t max_position;     /* max_position_embeddings */
     llmrt_dtype weight_dtype; /* dtype of the dense weights (F32/F16/BF16) */
     uint64_t weight_bytes;    /* bytes of weights resident on the backend */
+    /* (since 1.3) The ranks of the tensor-parallel group this instance is one shard of
+     * (runtime.tensor_parallel; its backend's "llmrt.collective" rank says which): its heads,
+     * KV heads and intermediate above are then this rank's, its forward joins the other ranks'
+     * in all-reduces, and only rank 0's forward writes logits (the others accept NULL). 0 or 1:
+     * the whole model (the host zeroes the struct before info(), so a plugin built before 1.3
+     * reads as 0). */
+    int32_t tp_size;
 } llmrt_model_info;
 
 typedef struct llmrt_model_params {

@@ -30,7 +30,7 @@ extern "C" {
 
 /* ABI version: major must be equal; a plugin's minor must be <= the host's. */
 #define LLMRT_ABI_MAJOR 1
-#define LLMRT_ABI_MINOR 2
+#define LLMRT_ABI_MINOR 3
 #define LLMRT_ABI_VERSION ((uint32_t)((LLMRT_ABI_MAJOR << 16) | LLMRT_ABI_MINOR))
 #define LLMRT_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define LLMRT_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)

@@ -10,6 +10,7 @@
  * quant plugins with CPU kernels, which ask for it through the "llmrt.cpu" extension. */
 #include "cpu_internal.h"
 
+#include <llmrt/ext/collective.h>
 #include <llmrt/ext/cpu.h>
 #include <llmrt/ext/fused.h>
 #include <llmrt/ext/logits_mask.h>
@@ -207,7 +208,8 @@ static const llmrt_fused_ops fused_ext = {
 };
 
 /* "llmrt.cpu" (the vector path and thread count, for other plugins' CPU kernels),
- * "llmrt.fused" (cpu_fused.c) and "llmrt.logits_mask" (cpu_logits_mask.c), each at its
+ * "llmrt.fused" (cpu_fused.c), "llmrt.logits_mask" (cpu_logits_mask.c) and
+ * "llmrt.collective" (cpu_collective.c: tensor-parallel ranks as threads), each at its
  * version or older. */
 static const void *cpu_extension(llmrt_backend *b, const char *name, uint32_t version)
 {
@@ -218,6 +220,8 @@ static const void *cpu_extension(llmrt_backend *b, const char *name, uint32_t ve
         return version <= LLMRT_EXT_FUSED_VERSION ? &fused_ext : NULL;
     if (name && strcmp(name, LLMRT_EXT_LOGITS_MASK) == 0)
         return version <= LLMRT_EXT_LOGITS_MASK_VERSION ? &cpu_logits_mask_ext : NULL;
+    if (name && strcmp(name, LLMRT_EXT_COLLECTIVE) == 0)
+        return version <= LLMRT_EXT_COLLECTIVE_VERSION ? &cpu_collective_ext : NULL;
     return NULL;
 }
 

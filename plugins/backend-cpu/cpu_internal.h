@@ -15,6 +15,7 @@
 #include "cpu_pool.h"
 
 typedef struct cpu_host_range cpu_host_range; /* cpu_memory.c */
+typedef struct cpu_group cpu_group;           /* cpu_collective.c */
 
 /* Which vector kernels the GEMM runs (cpu_gemm.c); results are identical for all. */
 typedef enum cpu_simd { CPU_SIMD_BASELINE = 0, CPU_SIMD_AVX2 = 1 } cpu_simd;
@@ -28,6 +29,8 @@ struct llmrt_backend {
     cpu_simd simd;
     pthread_mutex_t mem_mu;   /* guards ranges */
     cpu_host_range *ranges;   /* host_alloc'd and registered host memory (uthash) */
+    cpu_group *group;         /* the tensor-parallel group this instance is a rank of, or NULL */
+    int32_t rank;             /* its rank in group */
 };
 
 /* Run fn over [0, n) on the pool (chunks of `grain` items; 0 = about four per thread), or inline
@@ -86,6 +89,8 @@ llmrt_status cpu_silu_mul(llmrt_backend *b, float *out, const float *gate, const
                           int64_t n, llmrt_error *err);
 llmrt_status cpu_add(llmrt_backend *b, float *out, const float *a, const float *c, int64_t n,
                      llmrt_error *err);
+/* cpu_collective.c: the "llmrt.collective" extension's table */
+extern const struct llmrt_collective_ops cpu_collective_ext;
 /* cpu_logits_mask.c: the "llmrt.logits_mask" extension's table */
 extern const struct llmrt_logits_mask_ops cpu_logits_mask_ext;
 

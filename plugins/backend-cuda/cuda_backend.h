@@ -84,7 +84,13 @@ struct llmrt_backend {
     pthread_mutex_t mu;         /* guards pinned[] */
     void **pinned;              /* host_alloc'd page-locked buffers (cudaFreeHost on free) */
     size_t n_pinned, cap_pinned;
+
+    void *nccl_comm;            /* ncclComm_t of the tensor-parallel group, or NULL */
+    int32_t tp_rank, tp_size;   /* its rank and size (0 and 1 outside a group) */
 };
+
+/* ---- collectives (cuda_collective.c; NULL when built without NCCL) ---- */
+extern const struct llmrt_collective_ops *const cuda_collective_ext;
 
 /* ---- errors (cuda_plugin.c) ---- */
 /* Fill err with "<what>: <cudaGetErrorName> (<cudaGetErrorString>)" and return `code`. */

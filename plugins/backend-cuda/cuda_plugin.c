@@ -9,6 +9,7 @@
 
 #include <llmrt/cuda.h>
 #include <llmrt/ext/argmax_head.h>
+#include <llmrt/ext/collective.h>
 #include <llmrt/ext/fused.h>
 #include <llmrt/ext/logits_mask.h>
 
@@ -419,8 +420,9 @@ static const llmrt_argmax_head_ops argmax_head_ext = {
     .destroy = cuda_argmax_head_destroy,
 };
 
-/* "llmrt.cuda" (CUDA interop for other plugins' kernels), "llmrt.fused" (cuda_fused.cu) and
- * "llmrt.argmax_head" (cuda_argmax_head.cu), each at its version or older. */
+/* "llmrt.cuda" (CUDA interop for other plugins' kernels), "llmrt.fused" (cuda_fused.cu),
+ * "llmrt.argmax_head" (cuda_argmax_head.cu), "llmrt.logits_mask" and "llmrt.collective"
+ * (cuda_collective.c: NCCL, when built with it), each at its version or older. */
 static const void *cuda_extension(llmrt_backend *b, const char *name, uint32_t version)
 {
     static const struct {
@@ -432,11 +434,14 @@ static const void *cuda_extension(llmrt_backend *b, const char *name, uint32_t v
         {LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION, &fused_ext},
         {LLMRT_EXT_ARGMAX_HEAD, LLMRT_EXT_ARGMAX_HEAD_VERSION, &argmax_head_ext},
         {LLMRT_EXT_LOGITS_MASK, LLMRT_EXT_LOGITS_MASK_VERSION, &cuda_logits_mask_ext},
+        {LLMRT_EXT_COLLECTIVE, LLMRT_EXT_COLLECTIVE_VERSION, NULL}, /* cuda_collective.c */
     };
     (void)b;
     for (size_t i = 0; name && i < sizeof ext / sizeof ext[0]; i++)
-        if (strcmp(name, ext[i].name) == 0)
-            return version <= ext[i].version ? ext[i].table : NULL;
+        if (strcmp(name, ext[i].name) == 0) {
+            const void *table = ext[i].table ? ext[i].table : (const void *)cuda_collective_ext;
+            return version <= ext[i].version ? table : NULL;
+        }
     return NULL;
 }
 

@@ -275,6 +275,19 @@ static llmrt_status moe_create(const llmrt_host *host, const llmrt_section *cfg,
     m->d.cfg = m->cfg.base;
     if ((st = qwen3_check_layers(&m->d.cfg, ckpt, err)) || (st = check_limits(m, err)))
         goto fail;
+    {
+        /* tensor parallel: every expert sharded like a dense MLP (moe_intermediate_size per
+         * rank), the dense layers' MLPs too; the router whole on every rank */
+        int any_dense = 0;
+        for (int32_t l = 0; l < m->d.cfg.n_layers; l++)
+            any_dense |= !moe_layer_is_sparse(&m->cfg, l);
+        int32_t *const widths[] = {&m->cfg.moe_inter, &m->d.cfg.intermediate};
+        static const char *const width_keys[] = {"moe_intermediate_size", "intermediate_size"};
+        if ((st = qwen3_tp_init(&m->d.rt, &m->d.cfg, widths, width_keys, any_dense ? 2 : 1,
+                                err)))
+            goto fail;
+        m->cfg.base = m->d.cfg;
+    }
 #ifdef MOE_HAVE_CUDA
     if (m->target == MOE_ON_CUDA && (st = moe_cuda_create(backend, &m->cuda, err)))
         goto fail;
@@ -291,7 +304,7 @@ static llmrt_status moe_create(const llmrt_host *host, const llmrt_section *cfg,
     }
     for (size_t l = 0; l < L; l++)
         m->sparse[l] = (uint8_t)moe_layer_is_sparse(&m->cfg, (int32_t)l);
-    if ((st = moe_weights_load(m, ckpt, err)) || (st = qwen3_decoder_alloc_act(&m->d, err)) ||
+    if ((st = moe_weights_load(m, qwen3_tp_checkpoint(&m->d.rt, ckpt), err)) || (st = qwen3_decoder_alloc_act(&m->d, err)) ||
         (st = alloc_scratch(m, err)))
         goto fail;
     qwen3_decoder_make_head(&m->d);

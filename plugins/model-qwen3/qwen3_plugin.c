@@ -150,8 +150,11 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
     }
     m->d.mlp = qwen3_dense_mlp;
     m->d.mlp_ctx = m;
+    int32_t *const widths[] = {&m->d.cfg.intermediate};
+    static const char *const width_keys[] = {"intermediate_size"};
     if ((st = qwen3_config_parse(ckpt->config_json, &m->d.cfg, err)) ||
         (st = qwen3_check_layers(&m->d.cfg, ckpt, err)) ||
+        (st = qwen3_tp_init(&m->d.rt, &m->d.cfg, widths, width_keys, 1, err)) ||
         (st = qwen3_decoder_alloc_layers(&m->d, err)))
         goto fail;
     m->mlp = calloc((size_t)m->d.cfg.n_layers, sizeof *m->mlp);
@@ -159,7 +162,7 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
         st = llmrt_fail(err, LLMRT_ERR_NOMEM, "qwen3 create: out of memory");
         goto fail;
     }
-    if ((st = qwen3_weights_load(m, ckpt, err)) || (st = qwen3_decoder_alloc_act(&m->d, err)) ||
+    if ((st = qwen3_weights_load(m, qwen3_tp_checkpoint(&m->d.rt, ckpt), err)) || (st = qwen3_decoder_alloc_act(&m->d, err)) ||
         (st = alloc_mlp_act(m, err)))
         goto fail;
     qwen3_decoder_make_head(&m->d);

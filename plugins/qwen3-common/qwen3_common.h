@@ -83,6 +83,17 @@ void qwen3_reply_destroy(llmrt_reply_parser *p);
 
 /* ---- a model instance's services (qwen3_load.c) ---- */
 
+/* This instance's place in a tensor-parallel group (qwen3_shard.c); size 1: the whole model. */
+typedef struct qwen3_tp {
+    const struct llmrt_collective_ops *ops; /* the backend's "llmrt.collective" (size > 1) */
+    int32_t rank, size;
+    int32_t kv_parts;             /* KV heads split into this many parts (< size: replicated) */
+    const llmrt_checkpoint *base; /* the checkpoint view's source (while loading) */
+    llmrt_checkpoint view;        /* hands the loaders this rank's slices */
+    void **bufs;                  /* [n_bufs] slices the view copied (freed after loading) */
+    size_t n_bufs, cap_bufs;
+} qwen3_tp;
+
 /* What the shared code needs of a model instance. */
 typedef struct qwen3_rt {
     llmrt_host host;
@@ -93,7 +104,26 @@ typedef struct qwen3_rt {
     const llmrt_fused_ops *fused; /* the backend's "llmrt.fused" ops; NULL: none, or fuse = off */
     int fuse_proj;                /* load q/k/v and gate/up as one linear each (needs fused) */
     uint64_t weight_bytes;        /* bytes of weights loaded onto the backend so far */
+    qwen3_tp tp;                  /* tensor parallelism (rank 0 of 1 without it) */
 } qwen3_rt;
+
+/* ---- tensor parallelism (qwen3_shard.c) ---- */
+
+/* After the config is read: when the backend is a rank of a tensor-parallel group (its
+ * "llmrt.collective" extension says so), check that heads, KV heads and widths[n] (config
+ * keys width_keys[n], e.g. intermediate_size) split across the ranks, and make c and the
+ * widths this rank's (heads / size; KV heads / size, or 1 replicated when fewer than ranks;
+ * widths / size). Refusals name the config key. Without a group: nothing changes. */
+llmrt_status qwen3_tp_init(qwen3_rt *rt, qwen3_config *c, int32_t *const *widths,
+                           const char *const *width_keys, int n_widths, llmrt_error *err);
+/* The checkpoint the loaders read: ck itself, or (tensor parallel) a view of it that hands out
+ * this rank's slice of every column- and row-parallel linear's tensors and refuses, naming the
+ * tensor, a shape that does not split on element, pack, group or block boundaries. */
+const llmrt_checkpoint *qwen3_tp_checkpoint(qwen3_rt *rt, const llmrt_checkpoint *ck);
+/* Free the view's sliced copies (once the weights are in backend memory). */
+void qwen3_tp_release(qwen3_rt *rt);
+/* x [n] = the sum over the ranks (in place); nothing without tensor parallel. */
+llmrt_status qwen3_tp_reduce(qwen3_rt *rt, float *x, int64_t n, llmrt_error *err);
 
 /* The backend's "llmrt.fused" / "llmrt.argmax_head" tables when complete, else NULL. */
 const llmrt_fused_ops *qwen3_fused_ops_of(const llmrt_backend_ref *be);

@@ -91,12 +91,16 @@ llmrt_status qwen3_decoder_load_head(qwen3_decoder *d, const llmrt_checkpoint *c
                            "tie_word_embeddings is true: lm_head.weight in %s is not used "
                            "(the output embedding is model.embed_tokens.weight)",
                            ck->dir ? ck->dir : "the checkpoint");
-    } else if ((st = qwen3_load_dense(&d->rt, ck, "lm_head.weight", 2, shape,
+    } else if (d->rt.tp.rank == 0 &&
+               (st = qwen3_load_dense(&d->rt, ck, "lm_head.weight", 2, shape,
                                       "[vocab_size, hidden_size]", &d->lm_head, err))) {
-        return st;
+        return st; /* (tensor parallel: only rank 0 computes logits) */
     }
-    /* Copies may be asynchronous; the checkpoint's memory goes away after create. */
-    return d->rt.be.vt->synchronize(d->rt.be.b, err);
+    /* Copies may be asynchronous; the checkpoint's memory goes away after create (and so do
+     * the tensor-parallel slices). */
+    st = d->rt.be.vt->synchronize(d->rt.be.b, err);
+    qwen3_tp_release(&d->rt);
+    return st;
 }
 
 llmrt_status qwen3_decoder_alloc_act(qwen3_decoder *d, llmrt_error *err)
@@ -141,7 +145,9 @@ llmrt_status qwen3_decoder_alloc_act(qwen3_decoder *d, llmrt_error *err)
  * without: an info line, or a warning for a failure other than LLMRT_ERR_UNSUPPORTED. */
 void qwen3_decoder_make_head(qwen3_decoder *d)
 {
-    const llmrt_argmax_head_ops *ops = d->greedy_head ? qwen3_argmax_head_ops_of(&d->rt.be) : NULL;
+    const llmrt_argmax_head_ops *ops = d->greedy_head && d->rt.tp.rank == 0
+                                           ? qwen3_argmax_head_ops_of(&d->rt.be)
+                                           : NULL;
     if (!ops)
         return;
     /* every greedy step through the head (a batch's ids then equal each row's alone); a
@@ -185,6 +191,7 @@ void qwen3_decoder_free(qwen3_decoder *d)
     d->lm_head.data = NULL;
     qwen3_free_tensor(&d->rt, &d->embed);
     qwen3_free_tensor(&d->rt, &d->final_norm);
+    qwen3_tp_release(&d->rt);
     if (d->s.base)
         d->rt.be.vt->dev_free(d->rt.be.b, d->s.base);
     d->s.base = NULL;
@@ -205,6 +212,7 @@ void qwen3_decoder_info(const qwen3_decoder *d, const char *arch, int32_t interm
     out->max_position = d->cfg.max_position;
     out->weight_dtype = d->embed.dtype;
     out->weight_bytes = d->rt.weight_bytes;
+    out->tp_size = d->rt.tp.size;
 }
 
 /* ---- forward ---- */
@@ -273,7 +281,8 @@ static llmrt_status forward_hidden(qwen3_decoder *d, const llmrt_batch *batch,
     const int32_t H = c->hidden, D = c->head_dim;
     llmrt_status st;
 
-    if (!batch || !kv || !logits)
+    const int head_rank = d->rt.tp.rank == 0; /* tensor parallel: the rank that has logits */
+    if (!batch || !kv || (head_rank && !logits))
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                           "%s forward: batch, kv and logits are required", who);
     if (T < 1 || T > d->params.max_tokens)
@@ -326,10 +335,17 @@ static llmrt_status forward_hidden(qwen3_decoder *d, const llmrt_batch *batch,
             (st = attn_prologue(d, A, batch, kv, l, err)) ||
             (st = be->attention(b, s->attn, s->q, &ap, err)) ||
             (st = qwen3_linear_forward(&d->rt, &A->o_proj, s->proj, s->attn, T, err)) ||
+            (st = qwen3_tp_reduce(&d->rt, s->proj, (int64_t)T * H, err)) ||
             (st = add_norm(d, s->xn, s->x, s->proj, &A->post_norm, T, err)) ||
-            (st = d->mlp(d->mlp_ctx, l, T, err)))
+            (st = d->mlp(d->mlp_ctx, l, T, err)) ||
+            (st = qwen3_tp_reduce(&d->rt, s->proj, (int64_t)T * H, err)))
             return st;
         pending = s->proj;
+    }
+    if (!head_rank) { /* tensor parallel: the other ranks stop at the last all-reduce */
+        *rows = NULL;
+        *n = 0;
+        return LLMRT_OK;
     }
 
     /* One-token sequences (a pure decode step): token row s is sequence s, so the logits
@@ -359,7 +375,7 @@ llmrt_status qwen3_decoder_forward(qwen3_decoder *d, const llmrt_batch *batch,
     const float *rows = NULL;
     int32_t n = 0;
     llmrt_status st = forward_hidden(d, batch, kv, logits, &rows, &n, err);
-    if (st)
+    if (st || !rows)
         return st;
     return d->rt.be.vt->gemm(d->rt.be.b, logits, rows, &d->lm_head, n, err);
 }
@@ -376,7 +392,7 @@ llmrt_status qwen3_decoder_forward_argmax(qwen3_decoder *d, const llmrt_batch *b
     const float *rows = NULL;
     int32_t n = 0;
     llmrt_status st = forward_hidden(d, batch, kv, logits, &rows, &n, err);
-    if (st)
+    if (st || !rows)
         return st;
     const llmrt_backend_vtable *be = d->rt.be.vt;
     if (d->head && n <= d->head_rows)

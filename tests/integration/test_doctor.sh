@@ -15,6 +15,8 @@ rec=$(grep '^recommendation: ' "$tmp/out") || { cat "$tmp/out"; fail "no recomme
    "$rec" =~ ^recommendation:\ memory.plugin\ =\ [a-z]+,\ not\ the\ default\ pinned\ —\  ]] ||
   fail "the recommendation neither agrees with the default nor says why not: $rec"
 grep -q '^\[[a-z ]*\] memlock .*RLIMIT_MEMLOCK' "$tmp/out" || { cat "$tmp/out"; fail "no RLIMIT_MEMLOCK explanation"; }
+# how tensor-parallel ranks would be linked: threads on the CPU, GPU pairs on CUDA
+grep -Eq '^\[info\] tensor parallel runtime.tensor_parallel = 1; (tensor-parallel ranks run as threads|.*GPU|this backend)' "$tmp/out" || { cat "$tmp/out"; fail "no tensor parallel line"; }
 
 # a config that chose otherwise is named
 "$LLMRT" doctor --pin-cap-gb 0.25 --set memory.plugin=uva > "$tmp/out" 2>&1
