@@ -7,9 +7,10 @@
  *
  * [backend.cpu]
  *   threads = 0     ; worker threads including the caller; 0 = one per core available
- *   simd = auto     ; auto | avx2 | baseline: vector kernels of the GEMMs (and of quant
- *                   ; plugins, which ask through native_handle("cpu.simd")); all give the
- *                   ; same results, baseline exists to check that and to measure the gain */
+ *   simd = auto     ; auto | amx | avx512 | avx2 | exact | baseline: the kernel path
+ *                   ; (cpu_simd.c; quant plugins ask through native_handle("cpu.simd")).
+ *                   ; exact and baseline give the reference bits, the others are the fast
+ *                   ; paths within documented bounds of them; auto = the fastest */
 #include "cpu_internal.h"
 
 #include <errno.h>
@@ -90,23 +91,16 @@ static llmrt_status parse_config(const llmrt_section *cfg, int *threads, cpu_sim
             continue;
         }
         if (strcmp(key, "simd") == 0) {
-            if (strcmp(val, "auto") == 0) {
-                *simd = cpu_simd_detect();
-            } else if (strcmp(val, "baseline") == 0) {
-                *simd = CPU_SIMD_BASELINE;
-            } else if (strcmp(val, "avx2") == 0) {
-                if (cpu_simd_detect() != CPU_SIMD_AVX2)
-                    return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                                      "%s: [%s] simd = avx2, but this CPU (or this build) has no "
-                                      "AVX2 + F16C; use simd = auto or baseline",
-                                      where_of(cfg, i), name);
-                *simd = CPU_SIMD_AVX2;
-            } else {
+            const char *why;
+            int rc = cpu_simd_parse(val, simd, &why);
+            if (rc == -2)
+                return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                                  "%s: [%s] simd = %s, but %s; use simd = auto, exact or baseline",
+                                  where_of(cfg, i), name, val, why);
+            if (rc != 0)
                 return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                                  "%s: [%s] simd = '%s' is not valid (expected auto, avx2 or "
-                                  "baseline)",
-                                  where_of(cfg, i), name, val);
-            }
+                                  "%s: [%s] simd = '%s' is not valid (%s)", where_of(cfg, i), name,
+                                  val, why);
             continue;
         }
         const char *best = NULL;
@@ -177,6 +171,7 @@ static llmrt_status cpu_create(const llmrt_host *host, const llmrt_section *cfg,
     b->host = host;
     b->n_threads = threads;
     b->simd = simd;
+    b->isa = cpu_simd_isa(simd);
     pthread_mutex_init(&b->mem_mu, NULL);
     st = cpu_pool_create(threads, &b->pool, err);
     if (st != LLMRT_OK) {
@@ -205,7 +200,7 @@ static llmrt_status cpu_synchronize(llmrt_backend *b, llmrt_error *err)
     return LLMRT_OK; /* ops complete before they return */
 }
 
-/* "cpu.simd" → the kernel family in use, as a static string ("avx2", "baseline"). */
+/* "cpu.simd" → the kernel path in use, as a static string (cpu_simd_name). */
 static void *cpu_native_handle(llmrt_backend *b, const char *what)
 {
     if (what && strcmp(what, "cpu.simd") == 0)

@@ -25,7 +25,25 @@ const llmrt_backend_vtable *ct_vtable(void)
 
 llmrt_backend *ct_create(int threads)
 {
-    return ct_create_simd(threads, "auto");
+    return ct_create_simd(threads, "exact");
+}
+
+llmrt_backend *ct_try_create_simd(int threads, const char *simd)
+{
+    char val[16];
+    snprintf(val, sizeof val, "%d", threads);
+    const char *keys[] = {"threads", "simd"}, *vals[] = {val, simd}, *where[] = {"test", "test"};
+    llmrt_section sec = {"backend.cpu", 2, keys, vals, where};
+    llmrt_backend *b = NULL;
+    llmrt_error err = {0};
+    llmrt_status st = ct_vtable()->create(NULL, &sec, &b, &err);
+    if (st == LLMRT_ERR_UNSUPPORTED)
+        return NULL;
+    if (st != LLMRT_OK) {
+        fprintf(stderr, "cpu backend create(threads=%d, simd=%s): %s\n", threads, simd, err.msg);
+        abort();
+    }
+    return b;
 }
 
 llmrt_backend *ct_create_simd(int threads, const char *simd)

@@ -9,10 +9,17 @@
 
 /* The backend-cpu vtable from $LLMRT_PLUGIN_DIR/backend-cpu.so (loaded once). */
 const llmrt_backend_vtable *ct_vtable(void);
-/* An instance with [backend.cpu] threads = n (aborts the test on failure). */
+/* An instance with [backend.cpu] threads = n and simd = exact, the reference arithmetic
+ * (aborts the test on failure). */
 llmrt_backend *ct_create(int threads);
-/* The same with simd = "auto", "avx2" or "baseline". */
+/* The same with another simd path ("auto", "amx", "avx512", "avx2", "exact", "baseline"). */
 llmrt_backend *ct_create_simd(int threads, const char *simd);
+/* The same, NULL when this CPU lacks the path. */
+llmrt_backend *ct_try_create_simd(int threads, const char *simd);
+
+/* The fast paths, to run on whichever this CPU has. */
+#define CT_FAST_PATHS {"avx2", "avx512", "amx"}
+#define CT_N_FAST_PATHS 3
 
 /* xorshift64*: same sequence on every machine. */
 typedef struct ct_rng {

@@ -76,15 +76,34 @@ START_TEST(config_threads_validated)
     ck_assert_str_eq((const char *)vt->native_handle(b, "cpu.simd"), "baseline");
     ck_assert_ptr_null(vt->native_handle(b, "cuda.stream"));
     vt->destroy(b);
-    const char *badsimd[] = {"simd", "avx512", NULL};
+    const char *badsimd[] = {"simd", "avx1024", NULL};
     ck_assert_int_eq(create_with(badsimd, &b, &err), LLMRT_ERR_INVALID_ARG);
-    ck_assert_msg(strstr(err.msg, "conf/test.ini:3") && strstr(err.msg, "avx512") &&
-                      strstr(err.msg, "auto, avx2 or baseline"),
+    ck_assert_msg(strstr(err.msg, "conf/test.ini:3") && strstr(err.msg, "avx1024") &&
+                      strstr(err.msg, "auto, amx, avx512, avx2, exact or baseline"),
                   "message: %s", err.msg);
+    /* every named path either runs (and is reported by its name) or is refused as
+     * unsupported on this CPU, naming what is missing; the fast paths are ordered */
+    const char *paths[] = {"exact", "avx2", "avx512", "amx"};
+    int have_prev = 1;
+    for (int p = 0; p < 4; p++) {
+        const char *kv[] = {"simd", paths[p], NULL};
+        llmrt_status st = create_with(kv, &b, &err);
+        if (st == LLMRT_OK) {
+            ck_assert_msg(have_prev, "simd = %s runs but a path below it does not", paths[p]);
+            ck_assert_str_eq((const char *)vt->native_handle(b, "cpu.simd"), paths[p]);
+            vt->destroy(b);
+        } else {
+            ck_assert_int_eq(st, LLMRT_ERR_UNSUPPORTED);
+            ck_assert_msg(strstr(err.msg, "this CPU has no") && strstr(err.msg, paths[p]),
+                          "message: %s", err.msg);
+            have_prev = 0;
+        }
+    }
     const char *autosimd[] = {"simd", "auto", NULL};
     ck_assert_int_eq(create_with(autosimd, &b, &err), LLMRT_OK);
     const char *simd = vt->native_handle(b, "cpu.simd");
-    ck_assert(strcmp(simd, "avx2") == 0 || strcmp(simd, "baseline") == 0);
+    ck_assert(strcmp(simd, "amx") == 0 || strcmp(simd, "avx512") == 0 ||
+              strcmp(simd, "avx2") == 0 || strcmp(simd, "baseline") == 0);
     vt->destroy(b);
 
     /* no section at all: defaults */

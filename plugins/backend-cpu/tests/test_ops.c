@@ -1,7 +1,8 @@
 /* test_ops.c — every op of backend-cpu against a naive double-precision reference written
  * here, on random inputs of several shapes (odd sizes included), outputs poisoned with NaN
- * before each run, and with 1 and 2 threads giving bit-identical results (and, for the GEMM,
- * the baseline vector kernels giving the bits of the AVX2 ones). */
+ * before each run, and with 1 and 2 threads giving bit-identical results (and the baseline
+ * vector kernels giving the bits of the exact path's widest ones). The fast paths the CPU has
+ * (avx2, avx512, amx) are checked against the same reference within their documented bounds. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -12,7 +13,7 @@
 #include "test_util.h"
 
 static const llmrt_backend_vtable *vt;
-static llmrt_backend *b1, *b2, *bb; /* 1 and 2 threads; 2 threads on the baseline kernels */
+static llmrt_backend *b1, *b2, *bb; /* exact path, 1 and 2 threads; 2 threads on baseline */
 
 static void setup(void)
 {
@@ -143,6 +144,69 @@ START_TEST(gemm_rows_independent_of_batch)
     free(x);
     free(yall);
     free(y1);
+}
+END_TEST
+
+/* The fast paths: the GEMV shapes (n < 16) run the exact kernels, so their bits are the exact
+ * path's; prefill shapes may run other kernels (amx: x rounded to bf16), within
+ * |y - y_exact| <= 2^-8 sum_i |x_i w_i| (cpu_gemm_amx.c). Either way 1 and 2 threads agree. */
+START_TEST(gemm_fast_paths_within_bound)
+{
+    const char *paths[] = CT_FAST_PATHS;
+    const int64_t shapes[][3] = {{1, 256, 48},  {3, 1000, 67}, {16, 64, 48},  {17, 96, 130},
+                                 {33, 256, 47}, {70, 32, 41},  {40, 1024, 300}, {16, 33, 20},
+                                 {128, 128, 16}, {31, 64, 15}};
+    for (int p = 0; p < CT_N_FAST_PATHS; p++) {
+        llmrt_backend *f1 = ct_try_create_simd(1, paths[p]), *f2 = ct_try_create_simd(2, paths[p]);
+        if (!f1)
+            continue;
+        for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+            for (int d = 0; d < 3; d++) {
+                const int64_t n = shapes[sh][0], in = shapes[sh][1], out = shapes[sh][2];
+                const llmrt_dtype dt = float_types[d];
+                ct_rng r = {900 + sh * 3 + d};
+                wbuf w = make_weights(&r, dt, out, in, 0.5f);
+                float *x = rand_f32(&r, n * in, -1.0f, 1.0f);
+                float *y1 = xmalloc((size_t)(n * out) * sizeof(float));
+                float *y2 = xmalloc((size_t)(n * out) * sizeof(float));
+                float *ye = xmalloc((size_t)(n * out) * sizeof(float));
+                ct_poison(y1, n * out);
+                ct_poison(y2, n * out);
+                llmrt_error err = {0};
+                ck_assert_int_eq(vt->gemm(f1, y1, x, &w.t, (int32_t)n, &err), LLMRT_OK);
+                ck_assert_int_eq(vt->gemm(f2, y2, x, &w.t, (int32_t)n, &err), LLMRT_OK);
+                ck_assert_int_eq(vt->gemm(b2, ye, x, &w.t, (int32_t)n, &err), LLMRT_OK);
+                for (int64_t i = 0; i < n; i++)
+                    for (int64_t o = 0; o < out; o++) {
+                        double ref = 0, mag = 0;
+                        for (int64_t k = 0; k < in; k++) {
+                            ref += (double)x[i * in + k] * w.ref[o * in + k];
+                            mag += fabs((double)x[i * in + k] * w.ref[o * in + k]);
+                        }
+                        double got = y1[i * out + o];
+                        ck_assert_msg(fabs(got - ref) <= 0x1p-8 * mag + 1e-6 * mag + 1e-7,
+                                      "gemm on %s, %s n=%lld in=%lld out=%lld: y[%lld][%lld] = "
+                                      "%.9g, reference %.9g (sum |x w| %.3g)",
+                                      paths[p], llmrt_dtype_name(dt), (long long)n,
+                                      (long long)in, (long long)out, (long long)i, (long long)o,
+                                      got, ref, mag);
+                    }
+                ck_assert_msg(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
+                              "gemm on %s, %s n=%lld: 1 and 2 threads differ", paths[p],
+                              llmrt_dtype_name(dt), (long long)n);
+                if (n < 16)
+                    ck_assert_msg(memcmp(y1, ye, (size_t)(n * out) * sizeof(float)) == 0,
+                                  "gemm on %s, %s n=%lld: a GEMV differs from the exact path",
+                                  paths[p], llmrt_dtype_name(dt), (long long)n);
+                free_weights(&w);
+                free(x);
+                free(y1);
+                free(y2);
+                free(ye);
+            }
+        vt->destroy(f1);
+        vt->destroy(f2);
+    }
 }
 END_TEST
 
@@ -625,6 +689,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, gemm_matches_reference);
     tcase_add_test(tc, gemm_rows_independent_of_batch);
+    tcase_add_test(tc, gemm_fast_paths_within_bound);
     tcase_add_test(tc, gemm_rejects_bad_weights);
     tcase_add_test(tc, embedding_matches_reference);
     tcase_add_test(tc, half_conversion_exhaustive);
