@@ -1,19 +1,31 @@
 /* awq_cpu.c — see awq_cpu.h.
  *
  * CPU layout, per output o (all arrays in one dev_alloc):
- *   q      uint32 [out, n_blocks, 16]: block b covers inputs 128b .. 128b+127; word l of the
- *          block holds, in nibble k (bits 4k..4k+3), the value for input 128b + 16k + l.
- *          A last, partial block (in % 128 = 32, 64 or 96) fills nibbles k < (in % 128)/16.
+ *   q      uint8 [out, n_blocks, 64]: block b covers inputs 128b .. 128b+127; byte p of the
+ *          block holds input 128b + p in its low nibble and input 128b + 64 + p in its high
+ *          nibble. A last, partial block (in % 128 = 32, 64 or 96) is padded with zeros.
  *   scales uint16 [out, n_groups] (f16 bits), zeros uint8 [out, n_groups]
- * so for a fixed k the sixteen words yield sixteen consecutive inputs with one shift and one
- * mask on a vector of words. Group boundaries (32, 64, 128) fall on nibble boundaries, since
- * every group size is a multiple of 16 dividing 128.
+ * so one 64-byte load, a mask and a shift give 128 weights as bytes in input order, and 16
+ * consecutive bytes widened give 16 consecutive inputs. Group boundaries (32, 64, 128) fall on
+ * 32-input boundaries.
  *
- * The dot product for output o and row x, with group sums xs[g] = Σ_{i in g} x[i]:
- *   y = Σ_g s_g Σ_{i in g} x_i (q_i - z_g) = Σ_g s_g (Σ_{i in g} x_i q_i) - Σ_g s_g z_g xs[g]
- * which leaves one multiply-add per weight (the zero point is applied once per group).
- * Everything is f32, in a fixed order per output and row: results do not depend on the
- * thread count or on which rows share a call. */
+ * Two families of kernels, chosen by the backend's simd path (kernel_for):
+ *
+ * exact (simd = exact, baseline, or a name this plugin does not know): all f32, in a fixed
+ *   order per output and row, so results do not depend on the ISA, the thread count or which
+ *   rows share a call. With group sums xs[g] = Σ_{i in g} x[i]:
+ *     y = Σ_g s_g Σ_{i in g} x_i (q_i - z_g) = Σ_g s_g (Σ_{i in g} x_i q_i) - Σ_g s_g z_g xs[g]
+ *   which leaves one multiply-add per weight (the zero point is applied once per group).
+ *
+ * int8 (simd = avx2, avx512, amx): each row of x is quantized per 32 inputs j to
+ *   x'_i = d_j qx_i, d_j = max|x_j| / 127, qx_i = round(x_i / d_j) in -127..127, so the inner
+ *   loop is integer dot products of the weight bytes with qx (vpdpbusd on AVX-512 VNNI,
+ *   vpmaddubsw + vpmaddwd on AVX2), scaled per 32 inputs in f32:
+ *     y' = Σ_g s_g Σ_{j in g} d_j (Σ_{i in j} q_i qx_i) - Σ_g s_g z_g c_g,  c_g = Σ_{i in g} x'_i
+ *   y' is the exact result for x' instead of x, so
+ *     |y' - y| <= Σ_i |x'_i - x_i| |w_i| <= Σ_i (d_{j(i)} / 2) |s_g (q_i - z_g)|
+ *   plus f32 rounding: at most half a quantization step of x per weight, the bound the tests
+ *   check. The rows are independent of each other, not of the ISA (lane counts differ). */
 #include "awq_cpu.h"
 
 #include <stdlib.h>
@@ -23,17 +35,28 @@
 
 #define LANES 16
 #define BLOCK 128
+#define BLOCK_BYTES 64
 #define ROW_BLOCK 64    /* rows of x that meet a repacked weight row while it is in L1 */
 #define COLS_CHUNK 16   /* outputs per parallel_for item */
 #define ALWAYS_INLINE __attribute__((always_inline))
 #if defined(__x86_64__) && defined(__GNUC__)
-#define AWQ_HAVE_AVX2_KERNEL 1
+#include <immintrin.h>
+#define AWQ_HAVE_X86_KERNELS 1
 #endif
+
+/* The kernels (kernel_for picks one per linear). */
+typedef enum awq_kernel {
+    AWQ_EXACT_BASE,   /* exact, 16-byte vectors (SSE2, NEON) */
+    AWQ_EXACT_AVX2,   /* exact, AVX2: the bits of AWQ_EXACT_BASE */
+    AWQ_EXACT_AVX512, /* exact, AVX-512: the same bits */
+    AWQ_INT8_AVX2,    /* int8 activations, AVX2 + FMA + F16C */
+    AWQ_INT8_AVX512,  /* int8 activations, AVX-512 F/BW/VL/VNNI */
+} awq_kernel;
 
 struct awq_cpu_linear {
     int64_t in, out, group, n_groups, n_blocks;
-    int avx2;         /* run the AVX2 kernel (the backend's "cpu.simd" says so) */
-    uint32_t *q;      /* [out, n_blocks, 16] */
+    awq_kernel kernel;
+    uint8_t *q;       /* [out, n_blocks, 64] */
     uint16_t *scales; /* [out, n_groups] f16 */
     uint8_t *zeros;   /* [out, n_groups] */
     void *mem;        /* the dev_alloc holding all three */
@@ -54,6 +77,31 @@ static uint16_t load_u16(const void *base, int64_t index)
     return v;
 }
 
+/* The kernel for the backend's simd path: the int8 kernels on the fast paths, the widest
+ * exact one on "exact" and on any name this plugin does not know (NULL included), the
+ * 16-byte one on "baseline". The backend only names a path its CPU has; the checks here keep
+ * a wrong name from reaching an instruction the CPU lacks. */
+static awq_kernel kernel_for(const char *simd)
+{
+#ifdef AWQ_HAVE_X86_KERNELS
+    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                     __builtin_cpu_supports("f16c");
+    const int avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    const int vnni = avx512 && __builtin_cpu_supports("avx512vnni");
+    if (simd && (strcmp(simd, "avx512") == 0 || strcmp(simd, "amx") == 0) && vnni)
+        return AWQ_INT8_AVX512;
+    if (simd && strcmp(simd, "avx2") == 0 && avx2)
+        return AWQ_INT8_AVX2;
+    if (simd && strcmp(simd, "baseline") == 0)
+        return AWQ_EXACT_BASE;
+    return avx512 ? AWQ_EXACT_AVX512 : avx2 ? AWQ_EXACT_AVX2 : AWQ_EXACT_BASE;
+#else
+    (void)simd;
+    return AWQ_EXACT_BASE;
+#endif
+}
+
 /* ---- load: repack in parallel over chunks of outputs ---- */
 
 typedef struct {
@@ -63,6 +111,12 @@ typedef struct {
 
 #define REPACK_CHUNK 64
 
+/* The 4-bit value of input i, output o in AutoAWQ's qweight [in, out/8]. */
+static inline uint8_t awq_value(const void *qweight, int64_t words, int64_t i, int64_t o)
+{
+    return (uint8_t)awq_nibble(load_u32(qweight, i * words + o / 8), (int)(o % 8));
+}
+
 static void repack_chunk(void *c, int64_t c0, int64_t c1)
 {
     const repack_ctx *r = c;
@@ -71,24 +125,17 @@ static void repack_chunk(void *c, int64_t c0, int64_t c1)
     int64_t o0 = c0 * REPACK_CHUNK, o1 = c1 * REPACK_CHUNK < out ? c1 * REPACK_CHUNK : out;
     for (int64_t oc = o0; oc < o1; oc += REPACK_CHUNK) {
         const int64_t oe = oc + REPACK_CHUNK < o1 ? oc + REPACK_CHUNK : o1;
-        /* each destination word (o, blk, lane) gathers the nibbles of inputs
-         * 128 blk + 16 k + lane, k < 8: assemble them in registers, store once */
-        for (int64_t blk = 0; blk < l->n_blocks; blk++) {
-            const int kmax = in - blk * BLOCK >= BLOCK ? 8 : (int)((in - blk * BLOCK) / 16);
-            for (int lane = 0; lane < 16; lane++) {
-                uint32_t acc[REPACK_CHUNK] = {0};
-                for (int k = 0; k < kmax; k++) {
-                    const int64_t i = blk * BLOCK + 16 * k + lane;
-                    for (int64_t o = oc; o < oe; o += 8) {
-                        uint32_t word = load_u32(r->qweight, i * words + o / 8);
-                        for (int j = 0; j < 8; j++)
-                            acc[o - oc + j] |= awq_nibble(word, j) << (4 * k);
-                    }
+        /* byte p of block blk: inputs 128 blk + p (low nibble) and 128 blk + 64 + p (high);
+         * one pass over two rows of qweight fills that byte for every output of the chunk */
+        for (int64_t blk = 0; blk < l->n_blocks; blk++)
+            for (int p = 0; p < BLOCK_BYTES; p++) {
+                const int64_t ilo = blk * BLOCK + p, ihi = ilo + 64;
+                for (int64_t o = oc; o < oe; o++) {
+                    uint8_t lo = ilo < in ? awq_value(r->qweight, words, ilo, o) : 0;
+                    uint8_t hi = ihi < in ? awq_value(r->qweight, words, ihi, o) : 0;
+                    l->q[(o * l->n_blocks + blk) * BLOCK_BYTES + p] = (uint8_t)(lo | hi << 4);
                 }
-                for (int64_t o = oc; o < oe; o++)
-                    l->q[(o * l->n_blocks + blk) * 16 + lane] = acc[o - oc];
             }
-        }
     }
     for (int64_t g = 0; g < l->n_groups; g++)
         for (int64_t o = o0; o < o1; o++) {
@@ -101,7 +148,7 @@ static void repack_chunk(void *c, int64_t c0, int64_t c1)
 static void run_parallel(const llmrt_backend_ref *be, int64_t n,
                          void (*fn)(void *, int64_t, int64_t), void *ctx)
 {
-    if (be->vt->parallel_for)
+    if (be->vt->parallel_for && n > 1)
         be->vt->parallel_for(be->b, n, fn, ctx);
     else
         fn(ctx, 0, n);
@@ -120,7 +167,7 @@ llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, cons
     l->group = group;
     l->n_groups = in / group;
     l->n_blocks = (in + BLOCK - 1) / BLOCK;
-    size_t qb = (size_t)(out * l->n_blocks * 16) * 4, sb = (size_t)(out * l->n_groups) * 2,
+    size_t qb = (size_t)(out * l->n_blocks) * BLOCK_BYTES, sb = (size_t)(out * l->n_groups) * 2,
            zb = (size_t)(out * l->n_groups);
     l->bytes = qb + sb + zb;
     llmrt_status st = be->vt->dev_alloc(be->b, l->bytes, &l->mem, err);
@@ -133,11 +180,7 @@ llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, cons
     l->zeros = (uint8_t *)((char *)l->mem + qb + sb);
     /* the kernel family follows the backend's [backend.cpu] simd */
     const char *simd = be->vt->native_handle ? be->vt->native_handle(be->b, "cpu.simd") : NULL;
-#ifdef AWQ_HAVE_AVX2_KERNEL
-    l->avx2 = simd ? strcmp(simd, "avx2") == 0 : __builtin_cpu_supports("avx2");
-#else
-    (void)simd;
-#endif
+    l->kernel = kernel_for(simd);
     repack_ctx c = {l, qweight, qzeros, scales};
     run_parallel(be, (out + REPACK_CHUNK - 1) / REPACK_CHUNK, repack_chunk, &c);
     *out_linear = l;
@@ -157,23 +200,54 @@ uint64_t awq_cpu_bytes(const awq_cpu_linear *l)
     return l->bytes;
 }
 
+static inline uint32_t q_at(const awq_cpu_linear *l, int64_t o, int64_t i)
+{
+    const int64_t blk = i / BLOCK, p = i % BLOCK;
+    uint8_t byte = l->q[(o * l->n_blocks + blk) * BLOCK_BYTES + p % 64];
+    return p < 64 ? byte & 0xfu : byte >> 4;
+}
+
 void awq_cpu_dequant(const awq_cpu_linear *l, float *out)
 {
     for (int64_t o = 0; o < l->out; o++)
         for (int64_t i = 0; i < l->in; i++) {
-            int64_t blk = i / BLOCK, k = (i % BLOCK) / 16, lane = i % 16, g = i / l->group;
-            uint32_t q = (l->q[(o * l->n_blocks + blk) * 16 + lane] >> (4 * k)) & 0xfu;
+            int64_t g = i / l->group;
             int z = l->zeros[o * l->n_groups + g];
             float s = llmrt_f16_to_f32(l->scales[o * l->n_groups + g]);
-            out[o * l->in + i] = (float)((int)q - z) * s;
+            out[o * l->in + i] = (float)((int)q_at(l, o, i) - z) * s;
         }
 }
 
-/* ---- forward ---- */
+/* ---- scratch ---- */
+
+/* Per row of x, in floats (each part a multiple of 16 floats):
+ *   exact: xs [n_groups] group sums
+ *   int8:  c [n_groups] group sums of x', d [4 n_blocks] the scale of each 32 inputs,
+ *          dv [n_blocks][32] the same as AVX-512 lane vectors (lane l of the low half: d of
+ *          inputs 4l..4l+3, of the high half: d of 64+4l..), qx [128 n_blocks] int8 */
+typedef struct {
+    int64_t stride, c, d, dv, qx; /* offsets in floats within a row */
+} scratch_layout;
+
+static int64_t up16(int64_t v)
+{
+    return (v + 15) / 16 * 16;
+}
+
+static scratch_layout layout_of(const awq_cpu_linear *l)
+{
+    scratch_layout s;
+    s.c = 0;
+    s.d = up16(l->n_groups);
+    s.dv = s.d + up16(4 * l->n_blocks);
+    s.qx = s.dv + 32 * l->n_blocks;
+    s.stride = s.qx + 32 * l->n_blocks;
+    return s;
+}
 
 int64_t awq_cpu_scratch_floats(const awq_cpu_linear *l, int32_t n)
 {
-    return (int64_t)n * l->n_groups;
+    return (int64_t)n * layout_of(l).stride;
 }
 
 static inline float lane_sum(const float *acc)
@@ -184,34 +258,44 @@ static inline float lane_sum(const float *acc)
     return s;
 }
 
-/* The dot products use GNU C vector types (GCC and Clang): `VW` floats per vector, 16 lanes
- * in 16 / VW vectors. Lane l of slice t is input 16t + l, so for any VW lane l sees the same
- * f32 operations in the same order: the AVX2 kernel (VW 8) and the baseline one (VW 4, SSE2 or
- * NEON) give identical results, and so does any number of rows R processed together.
+typedef struct {
+    const awq_cpu_linear *l;
+    float *y;        /* [n, out] */
+    const float *x;  /* [n, in] */
+    float *scratch;  /* [n, layout.stride] */
+    scratch_layout sl;
+    int64_t n;
+} fwd_ctx;
+
+/* ---- exact kernels ----
  *
- * Output o against R rows of x ([R, in], row stride in) with their group sums xs ([R,
- * n_groups]) writes y[r * y_stride]; cols_<SUF> runs outputs [o0, o1) for all rows, R_MAX rows
- * at a time. */
+ * GNU C vector types (GCC and Clang): `VW` floats per vector, 16 lanes in 16 / VW vectors.
+ * Lane l of slice t is input 16t + l, so for any VW lane l sees the same f32 operations in
+ * the same order: the AVX-512 (VW 16), AVX2 (VW 8) and baseline (VW 4, SSE2 or NEON) kernels
+ * give identical results, and so does any number of rows R processed together.
+ *
+ * Output o against R rows of x ([R, in], row stride in) with their group sums xs (row stride
+ * xs_stride) writes y[r * y_stride]; cols_<SUF> runs outputs [o0, o1) for all rows, R_MAX
+ * rows at a time. Slice t < 4 of a block is the low nibbles of its bytes 16t .. 16t+15,
+ * slice t >= 4 the high nibbles of bytes 16(t-4) ... */
 #define DEFINE_AWQ_KERNEL(SUF, VW, R_MAX, ATTR)                                                 \
     typedef float f32v_##SUF __attribute__((vector_size(VW * 4)));                             \
     typedef uint32_t u32v_##SUF __attribute__((vector_size(VW * 4)));                          \
     typedef int32_t i32v_##SUF __attribute__((vector_size(VW * 4)));                           \
+    typedef uint8_t u8v_##SUF __attribute__((vector_size(VW)));                                \
     ATTR static inline ALWAYS_INLINE void dot_##SUF(const awq_cpu_linear *L, int64_t o,        \
                                                     const float *restrict x,                   \
                                                     const float *restrict xs,                  \
-                                                    float *restrict y, int64_t y_stride,       \
-                                                    const int R)                               \
+                                                    int64_t xs_stride, float *restrict y,      \
+                                                    int64_t y_stride, const int R)             \
     {                                                                                          \
         enum { NV = LANES / VW };                                                              \
         const int64_t in = L->in, ng = L->n_groups;                                            \
         const int slices_per_group = (int)(L->group / 16);                                     \
-        const uint32_t *restrict qw = L->q + o * L->n_blocks * 16;                             \
+        const uint8_t *restrict qw = L->q + o * L->n_blocks * BLOCK_BYTES;                     \
         const uint16_t *sc = L->scales + o * ng;                                               \
         const uint8_t *zp = L->zeros + o * ng;                                                 \
         const f32v_##SUF zero = {0};                                                           \
-        u32v_##SUF m15;                                                                        \
-        for (int l = 0; l < VW; l++)                                                           \
-            m15[l] = 0xfu;                                                                     \
         f32v_##SUF acc[R_MAX][NV], part[R_MAX][NV];                                            \
         float zt[R_MAX];                                                                       \
         for (int r = 0; r < R; r++) {                                                          \
@@ -223,15 +307,16 @@ static inline float lane_sum(const float *acc)
         int in_group = 0; /* slices of group g seen so far */                                  \
         for (int64_t b = 0; b < L->n_blocks; b++) {                                            \
             const float *xb = x + b * BLOCK;                                                   \
+            const uint8_t *qb = qw + b * BLOCK_BYTES;                                          \
             const int kmax = in - b * BLOCK >= BLOCK ? 8 : (int)((in - b * BLOCK) / 16);       \
-            u32v_##SUF w[NV]; /* one load per vector (an array-wide copy stalls forwarding) */ \
-            for (int v = 0; v < NV; v++)                                                       \
-                memcpy(&w[v], qw + b * 16 + v * VW, sizeof w[v]);                              \
             for (int k = 0; k < kmax; k++) {                                                   \
                 f32v_##SUF qf[NV];                                                             \
                 for (int v = 0; v < NV; v++) {                                                 \
-                    qf[v] = __builtin_convertvector((i32v_##SUF)(w[v] & m15), f32v_##SUF);     \
-                    w[v] >>= 4;                                                                \
+                    u8v_##SUF bytes;                                                           \
+                    memcpy(&bytes, qb + 16 * (k & 3) + v * VW, sizeof bytes);                  \
+                    u32v_##SUF u = __builtin_convertvector(bytes, u32v_##SUF);                 \
+                    u = k < 4 ? u & 0xfu : u >> 4;                                             \
+                    qf[v] = __builtin_convertvector((i32v_##SUF)u, f32v_##SUF);                \
                 }                                                                              \
                 for (int r = 0; r < R; r++)                                                    \
                     for (int v = 0; v < NV; v++) {                                             \
@@ -246,7 +331,7 @@ static inline float lane_sum(const float *acc)
                             acc[r][v] += s * part[r][v];                                       \
                             part[r][v] = zero;                                                 \
                         }                                                                      \
-                        zt[r] += sz * xs[r * ng + g];                                          \
+                        zt[r] += sz * xs[r * xs_stride + g];                                   \
                     }                                                                          \
                     in_group = 0;                                                              \
                     g++;                                                                       \
@@ -262,36 +347,284 @@ static inline float lane_sum(const float *acc)
     ATTR static void cols_##SUF(const fwd_ctx *f, int64_t o0, int64_t o1)                      \
     {                                                                                          \
         const awq_cpu_linear *L = f->l;                                                        \
-        const int64_t in = L->in, out = L->out, ng = L->n_groups;                              \
+        const int64_t in = L->in, out = L->out, xss = f->sl.stride;                            \
         for (int64_t r0 = 0; r0 < f->n; r0 += ROW_BLOCK) {                                     \
             int64_t r1 = r0 + ROW_BLOCK < f->n ? r0 + ROW_BLOCK : f->n;                        \
             for (int64_t o = o0; o < o1; o++) {                                                \
                 int64_t r = r0;                                                                \
                 for (; r + R_MAX <= r1; r += R_MAX)                                            \
-                    dot_##SUF(L, o, f->x + r * in, f->xs + r * ng, f->y + r * out + o, out,    \
-                              R_MAX);                                                          \
+                    dot_##SUF(L, o, f->x + r * in, f->scratch + r * xss, xss,                  \
+                              f->y + r * out + o, out, R_MAX);                                 \
                 for (; r < r1; r++)                                                            \
-                    dot_##SUF(L, o, f->x + r * in, f->xs + r * ng, f->y + r * out + o, out,    \
-                              1);                                                              \
+                    dot_##SUF(L, o, f->x + r * in, f->scratch + r * xss, xss,                  \
+                              f->y + r * out + o, out, 1);                                     \
             }                                                                                  \
         }                                                                                      \
     }
 
-typedef struct {
-    const awq_cpu_linear *l;
-    float *y;        /* [n, out] */
-    const float *x;  /* [n, in] */
-    const float *xs; /* [n, n_groups] */
-    int64_t n;
-} fwd_ctx;
-
 /* Baseline: 16-byte vectors (SSE2 on x86-64, NEON on arm64), two rows per weight pass. */
 DEFINE_AWQ_KERNEL(base, 4, 2, )
 
-#ifdef AWQ_HAVE_AVX2_KERNEL
-/* AVX2: 32-byte vectors and four rows per pass; used when the backend's native_handle
- * "cpu.simd" is "avx2" ([backend.cpu] simd), else the baseline kernel. */
+#ifdef AWQ_HAVE_X86_KERNELS
+/* AVX2: 32-byte vectors and four rows per pass; AVX-512: one vector per 16 lanes, eight rows. */
 DEFINE_AWQ_KERNEL(avx2, 8, 4, __attribute__((target("avx2"))))
+DEFINE_AWQ_KERNEL(avx512, 16, 8, __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))))
+#endif
+
+/* Group sums of rows [r0, r1) for the exact kernels. */
+static void exact_prep(void *c, int64_t r0, int64_t r1)
+{
+    const fwd_ctx *f = c;
+    const awq_cpu_linear *l = f->l;
+    const int64_t in = l->in, g = l->group;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t j = 0; j < l->n_groups; j++) {
+            const float *xg = f->x + r * in + j * g;
+            float acc[LANES] = {0};
+            for (int64_t i = 0; i < g; i += LANES)
+                for (int t = 0; t < LANES; t++)
+                    acc[t] += xg[i + t];
+            f->scratch[r * f->sl.stride + j] = lane_sum(acc);
+        }
+}
+
+#ifdef AWQ_HAVE_X86_KERNELS
+/* ---- int8 kernels ---- */
+
+#define I8_256 __attribute__((target("avx2,fma,f16c")))
+#define I8_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+I8_256 static inline float hsum256(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Rows [r0, r1) of x into their scratch: per 32 inputs j the scale d_j, the int8 values and
+ * the group sums c_g of x' (NaN and infinity in x make d_j NaN, so they reach y). The AVX-512
+ * kernel also reads d as lane vectors (dv). */
+I8_256 static void int8_prep(void *c, int64_t r0, int64_t r1)
+{
+    const fwd_ctx *f = c;
+    const awq_cpu_linear *l = f->l;
+    const int64_t in = l->in, nb = l->n_blocks, n32 = 4 * nb;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = f->x + r * in;
+        float *row = f->scratch + r * f->sl.stride;
+        float *cg = row + f->sl.c, *d = row + f->sl.d, *dv = row + f->sl.dv;
+        int8_t *qx = (int8_t *)(row + f->sl.qx);
+        for (int64_t g = 0; g < l->n_groups; g++)
+            cg[g] = 0.0f;
+        for (int64_t j = 0; j < n32; j++) {
+            if (32 * j >= in) { /* padding of the last block */
+                d[j] = 0.0f;
+                memset(qx + 32 * j, 0, 32);
+                continue;
+            }
+            __m256 v[4], m = _mm256_setzero_ps(), sum = _mm256_setzero_ps();
+            for (int k = 0; k < 4; k++) {
+                v[k] = _mm256_loadu_ps(x + 32 * j + 8 * k);
+                m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
+                sum = _mm256_add_ps(sum, v[k]);
+            }
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+            const float amax = _mm_cvtss_f32(m4) + 0.0f * hsum256(sum); /* NaN, inf → NaN */
+            const float dj = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+            __m256i q[4], isum = _mm256_setzero_si256();
+            for (int k = 0; k < 4; k++) {
+                q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], _mm256_set1_ps(id)));
+                isum = _mm256_add_epi32(isum, q[k]);
+            }
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                                           _mm256_packs_epi32(q[2], q[3]));
+            _mm256_storeu_si256((__m256i *)(qx + 32 * j), _mm256_permutevar8x32_epi32(p, order));
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+            d[j] = dj;
+            cg[32 * j / l->group] += dj * (float)_mm_cvtsi128_si32(s4);
+        }
+        if (l->kernel == AWQ_INT8_AVX512)
+            for (int64_t b = 0; b < nb; b++)
+                for (int lane = 0; lane < 16; lane++) {
+                    dv[32 * b + lane] = d[4 * b + lane / 8];
+                    dv[32 * b + 16 + lane] = d[4 * b + 2 + lane / 8];
+                }
+    }
+}
+
+/* Scale s_g of group g as f32, 0 past the last group (the padding of a partial block). */
+static inline float scale_or_zero(const uint16_t *sc, int64_t g, int64_t ng)
+{
+    return g < ng ? llmrt_f16_to_f32(sc[g]) : 0.0f;
+}
+
+/* AVX2: output o against R rows. Per 32 inputs j: vpmaddubsw + vpmaddwd give eight int32
+ * sums of four products, scaled by s_g d_j into the f32 accumulator; the zero points come
+ * last, eight groups at a time. */
+I8_256 static inline ALWAYS_INLINE void dot_i8_256(const awq_cpu_linear *L, int64_t o,
+                                                   const float *rows, int64_t rs,
+                                                   scratch_layout sl, float *y,
+                                                   int64_t y_stride, const int R)
+{
+    const int64_t nb = L->n_blocks, ng = L->n_groups, G = L->group;
+    const uint8_t *qw = L->q + o * nb * BLOCK_BYTES;
+    const uint16_t *sc = L->scales + o * ng;
+    const uint8_t *zp = L->zeros + o * ng;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    float zt[4];
+    for (int r = 0; r < R; r++)
+        acc[r] = _mm256_setzero_ps(), zt[r] = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(qw + b * BLOCK_BYTES));
+        const __m256i w1 = _mm256_loadu_si256((const __m256i *)(qw + b * BLOCK_BYTES + 32));
+        /* the four 32-input slices of the block, in input order */
+        const __m256i q[4] = {_mm256_and_si256(w0, m4), _mm256_and_si256(w1, m4),
+                              _mm256_and_si256(_mm256_srli_epi16(w0, 4), m4),
+                              _mm256_and_si256(_mm256_srli_epi16(w1, 4), m4)};
+        float sw[4];
+        for (int m = 0; m < 4; m++)
+            sw[m] = scale_or_zero(sc, (BLOCK * b + 32 * m) / G, ng);
+        for (int m = 0; m < 4; m++)
+            for (int r = 0; r < R; r++) {
+                const float *row = rows + r * rs;
+                const int8_t *qx = (const int8_t *)(row + sl.qx) + BLOCK * b + 32 * m;
+                __m256i dot = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(q[m], _mm256_loadu_si256((const __m256i *)qx)), ones);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                                         _mm256_set1_ps(sw[m] * row[sl.d + 4 * b + m]), acc[r]);
+            }
+    }
+    int64_t g = 0;
+    for (; g + 8 <= ng; g += 8) {
+        __m256 s = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc + g)));
+        __m256 z = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zp + g))));
+        __m256 sz = _mm256_mul_ps(s, z);
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm256_fnmadd_ps(sz, _mm256_loadu_ps(rows + r * rs + sl.c + g), acc[r]);
+    }
+    for (; g < ng; g++) {
+        const float sz = llmrt_f16_to_f32(sc[g]) * (float)zp[g];
+        for (int r = 0; r < R; r++)
+            zt[r] += sz * rows[r * rs + sl.c + g];
+    }
+    for (int r = 0; r < R; r++)
+        y[r * y_stride] = hsum256(acc[r]) - zt[r];
+}
+
+/* AVX-512: output o against R rows. A block's 64 bytes give two vectors of weights (inputs
+ * 0..63 and 64..127), each vpdpbusd lane summing four products; lane l of the low half lies
+ * in 32-input slice l / 8, so the scales come as lane vectors: d from the scratch (dv), s_g
+ * built per block. */
+I8_512 static inline ALWAYS_INLINE void dot_i8_512(const awq_cpu_linear *L, int64_t o,
+                                                   const float *rows, int64_t rs,
+                                                   scratch_layout sl, float *y,
+                                                   int64_t y_stride, const int R, const int G)
+{
+    const int64_t nb = L->n_blocks, ng = L->n_groups;
+    const uint8_t *qw = L->q + o * nb * BLOCK_BYTES;
+    const uint16_t *sc = L->scales + o * ng;
+    const uint8_t *zp = L->zeros + o * ng;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i idx_lo = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i idx_hi = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const int per_block = BLOCK / G; /* groups in a block: 1, 2 or 4 */
+    __m512 acc[8];
+    for (int r = 0; r < R; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512i w = _mm512_loadu_si512((const void *)(qw + b * BLOCK_BYTES));
+        const __m512i lo = _mm512_and_si512(w, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+        __m512 swlo, swhi;
+        const int64_t g0 = b * per_block;
+        if (G == 128) {
+            swlo = swhi = _mm512_set1_ps(llmrt_f16_to_f32(sc[g0]));
+        } else if (G == 64) {
+            swlo = _mm512_set1_ps(llmrt_f16_to_f32(sc[g0]));
+            swhi = _mm512_set1_ps(scale_or_zero(sc, g0 + 1, ng));
+        } else {
+            const int have = ng - g0 < 4 ? (int)(ng - g0) : 4;
+            __m128 s4 = _mm_cvtph_ps(_mm_maskz_loadu_epi16((__mmask8)((1u << have) - 1), sc + g0));
+            swlo = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(s4));
+            swhi = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(s4));
+        }
+        for (int r = 0; r < R; r++) {
+            const float *row = rows + r * rs;
+            const int8_t *qx = (const int8_t *)(row + sl.qx) + BLOCK * b;
+            const float *dv = row + sl.dv + 32 * b;
+            __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(qx));
+            __m512i dhi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_loadu_si512(qx + 64));
+            __m512 tlo = _mm512_mul_ps(_mm512_cvtepi32_ps(dlo), _mm512_loadu_ps(dv));
+            __m512 thi = _mm512_mul_ps(_mm512_cvtepi32_ps(dhi), _mm512_loadu_ps(dv + 16));
+            if (G == 128) {
+                acc[r] = _mm512_fmadd_ps(_mm512_add_ps(tlo, thi), swlo, acc[r]);
+            } else {
+                acc[r] = _mm512_fmadd_ps(tlo, swlo, acc[r]);
+                acc[r] = _mm512_fmadd_ps(thi, swhi, acc[r]);
+            }
+        }
+    }
+    for (int64_t g = 0; g < ng; g += 16) {
+        const __mmask16 m = ng - g >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (ng - g)) - 1);
+        __m512 s = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, sc + g));
+        __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, zp + g)));
+        __m512 sz = _mm512_mul_ps(s, z);
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fnmadd_ps(sz, _mm512_maskz_loadu_ps(m, rows + r * rs + sl.c + g), acc[r]);
+    }
+    for (int r = 0; r < R; r++)
+        y[r * y_stride] = _mm512_reduce_add_ps(acc[r]);
+}
+
+/* Outputs [o0, o1) for all rows, R_MAX rows at a time (then 4, 2, 1): the chunk's weights and
+ * the rows' int8 data stay in L1 while every row of the tile meets every output. */
+#define DEFINE_INT8_COLS(SUF, ATTR, R_MAX, CALL)                                               \
+    ATTR static void cols_##SUF(const fwd_ctx *f, int64_t o0, int64_t o1)                      \
+    {                                                                                          \
+        const awq_cpu_linear *L = f->l;                                                        \
+        const int64_t out = L->out, rs = f->sl.stride;                                         \
+        int64_t r = 0;                                                                         \
+        for (; r + R_MAX <= f->n; r += R_MAX)                                                  \
+            for (int64_t o = o0; o < o1; o++)                                                  \
+                CALL(R_MAX);                                                                   \
+        if (R_MAX > 4 && r + 4 <= f->n) {                                                      \
+            for (int64_t o = o0; o < o1; o++)                                                  \
+                CALL(4);                                                                       \
+            r += 4;                                                                            \
+        }                                                                                      \
+        if (r + 2 <= f->n) {                                                                   \
+            for (int64_t o = o0; o < o1; o++)                                                  \
+                CALL(2);                                                                       \
+            r += 2;                                                                            \
+        }                                                                                      \
+        if (r < f->n)                                                                          \
+            for (int64_t o = o0; o < o1; o++)                                                  \
+                CALL(1);                                                                       \
+    }
+
+#define CALL_256(RR) dot_i8_256(L, o, f->scratch + r * rs, rs, f->sl, f->y + r * out + o, out, RR)
+DEFINE_INT8_COLS(i8_256, I8_256, 4, CALL_256)
+
+#define CALL_512(RR)                                                                           \
+    do {                                                                                       \
+        float *yo = f->y + r * out + o;                                                        \
+        const float *rw = f->scratch + r * rs;                                                 \
+        if (L->group == 128)                                                                   \
+            dot_i8_512(L, o, rw, rs, f->sl, yo, out, RR, 128);                                 \
+        else if (L->group == 64)                                                               \
+            dot_i8_512(L, o, rw, rs, f->sl, yo, out, RR, 64);                                  \
+        else                                                                                   \
+            dot_i8_512(L, o, rw, rs, f->sl, yo, out, RR, 32);                                  \
+    } while (0)
+DEFINE_INT8_COLS(i8_512, I8_512, 8, CALL_512)
 #endif
 
 static void fwd_chunk(void *c, int64_t c0, int64_t c1)
@@ -300,28 +633,30 @@ static void fwd_chunk(void *c, int64_t c0, int64_t c1)
     int64_t o0 = c0 * COLS_CHUNK, o1 = c1 * COLS_CHUNK;
     if (o1 > f->l->out)
         o1 = f->l->out;
-#ifdef AWQ_HAVE_AVX2_KERNEL
-    if (f->l->avx2) {
-        cols_avx2(f, o0, o1);
-        return;
-    }
+    switch (f->l->kernel) {
+#ifdef AWQ_HAVE_X86_KERNELS
+    case AWQ_EXACT_AVX512: cols_avx512(f, o0, o1); break;
+    case AWQ_EXACT_AVX2: cols_avx2(f, o0, o1); break;
+    case AWQ_INT8_AVX2: cols_i8_256(f, o0, o1); break;
+    case AWQ_INT8_AVX512: cols_i8_512(f, o0, o1); break;
 #endif
-    cols_base(f, o0, o1);
+    default: cols_base(f, o0, o1); break;
+    }
 }
 
 void awq_cpu_forward(const llmrt_backend_ref *be, const awq_cpu_linear *l, float *y,
                      const float *x, int32_t n, float *scratch)
 {
-    const int64_t in = l->in, g = l->group;
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t j = 0; j < l->n_groups; j++) {
-            const float *xg = x + r * in + j * g;
-            float acc[LANES] = {0};
-            for (int64_t i = 0; i < g; i += LANES)
-                for (int t = 0; t < LANES; t++)
-                    acc[t] += xg[i + t];
-            scratch[r * l->n_groups + j] = lane_sum(acc);
-        }
-    fwd_ctx f = {l, y, x, scratch, n};
+    fwd_ctx f = {l, y, x, scratch, layout_of(l), n};
+    void (*prep)(void *, int64_t, int64_t) = exact_prep;
+#ifdef AWQ_HAVE_X86_KERNELS
+    if (l->kernel == AWQ_INT8_AVX2 || l->kernel == AWQ_INT8_AVX512)
+        prep = int8_prep;
+#endif
+    /* the rows' preparation is ~in operations each: parallel only for prefill-sized calls */
+    if (n >= 16)
+        run_parallel(be, n, prep, &f);
+    else
+        prep(&f, 0, n);
     run_parallel(be, (l->out + COLS_CHUNK - 1) / COLS_CHUNK, fwd_chunk, &f);
 }

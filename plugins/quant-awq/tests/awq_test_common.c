@@ -37,7 +37,25 @@ const llmrt_backend_vtable *at_cpu(void)
 
 llmrt_backend_ref at_cpu_backend(int threads)
 {
-    return at_cpu_backend_simd(threads, "auto");
+    return at_cpu_backend_simd(threads, "exact");
+}
+
+int at_try_cpu_backend_simd(int threads, const char *simd, llmrt_backend_ref *out)
+{
+    char val[16];
+    snprintf(val, sizeof val, "%d", threads);
+    const char *keys[] = {"threads", "simd"}, *vals[] = {val, simd}, *where[] = {"test", "test"};
+    llmrt_section sec = {"backend.cpu", 2, keys, vals, where};
+    *out = (llmrt_backend_ref){at_cpu(), NULL, "cpu"};
+    llmrt_error err = {0};
+    llmrt_status st = out->vt->create(NULL, &sec, &out->b, &err);
+    if (st == LLMRT_ERR_UNSUPPORTED)
+        return 0;
+    if (st != LLMRT_OK) {
+        fprintf(stderr, "backend-cpu create: %s\n", err.msg);
+        abort();
+    }
+    return 1;
 }
 
 llmrt_backend_ref at_cpu_backend_simd(int threads, const char *simd)

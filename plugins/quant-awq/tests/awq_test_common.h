@@ -10,10 +10,13 @@
 
 const llmrt_quant_vtable *at_awq(void);
 const llmrt_backend_vtable *at_cpu(void);
-/* A cpu backend with [backend.cpu] threads = n (aborts on failure). */
+/* A cpu backend with [backend.cpu] threads = n and simd = exact (the reference kernels;
+ * aborts on failure). */
 llmrt_backend_ref at_cpu_backend(int threads);
-/* The same with [backend.cpu] simd = "auto", "avx2" or "baseline". */
+/* The same with another [backend.cpu] simd ("auto", "amx", "avx512", "avx2", "baseline"). */
 llmrt_backend_ref at_cpu_backend_simd(int threads, const char *simd);
+/* The same: 0 when this CPU lacks the path, 1 with *out created. */
+int at_try_cpu_backend_simd(int threads, const char *simd, llmrt_backend_ref *out);
 /* An awq instance over `be` for an AWQ config with this group size (aborts on failure). */
 llmrt_quant *at_quant(const llmrt_backend_ref *be, int group);
 

@@ -244,6 +244,99 @@ START_TEST(forward_matches_reference)
 }
 END_TEST
 
+/* The int8 kernels of the fast paths (awq_cpu.c): x quantized per 32 inputs j with step
+ * d_j = max|x_j| / 127, so |y' - y| <= Σ_i (d_j(i) / 2) |w_i| plus f32 rounding. Rows are
+ * independent of the batch and of the thread count; a NaN in a row reaches its outputs. */
+static void int8_case(const char *path, int64_t in, int64_t out, int64_t g, int32_t n,
+                      uint64_t seed)
+{
+    llmrt_backend_ref b1, b2;
+    if (!at_try_cpu_backend_simd(1, path, &b1))
+        return;
+    ck_assert(at_try_cpu_backend_simd(2, path, &b2));
+    at_linear src = at_linear_random(in, out, g, seed);
+    at_ckpt *ck = at_ckpt_new();
+    at_linear_add(ck, "p", &src);
+    llmrt_quant *q1 = at_quant(&b1, (int)g), *q2 = at_quant(&b2, (int)g);
+    llmrt_qlinear *l1 = NULL, *l2 = NULL;
+    llmrt_error err = {0};
+    ck_assert_int_eq(at_awq()->linear_load(q1, at_ckpt_view(ck), "p", in, out, &l1, &err), LLMRT_OK);
+    ck_assert_int_eq(at_awq()->linear_load(q2, at_ckpt_view(ck), "p", in, out, &l2, &err), LLMRT_OK);
+    at_rng r = {seed + 99};
+    float *x = xmalloc((size_t)(n * in) * sizeof(float));
+    for (int64_t i = 0; i < n * in; i++) /* a nonzero mean, and outliers that set a block's step */
+        x[i] = at_uniform(&r, -1.0f, 1.0f) + (i % 7 == 0 ? 0.5f : 0.0f) +
+               (i % 97 == 3 ? 20.0f : 0.0f);
+    float *y1 = xmalloc((size_t)(n * out) * sizeof(float)), *y2 = xmalloc((size_t)(n * out) * sizeof(float));
+    for (int64_t i = 0; i < n * out; i++)
+        y1[i] = y2[i] = NAN;
+    ck_assert_int_eq(at_awq()->linear_forward(q1, l1, y1, x, n, &err), LLMRT_OK);
+    ck_assert_int_eq(at_awq()->linear_forward(q2, l2, y2, x, n, &err), LLMRT_OK);
+    for (int32_t t = 0; t < n; t++)
+        for (int64_t o = 0; o < out; o++) {
+            double ref = 0, bound = 0, mag = 0;
+            for (int64_t i = 0; i < in; i++) {
+                double xi = x[t * in + i], wi = src.w[o * in + i];
+                ref += xi * wi;
+                float amax = 0.0f;
+                for (int64_t k = i / 32 * 32; k < i / 32 * 32 + 32; k++)
+                    amax = fabsf(x[t * in + k]) > amax ? fabsf(x[t * in + k]) : amax;
+                bound += amax / 127.0 / 2.0 * fabs(wi);
+                mag += fabs(xi) * 30.0 * llmrt_f16_to_f32(src.scales[(i / g) * out + o]);
+            }
+            double got = y1[t * out + o];
+            ck_assert_msg(fabs(got - ref) <= 1.0001 * bound + 4e-6 * mag + 1e-6,
+                          "awq int8 (%s) in=%lld out=%lld g=%lld n=%d: y[%d][%lld] = %.9g, "
+                          "reference %.9g, bound %.3g",
+                          path, (long long)in, (long long)out, (long long)g, n, t, (long long)o,
+                          got, ref, bound);
+        }
+    ck_assert_msg(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
+                  "awq int8 (%s) g=%lld n=%d: 1 and 2 threads differ", path, (long long)g, n);
+    float *yr = xmalloc((size_t)out * sizeof(float));
+    for (int32_t t = 0; t < n; t += 5) {
+        ck_assert_int_eq(at_awq()->linear_forward(q2, l2, yr, x + t * in, 1, &err), LLMRT_OK);
+        ck_assert_msg(memcmp(yr, y1 + t * out, (size_t)out * sizeof(float)) == 0,
+                      "awq int8 (%s): row %d alone differs from row %d of a batch of %d", path, t,
+                      t, n);
+    }
+    x[in / 2] = NAN; /* row 0 */
+    ck_assert_int_eq(at_awq()->linear_forward(q2, l2, y2, x, n, &err), LLMRT_OK);
+    for (int64_t o = 0; o < out; o++)
+        ck_assert_msg(isnan(y2[o]), "awq int8 (%s): a NaN in x gave y[0][%lld] = %g", path,
+                      (long long)o, (double)y2[o]);
+    at_awq()->linear_free(q1, l1);
+    at_awq()->linear_free(q2, l2);
+    at_awq()->destroy(q1);
+    at_awq()->destroy(q2);
+    at_ckpt_free(ck);
+    at_linear_free(&src);
+    free(x);
+    free(y1);
+    free(y2);
+    free(yr);
+    b1.vt->destroy(b1.b);
+    b2.vt->destroy(b2.b);
+}
+
+START_TEST(int8_paths_within_bound)
+{
+    const char *paths[] = {"avx2", "avx512"};
+    const int32_t ns[] = {1, 3, 17};
+    const int64_t groups[] = {32, 64, 128};
+    for (int p = 0; p < 2; p++)
+        for (int gi = 0; gi < 3; gi++)
+            for (int k = 0; k < 3; k++) {
+                int8_case(paths[p], 512, 264, groups[gi], ns[k], 400 + gi * 3 + k);
+                /* partial last blocks: 7 groups of 32 (in % 128 = 96), 5 of 64 (64), 640 */
+                int8_case(paths[p], groups[gi] == 128 ? 640 : 5 * groups[gi], 8, groups[gi],
+                          ns[k], 500 + gi * 3 + k);
+                int8_case(paths[p], 7 * 32, 16, 32, ns[k], 600 + k);
+            }
+    int8_case("avx512", 4096, 96, 128, 1, 700);
+}
+END_TEST
+
 /* ---- malformed checkpoints ---- */
 
 static llmrt_status try_load(at_ckpt *ck, int64_t in, int64_t out, int g, llmrt_error *err)
@@ -372,6 +465,7 @@ static Suite *suite(void)
     tcase_add_test(tc, probe_compressed_tensors_and_others);
     tcase_add_test(tc, dequant_equals_source_weights);
     tcase_add_test(tc, forward_matches_reference);
+    tcase_add_test(tc, int8_paths_within_bound);
     tcase_add_test(tc, malformed_tensors_named);
     tcase_add_test(tc, create_checks_backend_and_section);
     suite_add_tcase(s, tc);
