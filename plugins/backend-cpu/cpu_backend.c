@@ -261,6 +261,9 @@ static const llmrt_backend_vtable cpu_vtable = {
     .add_rmsnorm = cpu_add_rmsnorm,
     .qk_norm_rope_store = cpu_qk_norm_rope_store,
     .swiglu = cpu_swiglu,
+    .argmax_head_create = cpu_argmax_head_create,
+    .argmax_head_forward = cpu_argmax_head_forward,
+    .argmax_head_destroy = cpu_argmax_head_destroy,
 };
 
 static const llmrt_plugin_desc cpu_desc = {

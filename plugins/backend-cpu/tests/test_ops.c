@@ -223,6 +223,96 @@ START_TEST(gemm_rejects_bad_weights)
 }
 END_TEST
 
+/* ---- argmax_head ---- */
+
+/* argmax_head_forward gives the ids of gemm + argmax, bit for bit, on every path: random w in
+ * each dtype, 1..8 rows, odd d; duplicated rows of w (ties: the lowest index), a row of w with
+ * a NaN (never the argmax), a row of x with a NaN (id 0, as argmax of NaN logits gives). */
+START_TEST(argmax_head_equals_gemm_argmax)
+{
+    const char *paths[] = {"exact", "avx2", "avx512", "amx", "baseline"};
+    const int64_t shapes[][2] = {{1000, 64}, {517, 33}, {3001, 128}};
+    for (int p = 0; p < 5; p++) {
+        llmrt_backend *b = ct_try_create_simd(2, paths[p]);
+        if (!b)
+            continue;
+        for (size_t sh = 0; sh < 3; sh++)
+            for (int d = 0; d < 3; d++) {
+                const int64_t vocab = shapes[sh][0], dim = shapes[sh][1];
+                ct_rng r = {1300 + sh * 3 + d};
+                wbuf w = make_weights(&r, float_types[d], vocab, dim, 0.5f);
+                size_t es = llmrt_dtype_size(float_types[d]);
+                /* ties: row 400 repeats row 7; row 11 is row 7 with its smallest positive
+                 * weight raised a little (the same int8 copy, so the screen cannot tell the
+                 * two apart: only the exact logits can); a NaN in row 3 */
+                memcpy((char *)w.t.data + 400 * dim * es, (char *)w.t.data + 7 * dim * es,
+                       (size_t)dim * es);
+                memcpy((char *)w.t.data + 11 * dim * es, (char *)w.t.data + 7 * dim * es,
+                       (size_t)dim * es);
+                int64_t small = -1;
+                for (int64_t i = 0; i < dim; i++) {
+                    double v = llmrt_load_f(w.t.data, float_types[d], 7 * dim + i);
+                    if (v > 0.01 && (small < 0 ||
+                                     v < llmrt_load_f(w.t.data, float_types[d], 7 * dim + small)))
+                        small = i;
+                }
+                ck_assert(small >= 0);
+                double ws = llmrt_load_f(w.t.data, float_types[d], 7 * dim + small);
+                llmrt_store_f(w.t.data, float_types[d], 11 * dim + small, (float)(ws * 1.03));
+                ck_assert(llmrt_load_f(w.t.data, float_types[d], 11 * dim + small) > ws);
+                llmrt_store_f(w.t.data, float_types[d], 3 * dim + 1, NAN);
+                llmrt_argmax_head *h = NULL;
+                llmrt_error err = {0};
+                ck_assert_msg(vt->argmax_head_create(b, &w.t, 8, &h, &err) == LLMRT_OK, "%s",
+                              err.msg);
+                const int32_t ns[] = {1, 3, 8};
+                for (int k = 0; k < 3; k++) {
+                    const int32_t n = ns[k];
+                    float *x = rand_f32(&r, n * dim, -1.0f, 1.0f);
+                    /* row 0 of x along row 7 of w: row 11 just ahead of rows 7 and 400 */
+                    for (int64_t i = 0; i < dim; i++)
+                        x[i] = 4.0f * (float)llmrt_load_f(w.t.data, float_types[d], 7 * dim + i);
+                    if (n > 1)
+                        x[dim + 2] = NAN;
+                    float *logits = xmalloc((size_t)(n * vocab) * sizeof(float));
+                    int32_t ids_g[8], ids_h[8];
+                    ck_assert_int_eq(vt->gemm(b, logits, x, &w.t, n, &err), LLMRT_OK);
+                    ck_assert_int_eq(vt->argmax(b, ids_g, logits, n, (int32_t)vocab, &err),
+                                     LLMRT_OK);
+                    for (int32_t i = 0; i < n; i++)
+                        ids_h[i] = -1;
+                    ck_assert_msg(vt->argmax_head_forward(b, h, ids_h, x, n, &err) == LLMRT_OK,
+                                  "%s", err.msg);
+                    for (int32_t i = 0; i < n; i++)
+                        ck_assert_msg(ids_h[i] == ids_g[i],
+                                      "argmax_head on %s, %s [%lld, %lld], n=%d: row %d id %d, "
+                                      "gemm + argmax %d",
+                                      paths[p], llmrt_dtype_name(float_types[d]),
+                                      (long long)vocab, (long long)dim, n, i, ids_h[i], ids_g[i]);
+                    ck_assert_int_eq(ids_g[0], 11);
+                    if (n > 1)
+                        ck_assert_int_eq(ids_h[1], 0);
+                    free(x);
+                    free(logits);
+                }
+                int32_t id;
+                float x1[200] = {0};
+                ck_assert_int_eq(vt->argmax_head_forward(b, h, &id, x1, 9, &err),
+                                 LLMRT_ERR_INVALID_ARG);
+                vt->argmax_head_destroy(b, h);
+                free_weights(&w);
+            }
+        vt->destroy(b);
+    }
+    llmrt_argmax_head *h = NULL;
+    llmrt_error err = {0};
+    float wd[4] = {0};
+    llmrt_tensor w = {LLMRT_DTYPE_F32, 2, {2, 2}, wd};
+    ck_assert_int_eq(vt->argmax_head_create(b1, &w, 9, &h, &err), LLMRT_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(h);
+}
+END_TEST
+
 /* ---- embedding ---- */
 
 START_TEST(embedding_matches_reference)
@@ -691,6 +781,7 @@ static Suite *suite(void)
     tcase_add_test(tc, gemm_rows_independent_of_batch);
     tcase_add_test(tc, gemm_fast_paths_within_bound);
     tcase_add_test(tc, gemm_rejects_bad_weights);
+    tcase_add_test(tc, argmax_head_equals_gemm_argmax);
     tcase_add_test(tc, embedding_matches_reference);
     tcase_add_test(tc, half_conversion_exhaustive);
     tcase_add_test(tc, gemm_half_conversion_exhaustive);
