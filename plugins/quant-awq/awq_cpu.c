@@ -282,7 +282,6 @@ typedef struct {
     typedef float f32v_##SUF __attribute__((vector_size(VW * 4)));                             \
     typedef uint32_t u32v_##SUF __attribute__((vector_size(VW * 4)));                          \
     typedef int32_t i32v_##SUF __attribute__((vector_size(VW * 4)));                           \
-    typedef uint8_t u8v_##SUF __attribute__((vector_size(VW)));                                \
     ATTR static inline ALWAYS_INLINE void dot_##SUF(const awq_cpu_linear *L, int64_t o,        \
                                                     const float *restrict x,                   \
                                                     const float *restrict xs,                  \
@@ -312,9 +311,8 @@ typedef struct {
             for (int k = 0; k < kmax; k++) {                                                   \
                 f32v_##SUF qf[NV];                                                             \
                 for (int v = 0; v < NV; v++) {                                                 \
-                    u8v_##SUF bytes;                                                           \
-                    memcpy(&bytes, qb + 16 * (k & 3) + v * VW, sizeof bytes);                  \
-                    u32v_##SUF u = __builtin_convertvector(bytes, u32v_##SUF);                 \
+                    u32v_##SUF u;                                                              \
+                    U8_WIDEN_##SUF(&u, qb + 16 * (k & 3) + v * VW);                            \
                     u = k < 4 ? u & 0xfu : u >> 4;                                             \
                     qf[v] = __builtin_convertvector((i32v_##SUF)u, f32v_##SUF);                \
                 }                                                                              \
@@ -355,6 +353,11 @@ typedef struct {
                 for (; r + R_MAX <= r1; r += R_MAX)                                            \
                     dot_##SUF(L, o, f->x + r * in, f->scratch + r * xss, xss,                  \
                               f->y + r * out + o, out, R_MAX);                                 \
+                if (R_MAX >= 8 && r + 4 <= r1) {                                               \
+                    dot_##SUF(L, o, f->x + r * in, f->scratch + r * xss, xss,                  \
+                              f->y + r * out + o, out, R_MAX >= 8 ? 4 : 1);                    \
+                    r += 4;                                                                    \
+                }                                                                              \
                 for (; r < r1; r++)                                                            \
                     dot_##SUF(L, o, f->x + r * in, f->scratch + r * xss, xss,                  \
                               f->y + r * out + o, out, 1);                                     \
@@ -362,13 +365,46 @@ typedef struct {
         }                                                                                      \
     }
 
+/* U8_WIDEN_<SUF>(out, p): VW bytes from p zero-extended to 32-bit lanes (GCC widens a
+ * generic byte vector element by element; these are one or two instructions). */
+#ifdef AWQ_HAVE_X86_KERNELS
+static inline ALWAYS_INLINE void widen_sse2(void *out, const uint8_t *p)
+{
+    uint32_t w;
+    memcpy(&w, p, 4);
+    const __m128i z = _mm_setzero_si128();
+    __m128i v = _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128((int)w), z), z);
+    memcpy(out, &v, 16);
+}
+#define U8_WIDEN_base(out, p) widen_sse2(out, p)
+#else
+#define U8_WIDEN_base(out, p)                                                                  \
+    do {                                                                                       \
+        for (int e_ = 0; e_ < 4; e_++)                                                         \
+            (*(out))[e_] = (p)[e_];                                                            \
+    } while (0)
+#endif
 /* Baseline: 16-byte vectors (SSE2 on x86-64, NEON on arm64), two rows per weight pass. */
 DEFINE_AWQ_KERNEL(base, 4, 2, )
 
 #ifdef AWQ_HAVE_X86_KERNELS
+#define EXACT_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2")))
+__attribute__((target("avx2"))) static inline ALWAYS_INLINE void widen_avx2(void *out,
+                                                                          const uint8_t *p)
+{
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    memcpy(out, &v, 32);
+}
+EXACT_512 static inline ALWAYS_INLINE void widen_avx512(void *out, const uint8_t *p)
+{
+    __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    memcpy(out, &v, 64);
+}
+#define U8_WIDEN_avx2(out, p) widen_avx2(out, p)
+#define U8_WIDEN_avx512(out, p) widen_avx512(out, p)
 /* AVX2: 32-byte vectors and four rows per pass; AVX-512: one vector per 16 lanes, eight rows. */
 DEFINE_AWQ_KERNEL(avx2, 8, 4, __attribute__((target("avx2"))))
-DEFINE_AWQ_KERNEL(avx512, 16, 8, __attribute__((target("avx512f,avx512bw,avx512vl,avx2"))))
+DEFINE_AWQ_KERNEL(avx512, 16, 8, EXACT_512)
 #endif
 
 /* Group sums of rows [r0, r1) for the exact kernels. */
