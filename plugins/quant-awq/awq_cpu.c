@@ -7,7 +7,16 @@
  *   scales uint16 [out, n_groups] (f16 bits), zeros uint8 [out, n_groups]
  * so one 64-byte load, a mask and a shift give 128 weights as bytes in input order, and 16
  * consecutive bytes widened give 16 consecutive inputs. Group boundaries (32, 64, 128) fall on
- * 32-input boundaries.
+ * 32-input boundaries. The AVX-512 int8 kernel reads sixteen outputs at a time instead
+ * (interleaved layout, in the same allocation):
+ *   q      uint8 [out/16, n_blocks, 16 steps, 16 outputs, 4]: step t of block b covers inputs
+ *          128b + 8t .. +7; byte j of output l's 4 holds input 128b + 8t + j in its low nibble
+ *          and 128b + 8t + 4 + j in its high nibble
+ *   scales uint16 [out/16, n_groups, 16], zeros uint8 [out/16, n_groups, 16]
+ * so a 64-byte load masked (or shifted) is one vpdpbusd operand: four consecutive inputs of
+ * sixteen outputs, against four bytes of x broadcast; the lanes are outputs, so no sum across
+ * lanes is needed and y is written sixteen floats at a time. A last group of 8 outputs is
+ * padded with zero weights and scales.
  *
  * Two families of kernels, chosen by the backend's simd path (kernel_for):
  *
@@ -55,10 +64,15 @@ typedef enum awq_kernel {
 
 struct awq_cpu_linear {
     int64_t in, out, group, n_groups, n_blocks;
+    int64_t n_og;     /* groups of 16 outputs (interleaved layout) */
     awq_kernel kernel;
-    uint8_t *q;       /* [out, n_blocks, 64] */
-    uint16_t *scales; /* [out, n_groups] f16 */
-    uint8_t *zeros;   /* [out, n_groups] */
+    int interleaved;  /* the layout: 0 by output row, 1 sixteen outputs interleaved */
+    /* by output row:  q [out, n_blocks, 64], scales [out, n_groups], zeros [out, n_groups]
+     * interleaved:    q [n_og, n_blocks, 16 steps, 16 outputs, 4], scales and zeros
+     *                 [n_og, n_groups, 16] (outputs past out: zeros) */
+    uint8_t *q;
+    uint16_t *scales; /* f16 */
+    uint8_t *zeros;
     void *mem;        /* the dev_alloc holding all three */
     size_t bytes;
 };
@@ -145,6 +159,49 @@ static void repack_chunk(void *c, int64_t c0, int64_t c1)
         }
 }
 
+/* Interleaved layout: chunks of output groups of 16. For each input of a block, the two
+ * qweight words of the group's outputs give sixteen nibbles, one per output lane. */
+static void repack_interleaved(void *c, int64_t g0, int64_t g1)
+{
+    const repack_ctx *r = c;
+    awq_cpu_linear *l = r->l;
+    const int64_t in = l->in, out = l->out, words = out / 8, nb = l->n_blocks, ng = l->n_groups;
+    for (int64_t og = g0; og < g1; og++) {
+        const int lanes = out - 16 * og >= 16 ? 16 : (int)(out - 16 * og);
+        for (int64_t blk = 0; blk < nb; blk++) {
+            uint8_t *dst = l->q + (og * nb + blk) * 1024;
+            for (int st = 0; st < 16; st++) {
+                /* inputs 8 st .. +7 of the block: output lane's dword holds input 8 st + j in
+                 * byte j's low nibble, 8 st + 4 + j in its high nibble; the two qweight words
+                 * of each input hold columns 8c + jj in nibble awq_nibble_of_column(jj) */
+                const int64_t i0 = blk * BLOCK + 8 * st;
+                uint32_t dw[16] = {0};
+                for (int h = 0; h < 2 && 8 * h < lanes; h++) {
+                    uint32_t w[8];
+                    for (int k = 0; k < 8; k++)
+                        w[k] = i0 + k < in ? load_u32(r->qweight, (i0 + k) * words + 2 * og + h) : 0;
+                    for (int jj = 0; jj < 8; jj++) {
+                        const int sh = 4 * awq_nibble_of_column(jj);
+                        uint32_t d = 0;
+                        for (int j = 0; j < 4; j++)
+                            d |= (((w[j] >> sh) & 0xfu) | ((w[4 + j] >> sh) & 0xfu) << 4) << (8 * j);
+                        dw[8 * h + jj] = d;
+                    }
+                }
+                memcpy(dst + st * 64, dw, 64);
+            }
+        }
+        for (int64_t g = 0; g < ng; g++)
+            for (int lane = 0; lane < 16; lane++) {
+                const int64_t o = 16 * og + lane, at = (og * ng + g) * 16 + lane;
+                l->zeros[at] = lane < lanes ? (uint8_t)awq_nibble(
+                                                  load_u32(r->qzeros, g * words + o / 8), (int)(o % 8))
+                                            : 0;
+                l->scales[at] = lane < lanes ? load_u16(r->scales, g * out + o) : 0;
+            }
+    }
+}
+
 static void run_parallel(const llmrt_backend_ref *be, int64_t n,
                          void (*fn)(void *, int64_t, int64_t), void *ctx)
 {
@@ -167,8 +224,14 @@ llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, cons
     l->group = group;
     l->n_groups = in / group;
     l->n_blocks = (in + BLOCK - 1) / BLOCK;
-    size_t qb = (size_t)(out * l->n_blocks) * BLOCK_BYTES, sb = (size_t)(out * l->n_groups) * 2,
-           zb = (size_t)(out * l->n_groups);
+    l->n_og = (out + 15) / 16;
+    /* the kernel family follows the backend's [backend.cpu] simd */
+    const char *simd = be->vt->native_handle ? be->vt->native_handle(be->b, "cpu.simd") : NULL;
+    l->kernel = kernel_for(simd);
+    l->interleaved = l->kernel == AWQ_INT8_AVX512;
+    const int64_t rows = l->interleaved ? 16 * l->n_og : out; /* outputs, padded */
+    size_t qb = (size_t)(rows * l->n_blocks) * BLOCK_BYTES, sb = (size_t)(rows * l->n_groups) * 2,
+           zb = (size_t)(rows * l->n_groups);
     l->bytes = qb + sb + zb;
     llmrt_status st = be->vt->dev_alloc(be->b, l->bytes, &l->mem, err);
     if (st != LLMRT_OK) {
@@ -178,11 +241,11 @@ llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, cons
     l->q = l->mem;
     l->scales = (uint16_t *)((char *)l->mem + qb);
     l->zeros = (uint8_t *)((char *)l->mem + qb + sb);
-    /* the kernel family follows the backend's [backend.cpu] simd */
-    const char *simd = be->vt->native_handle ? be->vt->native_handle(be->b, "cpu.simd") : NULL;
-    l->kernel = kernel_for(simd);
     repack_ctx c = {l, qweight, qzeros, scales};
-    run_parallel(be, (out + REPACK_CHUNK - 1) / REPACK_CHUNK, repack_chunk, &c);
+    if (l->interleaved)
+        run_parallel(be, l->n_og, repack_interleaved, &c);
+    else
+        run_parallel(be, (out + REPACK_CHUNK - 1) / REPACK_CHUNK, repack_chunk, &c);
     *out_linear = l;
     return LLMRT_OK;
 }
@@ -203,8 +266,19 @@ uint64_t awq_cpu_bytes(const awq_cpu_linear *l)
 static inline uint32_t q_at(const awq_cpu_linear *l, int64_t o, int64_t i)
 {
     const int64_t blk = i / BLOCK, p = i % BLOCK;
+    if (l->interleaved) {
+        const uint8_t byte = l->q[((o / 16 * l->n_blocks + blk) * 16 + p / 8) * 64 + (o % 16) * 4 +
+                                  p % 4];
+        return (p % 8) < 4 ? byte & 0xfu : byte >> 4;
+    }
     uint8_t byte = l->q[(o * l->n_blocks + blk) * BLOCK_BYTES + p % 64];
     return p < 64 ? byte & 0xfu : byte >> 4;
+}
+
+/* Scale and zero of output o, group g, in either layout. */
+static inline int64_t sz_at(const awq_cpu_linear *l, int64_t o, int64_t g)
+{
+    return l->interleaved ? (o / 16 * l->n_groups + g) * 16 + o % 16 : o * l->n_groups + g;
 }
 
 void awq_cpu_dequant(const awq_cpu_linear *l, float *out)
@@ -212,8 +286,8 @@ void awq_cpu_dequant(const awq_cpu_linear *l, float *out)
     for (int64_t o = 0; o < l->out; o++)
         for (int64_t i = 0; i < l->in; i++) {
             int64_t g = i / l->group;
-            int z = l->zeros[o * l->n_groups + g];
-            float s = llmrt_f16_to_f32(l->scales[o * l->n_groups + g]);
+            int z = l->zeros[sz_at(l, o, g)];
+            float s = llmrt_f16_to_f32(l->scales[sz_at(l, o, g)]);
             out[o * l->in + i] = (float)((int)q_at(l, o, i) - z) * s;
         }
 }
@@ -223,10 +297,9 @@ void awq_cpu_dequant(const awq_cpu_linear *l, float *out)
 /* Per row of x, in floats (each part a multiple of 16 floats):
  *   exact: xs [n_groups] group sums
  *   int8:  c [n_groups] group sums of x', d [4 n_blocks] the scale of each 32 inputs,
- *          dv [n_blocks][32] the same as AVX-512 lane vectors (lane l of the low half: d of
- *          inputs 4l..4l+3, of the high half: d of 64+4l..), qx [128 n_blocks] int8 */
+ *          qx [128 n_blocks] int8 */
 typedef struct {
-    int64_t stride, c, d, dv, qx; /* offsets in floats within a row */
+    int64_t stride, c, d, qx; /* offsets in floats within a row */
 } scratch_layout;
 
 static int64_t up16(int64_t v)
@@ -239,8 +312,7 @@ static scratch_layout layout_of(const awq_cpu_linear *l)
     scratch_layout s;
     s.c = 0;
     s.d = up16(l->n_groups);
-    s.dv = s.d + up16(4 * l->n_blocks);
-    s.qx = s.dv + 32 * l->n_blocks;
+    s.qx = s.d + up16(4 * l->n_blocks);
     s.stride = s.qx + 32 * l->n_blocks;
     return s;
 }
@@ -439,8 +511,7 @@ I8_256 static inline float hsum256(__m256 v)
 }
 
 /* Rows [r0, r1) of x into their scratch: per 32 inputs j the scale d_j, the int8 values and
- * the group sums c_g of x' (NaN and infinity in x make d_j NaN, so they reach y). The AVX-512
- * kernel also reads d as lane vectors (dv). */
+ * the group sums c_g of x' (NaN and infinity in x make d_j NaN, so they reach y). */
 I8_256 static void int8_prep(void *c, int64_t r0, int64_t r1)
 {
     const fwd_ctx *f = c;
@@ -451,7 +522,7 @@ I8_256 static void int8_prep(void *c, int64_t r0, int64_t r1)
     for (int64_t r = r0; r < r1; r++) {
         const float *x = f->x + r * in;
         float *row = f->scratch + r * f->sl.stride;
-        float *cg = row + f->sl.c, *d = row + f->sl.d, *dv = row + f->sl.dv;
+        float *cg = row + f->sl.c, *d = row + f->sl.d;
         int8_t *qx = (int8_t *)(row + f->sl.qx);
         for (int64_t g = 0; g < l->n_groups; g++)
             cg[g] = 0.0f;
@@ -486,12 +557,6 @@ I8_256 static void int8_prep(void *c, int64_t r0, int64_t r1)
             d[j] = dj;
             cg[32 * j / l->group] += dj * (float)_mm_cvtsi128_si32(s4);
         }
-        if (l->kernel == AWQ_INT8_AVX512)
-            for (int64_t b = 0; b < nb; b++)
-                for (int lane = 0; lane < 16; lane++) {
-                    dv[32 * b + lane] = d[4 * b + lane / 8];
-                    dv[32 * b + 16 + lane] = d[4 * b + 2 + lane / 8];
-                }
     }
 }
 
@@ -555,73 +620,6 @@ I8_256 static inline ALWAYS_INLINE void dot_i8_256(const awq_cpu_linear *L, int6
         y[r * y_stride] = hsum256(acc[r]) - zt[r];
 }
 
-/* AVX-512: output o against R rows. A block's 64 bytes give two vectors of weights (inputs
- * 0..63 and 64..127), each vpdpbusd lane summing four products; lane l of the low half lies
- * in 32-input slice l / 8, so the scales come as lane vectors: d from the scratch (dv), s_g
- * built per block. */
-I8_512 static inline ALWAYS_INLINE void dot_i8_512(const awq_cpu_linear *L, int64_t o,
-                                                   const float *rows, int64_t rs,
-                                                   scratch_layout sl, float *y,
-                                                   int64_t y_stride, const int R, const int G)
-{
-    const int64_t nb = L->n_blocks, ng = L->n_groups;
-    const uint8_t *qw = L->q + o * nb * BLOCK_BYTES;
-    const uint16_t *sc = L->scales + o * ng;
-    const uint8_t *zp = L->zeros + o * ng;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i idx_lo = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m512i idx_hi = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const int per_block = BLOCK / G; /* groups in a block: 1, 2 or 4 */
-    __m512 acc[8];
-    for (int r = 0; r < R; r++)
-        acc[r] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const __m512i w = _mm512_loadu_si512((const void *)(qw + b * BLOCK_BYTES));
-        const __m512i lo = _mm512_and_si512(w, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
-        __m512 swlo, swhi;
-        const int64_t g0 = b * per_block;
-        if (G == 128) {
-            swlo = swhi = _mm512_set1_ps(llmrt_f16_to_f32(sc[g0]));
-        } else if (G == 64) {
-            swlo = _mm512_set1_ps(llmrt_f16_to_f32(sc[g0]));
-            swhi = _mm512_set1_ps(scale_or_zero(sc, g0 + 1, ng));
-        } else {
-            const int have = ng - g0 < 4 ? (int)(ng - g0) : 4;
-            __m128 s4 = _mm_cvtph_ps(_mm_maskz_loadu_epi16((__mmask8)((1u << have) - 1), sc + g0));
-            swlo = _mm512_permutexvar_ps(idx_lo, _mm512_castps128_ps512(s4));
-            swhi = _mm512_permutexvar_ps(idx_hi, _mm512_castps128_ps512(s4));
-        }
-        for (int r = 0; r < R; r++) {
-            const float *row = rows + r * rs;
-            const int8_t *qx = (const int8_t *)(row + sl.qx) + BLOCK * b;
-            const float *dv = row + sl.dv + 32 * b;
-            __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(qx));
-            __m512i dhi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_loadu_si512(qx + 64));
-            __m512 tlo = _mm512_mul_ps(_mm512_cvtepi32_ps(dlo), _mm512_loadu_ps(dv));
-            __m512 thi = _mm512_mul_ps(_mm512_cvtepi32_ps(dhi), _mm512_loadu_ps(dv + 16));
-            if (G == 128) {
-                acc[r] = _mm512_fmadd_ps(_mm512_add_ps(tlo, thi), swlo, acc[r]);
-            } else {
-                acc[r] = _mm512_fmadd_ps(tlo, swlo, acc[r]);
-                acc[r] = _mm512_fmadd_ps(thi, swhi, acc[r]);
-            }
-        }
-    }
-    for (int64_t g = 0; g < ng; g += 16) {
-        const __mmask16 m = ng - g >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (ng - g)) - 1);
-        __m512 s = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, sc + g));
-        __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, zp + g)));
-        __m512 sz = _mm512_mul_ps(s, z);
-        for (int r = 0; r < R; r++)
-            acc[r] = _mm512_fnmadd_ps(sz, _mm512_maskz_loadu_ps(m, rows + r * rs + sl.c + g), acc[r]);
-    }
-    for (int r = 0; r < R; r++)
-        y[r * y_stride] = _mm512_reduce_add_ps(acc[r]);
-}
-
-/* Outputs [o0, o1) for all rows, R_MAX rows at a time (then 4, 2, 1): the chunk's weights and
- * the rows' int8 data stay in L1 while every row of the tile meets every output. */
 #define DEFINE_INT8_COLS(SUF, ATTR, R_MAX, CALL)                                               \
     ATTR static void cols_##SUF(const fwd_ctx *f, int64_t o0, int64_t o1)                      \
     {                                                                                          \
@@ -649,18 +647,95 @@ I8_512 static inline ALWAYS_INLINE void dot_i8_512(const awq_cpu_linear *L, int6
 #define CALL_256(RR) dot_i8_256(L, o, f->scratch + r * rs, rs, f->sl, f->y + r * out + o, out, RR)
 DEFINE_INT8_COLS(i8_256, I8_256, 4, CALL_256)
 
-#define CALL_512(RR)                                                                           \
+/* AVX-512 (interleaved layout): the sixteen outputs of group og against T rows of x from
+ * row r0. Per 32 inputs j: four steps of two vpdpbusd per row (lanes = outputs, each summing
+ * four products of a weight byte and x broadcast), the int32 sums scaled by d_j into P; at
+ * the end of each group, P scaled by s_g into y and the zero points' term subtracted. */
+I8_512 static inline ALWAYS_INLINE void tile_i8_512(const fwd_ctx *f, int64_t og, int64_t r0,
+                                                    const int T, const int G)
+{
+    const awq_cpu_linear *L = f->l;
+    const int64_t nb = L->n_blocks, ng = L->n_groups, rs = f->sl.stride, n32 = L->in / 32;
+    const uint8_t *qw = L->q + og * nb * 1024;
+    const uint16_t *sc = L->scales + og * ng * 16;
+    const uint8_t *zp = L->zeros + og * ng * 16;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const float *row[8];
+    const int8_t *qx[8];
+    __m512 y[8], P[8];
+    for (int t = 0; t < T; t++) {
+        row[t] = f->scratch + (r0 + t) * rs;
+        qx[t] = (const int8_t *)(row[t] + f->sl.qx);
+        y[t] = P[t] = _mm512_setzero_ps();
+    }
+    int in_group = 0;
+    int64_t g = 0;
+    for (int64_t j = 0; j < n32; j++) {
+        __m512i I[8];
+        for (int t = 0; t < T; t++)
+            I[t] = _mm512_setzero_si512();
+        const uint8_t *wj = qw + j * 256; /* steps 4 (j % 4) .. +3 of block j / 4 */
+        for (int st = 0; st < 4; st++) {
+            const __m512i w = _mm512_loadu_si512((const void *)(wj + 64 * st));
+            const __m512i lo = _mm512_and_si512(w, m4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+            for (int t = 0; t < T; t++) {
+                int32_t x0, x1;
+                memcpy(&x0, qx[t] + 32 * j + 8 * st, 4);
+                memcpy(&x1, qx[t] + 32 * j + 8 * st + 4, 4);
+                I[t] = _mm512_dpbusd_epi32(I[t], lo, _mm512_set1_epi32(x0));
+                I[t] = _mm512_dpbusd_epi32(I[t], hi, _mm512_set1_epi32(x1));
+            }
+        }
+        for (int t = 0; t < T; t++)
+            P[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[t]), _mm512_set1_ps(row[t][f->sl.d + j]),
+                                   P[t]);
+        if (++in_group == G / 32) {
+            const __m512 sv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + g * 16)));
+            const __m512 zv = _mm512_cvtepi32_ps(
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(zp + g * 16))));
+            const __m512 szv = _mm512_mul_ps(sv, zv);
+            for (int t = 0; t < T; t++) {
+                y[t] = _mm512_fmadd_ps(P[t], sv, y[t]);
+                y[t] = _mm512_fnmadd_ps(szv, _mm512_set1_ps(row[t][f->sl.c + g]), y[t]);
+                P[t] = _mm512_setzero_ps();
+            }
+            in_group = 0;
+            g++;
+        }
+    }
+    const int64_t out = L->out;
+    const __mmask16 m = out - 16 * og >= 16 ? (__mmask16)0xffff : (__mmask16)0x00ff;
+    for (int t = 0; t < T; t++)
+        _mm512_mask_storeu_ps(f->y + (r0 + t) * out + 16 * og, m, y[t]);
+}
+
+/* Output groups [g0, g1): the rows eight at a time (then 4, 2, 1); the group's weights
+ * (in / 2 x 16 bytes) stay in L1 while they meet every tile of rows. */
+#define TILES_512(G)                                                                           \
     do {                                                                                       \
-        float *yo = f->y + r * out + o;                                                        \
-        const float *rw = f->scratch + r * rs;                                                 \
-        if (L->group == 128)                                                                   \
-            dot_i8_512(L, o, rw, rs, f->sl, yo, out, RR, 128);                                 \
-        else if (L->group == 64)                                                               \
-            dot_i8_512(L, o, rw, rs, f->sl, yo, out, RR, 64);                                  \
-        else                                                                                   \
-            dot_i8_512(L, o, rw, rs, f->sl, yo, out, RR, 32);                                  \
+        int64_t r = 0;                                                                         \
+        for (; r + 8 <= f->n; r += 8)                                                          \
+            tile_i8_512(f, og, r, 8, G);                                                       \
+        if (r + 4 <= f->n)                                                                     \
+            tile_i8_512(f, og, r, 4, G), r += 4;                                               \
+        if (r + 2 <= f->n)                                                                     \
+            tile_i8_512(f, og, r, 2, G), r += 2;                                               \
+        if (r < f->n)                                                                          \
+            tile_i8_512(f, og, r, 1, G);                                                       \
     } while (0)
-DEFINE_INT8_COLS(i8_512, I8_512, 8, CALL_512)
+
+I8_512 static void cols_i8_512(const fwd_ctx *f, int64_t g0, int64_t g1)
+{
+    for (int64_t og = g0; og < g1; og++) {
+        if (f->l->group == 128)
+            TILES_512(128);
+        else if (f->l->group == 64)
+            TILES_512(64);
+        else
+            TILES_512(32);
+    }
+}
 #endif
 
 static void fwd_chunk(void *c, int64_t c0, int64_t c1)
@@ -674,7 +749,7 @@ static void fwd_chunk(void *c, int64_t c0, int64_t c1)
     case AWQ_EXACT_AVX512: cols_avx512(f, o0, o1); break;
     case AWQ_EXACT_AVX2: cols_avx2(f, o0, o1); break;
     case AWQ_INT8_AVX2: cols_i8_256(f, o0, o1); break;
-    case AWQ_INT8_AVX512: cols_i8_512(f, o0, o1); break;
+    case AWQ_INT8_AVX512: cols_i8_512(f, c0, c1 < f->l->n_og ? c1 : f->l->n_og); break;
 #endif
     default: cols_base(f, o0, o1); break;
     }

@@ -120,41 +120,51 @@ static const int64_t shapes[][3] = {
     {96, 24, 32}, {256, 40, 64}, {384, 136, 128}, {160, 8, 32}, {192, 16, 64}, {1024, 72, 128},
 };
 
+/* On every path: each kernel family has its own layout (awq_cpu.c). */
 START_TEST(dequant_equals_source_weights)
 {
-    llmrt_backend_ref be = at_cpu_backend(2);
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        int64_t in = shapes[s][0], out = shapes[s][1], g = shapes[s][2];
-        at_linear src = at_linear_random(in, out, g, 10 + s);
-        at_ckpt *ck = at_ckpt_new();
-        at_linear_add(ck, "model.layers.0.mlp.up_proj", &src);
-        llmrt_quant *q = at_quant(&be, (int)g);
-        llmrt_qlinear *l = NULL;
-        llmrt_error err = {0};
-        ck_assert_msg(at_awq()->linear_load(q, at_ckpt_view(ck), "model.layers.0.mlp.up_proj", in,
-                                            out, &l, &err) == LLMRT_OK,
-                      "%s", err.msg);
-        float *w = xmalloc((size_t)(in * out) * sizeof(float));
-        for (int64_t i = 0; i < in * out; i++)
-            w[i] = NAN;
-        ck_assert_int_eq(at_awq()->linear_dequant(q, l, w, &err), LLMRT_OK);
-        for (int64_t o = 0; o < out; o++)
-            for (int64_t i = 0; i < in; i++)
-                ck_assert_msg(w[o * in + i] == src.w[o * in + i],
-                              "in=%lld out=%lld g=%lld: w[%lld][%lld] = %g, source %g",
-                              (long long)in, (long long)out, (long long)g, (long long)o,
-                              (long long)i, (double)w[o * in + i], (double)src.w[o * in + i]);
-        /* the repacked weights: half a byte per weight plus per-group scale and zero */
-        uint64_t bytes = at_awq()->linear_bytes(q, l);
-        ck_assert_uint_ge(bytes, (uint64_t)(in * out / 2 + 3 * (in / g) * out));
-        ck_assert_uint_le(bytes, (uint64_t)((in + 127) / 128 * 128 * out / 2 + 3 * (in / g) * out));
-        at_awq()->linear_free(q, l);
-        at_awq()->destroy(q);
-        at_ckpt_free(ck);
-        at_linear_free(&src);
-        free(w);
+    const char *paths[] = {"exact", "avx2", "avx512"};
+    for (int p = 0; p < 3; p++) {
+        llmrt_backend_ref be;
+        if (!at_try_cpu_backend_simd(2, paths[p], &be))
+            continue;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int64_t in = shapes[s][0], out = shapes[s][1], g = shapes[s][2];
+            at_linear src = at_linear_random(in, out, g, 10 + s);
+            at_ckpt *ck = at_ckpt_new();
+            at_linear_add(ck, "model.layers.0.mlp.up_proj", &src);
+            llmrt_quant *q = at_quant(&be, (int)g);
+            llmrt_qlinear *l = NULL;
+            llmrt_error err = {0};
+            ck_assert_msg(at_awq()->linear_load(q, at_ckpt_view(ck), "model.layers.0.mlp.up_proj",
+                                                in,
+                                                out, &l, &err) == LLMRT_OK,
+                          "%s", err.msg);
+            float *w = xmalloc((size_t)(in * out) * sizeof(float));
+            for (int64_t i = 0; i < in * out; i++)
+                w[i] = NAN;
+            ck_assert_int_eq(at_awq()->linear_dequant(q, l, w, &err), LLMRT_OK);
+            for (int64_t o = 0; o < out; o++)
+                for (int64_t i = 0; i < in; i++)
+                    ck_assert_msg(w[o * in + i] == src.w[o * in + i],
+                                  "in=%lld out=%lld g=%lld: w[%lld][%lld] = %g, source %g",
+                                  (long long)in, (long long)out, (long long)g, (long long)o,
+                                  (long long)i, (double)w[o * in + i], (double)src.w[o * in + i]);
+            /* the repacked weights: half a byte per weight plus per-group scale and zero (the
+             * outputs padded to 16 in the interleaved layout) */
+            uint64_t bytes = at_awq()->linear_bytes(q, l);
+            const int64_t po = (out + 15) / 16 * 16;
+            ck_assert_uint_ge(bytes, (uint64_t)(in * out / 2 + 3 * (in / g) * out));
+            ck_assert_uint_le(bytes,
+                              (uint64_t)((in + 127) / 128 * 128 * po / 2 + 3 * (in / g) * po));
+            at_awq()->linear_free(q, l);
+            at_awq()->destroy(q);
+            at_ckpt_free(ck);
+            at_linear_free(&src);
+            free(w);
+        }
+        be.vt->destroy(be.b);
     }
-    be.vt->destroy(be.b);
 }
 END_TEST
 
