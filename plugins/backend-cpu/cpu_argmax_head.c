@@ -26,6 +26,7 @@
 
 #define AH_MAX_ROWS 8
 #define AH_CHUNK 256 /* vocabulary rows per parallel item */
+#define AH_PREP_CHUNK 4096 /* elements of a row of w converted at a time */
 #define ALWAYS_INLINE __attribute__((always_inline))
 
 struct llmrt_argmax_head {
@@ -46,45 +47,101 @@ struct llmrt_argmax_head {
 typedef struct {
     llmrt_argmax_head *h;
     double gamma;
+    cpu_isa isa;
 } prep_ctx;
+
+/* Rows [j0, j1) of w into q, scale and c1. Written once and compiled per ISA (the double
+ * sums in 8 explicit lanes, so they vectorize without reassociation; rintf inlines as a
+ * rounding instruction where the ISA has one). */
+typedef float f32v8_ah __attribute__((vector_size(32)));
+typedef int32_t i32v8_ah __attribute__((vector_size(32)));
+typedef double f64v8_ah __attribute__((vector_size(64)));
+#define DEFINE_PREP(SUF, ATTR)                                                                 \
+    ATTR static void prep_rows_##SUF(void *c, int64_t j0, int64_t j1)                          \
+    {                                                                                          \
+        const prep_ctx *p = c;                                                                 \
+        llmrt_argmax_head *h = p->h;                                                           \
+        const int64_t d = h->d;                                                                \
+        const size_t es = llmrt_dtype_size(h->w.dtype);                                        \
+        float row[AH_PREP_CHUNK];                                                              \
+        int8_t qrow[AH_PREP_CHUNK];                                                            \
+        for (int64_t j = j0; j < j1; j++) {                                                    \
+            const char *src = (const char *)h->w.data + (size_t)(j * d) * es;                  \
+            /* max |w| and 0 * w (NaN for a NaN or infinite w) in 16 lanes, zero padded */     \
+            float mx[16] = {0}, fin[16] = {0};                                                 \
+            for (int64_t i0 = 0; i0 < d; i0 += AH_PREP_CHUNK) {                                \
+                const int64_t m = d - i0 < AH_PREP_CHUNK ? d - i0 : AH_PREP_CHUNK;             \
+                const int64_t m16 = (m + 15) / 16 * 16;                                        \
+                cpu_row_to_f32(row, src + (size_t)i0 * es, h->w.dtype, m);                     \
+                memset(row + m, 0, (size_t)(m16 - m) * sizeof(float));                         \
+                for (int64_t i = 0; i < m16; i += 16)                                          \
+                    for (int l = 0; l < 16; l++) {                                             \
+                        const float a = fabsf(row[i + l]);                                     \
+                        mx[l] = a > mx[l] ? a : mx[l];                                         \
+                        fin[l] += 0.0f * row[i + l];                                           \
+                    }                                                                          \
+            }                                                                                  \
+            float mxa = 0.0f, fina = 0.0f;                                                     \
+            for (int l = 0; l < 16; l++)                                                       \
+                mxa = mx[l] > mxa ? mx[l] : mxa, fina += fin[l];                               \
+            if (!(fina == 0.0f && mxa <= 3.4e38f)) { /* not finite: always a candidate */      \
+                memset(h->q + j * d, 0, (size_t)d);                                            \
+                h->scale[j] = 0.0f;                                                            \
+                h->c1[j] = INFINITY;                                                           \
+                continue;                                                                      \
+            }                                                                                  \
+            const float s = mxa / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;                    \
+            f64v8_ah ee = {0}, ww = {0}, qq = {0};                                             \
+            for (int64_t i0 = 0; i0 < d; i0 += AH_PREP_CHUNK) {                                \
+                const int64_t m = d - i0 < AH_PREP_CHUNK ? d - i0 : AH_PREP_CHUNK;             \
+                const int64_t m8 = (m + 7) / 8 * 8;                                            \
+                cpu_row_to_f32(row, src + (size_t)i0 * es, h->w.dtype, m);                     \
+                memset(row + m, 0, (size_t)(m8 - m) * sizeof(float));                          \
+                for (int64_t i = 0; i < m8; i += 8) {                                          \
+                    f32v8_ah v;                                                                \
+                    memcpy(&v, row + i, sizeof v);                                             \
+                    /* round to nearest even: |v / s| <= 127 < 2^22 */                         \
+                    f32v8_ah qf = (v * inv + 0x1.8p23f) - 0x1.8p23f;                           \
+                    i32v8_ah qi = __builtin_convertvector(qf, i32v8_ah);                       \
+                    for (int l = 0; l < 8; l++)                                                \
+                        qrow[i + l] = (int8_t)qi[l];                                           \
+                    /* exact in double: s q is 24 x 8 bits, v - s q then exact */              \
+                    f64v8_ah vd = __builtin_convertvector(v, f64v8_ah);                        \
+                    f64v8_ah ws = (double)s * __builtin_convertvector(qf, f64v8_ah);           \
+                    f64v8_ah e = vd - ws;                                                      \
+                    ee += e * e, ww += vd * vd, qq += ws * ws;                                 \
+                }                                                                              \
+                memcpy(h->q + j * d + i0, qrow, (size_t)m);                                    \
+            }                                                                                  \
+            double se = 0, sw = 0, sq = 0;                                                     \
+            for (int l = 0; l < 8; l++)                                                        \
+                se += ee[l], sw += ww[l], sq += qq[l];                                         \
+            h->scale[j] = s;                                                                   \
+            const double c1 = sqrt(se) + 2.0 * p->gamma * (sqrt(sw) + sqrt(sq));               \
+            h->c1[j] = (float)(c1 * 1.0001);                                                   \
+        }                                                                                      \
+    }
+
+DEFINE_PREP(base, )
+#if defined(__x86_64__) && defined(__GNUC__)
+DEFINE_PREP(avx2, __attribute__((target("avx2,f16c"))))
+DEFINE_PREP(avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c"))))
+#endif
 
 static void prep_rows(void *c, int64_t j0, int64_t j1)
 {
     const prep_ctx *p = c;
-    llmrt_argmax_head *h = p->h;
-    const int64_t d = h->d;
-    const size_t es = llmrt_dtype_size(h->w.dtype);
-    float row[4096];
-    for (int64_t j = j0; j < j1; j++) {
-        const char *src = (const char *)h->w.data + (size_t)(j * d) * es;
-        float mx = 0.0f;
-        int finite = 1;
-        for (int64_t i0 = 0; i0 < d; i0 += 4096) {
-            const int64_t m = d - i0 < 4096 ? d - i0 : 4096;
-            cpu_row_to_f32(row, src + (size_t)i0 * es, h->w.dtype, m);
-            for (int64_t i = 0; i < m; i++) {
-                finite &= isfinite(row[i]) != 0;
-                mx = fabsf(row[i]) > mx ? fabsf(row[i]) : mx;
-            }
-        }
-        const float s = finite ? mx / 127.0f : 0.0f;
-        double ee = 0.0, ww = 0.0, qq = 0.0;
-        for (int64_t i0 = 0; i0 < d; i0 += 4096) {
-            const int64_t m = d - i0 < 4096 ? d - i0 : 4096;
-            cpu_row_to_f32(row, src + (size_t)i0 * es, h->w.dtype, m);
-            for (int64_t i = 0; i < m; i++) {
-                float qi = s > 0.0f ? rintf(row[i] / s) : 0.0f;
-                qi = qi > 127.0f ? 127.0f : qi < -127.0f ? -127.0f : qi;
-                h->q[j * d + i0 + i] = (int8_t)qi;
-                const double ws = (double)s * (double)qi; /* exact: 24 x 8 bits */
-                const double e = (double)row[i] - ws;      /* exact */
-                ee += e * e, ww += (double)row[i] * row[i], qq += ws * ws;
-            }
-        }
-        h->scale[j] = s;
-        const double c1 = sqrt(ee) + 2.0 * p->gamma * (sqrt(ww) + sqrt(qq));
-        h->c1[j] = finite ? (float)(c1 * 1.0001) : INFINITY;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (p->isa == CPU_ISA_AVX512) {
+        prep_rows_avx512(c, j0, j1);
+        return;
     }
+    if (p->isa == CPU_ISA_AVX2) {
+        prep_rows_avx2(c, j0, j1);
+        return;
+    }
+#endif
+    prep_rows_base(c, j0, j1);
 }
 
 llmrt_status cpu_argmax_head_create(llmrt_backend *b, const llmrt_tensor *w, int32_t max_rows,
@@ -127,7 +184,7 @@ llmrt_status cpu_argmax_head_create(llmrt_backend *b, const llmrt_tensor *w, int
                           (long long)vocab, (long long)d, (double)(vocab * d) * 1e-6);
     }
     const double u = 0x1p-24;
-    prep_ctx c = {h, (double)d * u / (1.0 - (double)d * u)};
+    prep_ctx c = {h, (double)d * u / (1.0 - (double)d * u), b->isa};
     cpu_parallel(b, vocab, 4 * d, 64, prep_rows, &c);
     *out = h;
     return LLMRT_OK;
@@ -215,7 +272,6 @@ DEFINE_SCREEN(base, 4, )
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define CPU_HAVE_X86_SCREEN 1
-typedef float f32v8_ah __attribute__((vector_size(32)));
 typedef float f32v16_ah __attribute__((vector_size(64)));
 __attribute__((target("avx2"))) static inline ALWAYS_INLINE f32v8_ah q_to_f32_avx2(const int8_t *p)
 {
