@@ -286,6 +286,8 @@ llmrt_status cpu_attention(llmrt_backend *b, float *out, const float *q,
                     p->block_tables[(int64_t)s * p->max_blocks_per_seq + blk]);
     }
 #undef BAD
+    if (cpu_attention_fast_takes(b, p))
+        return cpu_attention_fast(b, out, q, p, err);
     attn_ctx c = {out, q, p, p->n_heads / p->n_kv_heads, b->isa};
     int64_t items = (int64_t)p->n_tokens * p->n_kv_heads;
     int64_t cost = (int64_t)(p->max_seq_len > 0 ? p->max_seq_len : 1) * p->head_dim * 2 * c.group;

@@ -112,6 +112,10 @@ llmrt_status cpu_attention(llmrt_backend *b, float *out, const float *q,
                            const llmrt_attn_params *p, llmrt_error *err);
 llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
                       int32_t n, llmrt_error *err);
+/* The fast paths' tiled attention (cpu_attention_fast.c), for calls cpu_attention validated. */
+int cpu_attention_fast_takes(const llmrt_backend *b, const llmrt_attn_params *p);
+llmrt_status cpu_attention_fast(llmrt_backend *b, float *out, const float *q,
+                                const llmrt_attn_params *p, llmrt_error *err);
 /* The exact kernel for outputs [o0, o1) of every row, on the calling thread. */
 void cpu_gemm_exact_cols(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
                          int32_t n, int64_t o0, int64_t o1);

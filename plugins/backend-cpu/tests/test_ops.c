@@ -686,6 +686,7 @@ static void check_attention(const attn_case *c, llmrt_dtype dt, uint64_t seed)
     ck_assert_msg(vt->attention(b2, o2, q, &p, &err) == LLMRT_OK, "%s", err.msg);
 
     double *sc = xmalloc((size_t)max_len * sizeof(double));
+    double *ref_out = xmalloc((size_t)on * sizeof(double));
     for (int s = 0; s < c->n_seqs; s++)
         for (int t = qs[s]; t < qs[s + 1]; t++) {
             int pos = lens[s] - c->qlen[s] + (t - qs[s]);
@@ -711,6 +712,7 @@ static void check_attention(const attn_case *c, llmrt_dtype dt, uint64_t seed)
                             ((int64_t)tables[s * mbps + j / bs] * bs + j % bs) * row + kh * D;
                         ref += sc[j] / sum * llmrt_load_f(vc, dt, base + d);
                     }
+                    ref_out[((int64_t)t * H + h) * D + d] = ref;
                     double got = o1[((int64_t)t * H + h) * D + d];
                     ck_assert_msg(fabs(got - ref) <= 2e-5,
                                   "attention %s H=%d KVH=%d D=%d bs=%d: seq %d token %d head %d "
@@ -720,6 +722,32 @@ static void check_attention(const attn_case *c, llmrt_dtype dt, uint64_t seed)
             }
         }
     ck_assert_msg(memcmp(o1, o2, on * sizeof(float)) == 0, "attention: 1 and 2 threads differ");
+    /* the fast paths (avx512 and amx: tiled, FMAs, a vector exp) against the same reference,
+     * at the same tolerance, with 1 and 2 threads agreeing */
+    const char *paths[] = CT_FAST_PATHS;
+    for (int fp = 0; fp < CT_N_FAST_PATHS; fp++) {
+        llmrt_backend *f1 = ct_try_create_simd(1, paths[fp]), *f2 = ct_try_create_simd(2, paths[fp]);
+        if (!f1)
+            continue;
+        float *f1o = xmalloc(on * sizeof(float)), *f2o = xmalloc(on * sizeof(float));
+        ct_poison(f1o, on);
+        ct_poison(f2o, on);
+        ck_assert_msg(vt->attention(f1, f1o, q, &p, &err) == LLMRT_OK, "%s", err.msg);
+        ck_assert_msg(vt->attention(f2, f2o, q, &p, &err) == LLMRT_OK, "%s", err.msg);
+        for (int64_t i = 0; i < on; i++)
+            ck_assert_msg(fabs((double)f1o[i] - ref_out[i]) <= 2e-5,
+                          "attention on %s, %s H=%d KVH=%d D=%d bs=%d: element %lld: %.8g vs "
+                          "%.8g",
+                          paths[fp], llmrt_dtype_name(dt), H, KVH, D, bs, (long long)i,
+                          f1o[i], ref_out[i]);
+        ck_assert_msg(memcmp(f1o, f2o, on * sizeof(float)) == 0,
+                      "attention on %s: 1 and 2 threads differ", paths[fp]);
+        free(f1o);
+        free(f2o);
+        vt->destroy(f1);
+        vt->destroy(f2);
+    }
+    free(ref_out);
     free(sc);
     free(perm);
     free(tables);
