@@ -26,17 +26,48 @@
 static const char *const known_keys[] = {"threads", "simd"};
 #define N_KNOWN_KEYS (sizeof known_keys / sizeof known_keys[0])
 
-/* Cores this process may run on (affinity mask), else online cores. */
+/* The CPU quota of this process's cgroup in whole cores, rounded up (a container given
+ * "--cpus=2" on a 16-core host sees 16 cores in its affinity mask); 0 when there is none.
+ * cgroup v2 cpu.max ("max 100000" or "200000 100000"), else v1 cpu.cfs_quota_us / period. */
+static int cgroup_quota_cores(void)
+{
+    long long quota = -1, period = 0;
+    char buf[128];
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    if (f) {
+        if (fgets(buf, sizeof buf, f) && strncmp(buf, "max", 3) != 0)
+            sscanf(buf, "%lld %lld", &quota, &period);
+        fclose(f);
+    } else if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r"))) {
+        if (fscanf(f, "%lld", &quota) != 1)
+            quota = -1;
+        fclose(f);
+        if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r"))) {
+            if (fscanf(f, "%lld", &period) != 1)
+                period = 0;
+            fclose(f);
+        }
+    }
+    if (quota <= 0 || period <= 0)
+        return 0;
+    long long cores = (quota + period - 1) / period;
+    return cores > CPU_MAX_THREADS ? CPU_MAX_THREADS : (int)cores;
+}
+
+/* Cores this process may run on (affinity mask, else online cores), no more than its cgroup's
+ * CPU quota: threads = 0 must not start more busy threads than the process may run at once. */
 static int available_cores(void)
 {
+    int n = 0;
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0)
-            return n;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = CPU_COUNT(&set);
+    if (n <= 0) {
+        long on = sysconf(_SC_NPROCESSORS_ONLN);
+        n = on > 0 ? (int)on : 1;
     }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    int quota = cgroup_quota_cores();
+    return quota > 0 && quota < n ? quota : n;
 }
 
 static int edit_distance(const char *a, const char *b)

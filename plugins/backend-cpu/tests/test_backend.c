@@ -2,8 +2,10 @@
  * info, memory mechanisms (dev/host alloc, pinned with mlock and its RLIMIT_MEMLOCK failure,
  * mapped and registered memory), copies, events, and the thread pool's parallel_for. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <linux/capability.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -33,12 +35,43 @@ static llmrt_status create_with(const char *const *kv, llmrt_backend **out, llmr
     return ct_vtable()->create(NULL, &sec, out, err);
 }
 
+/* What threads = 0 means: the affinity mask's cores, capped by a cgroup CPU quota. */
 static int cores(void)
 {
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        return CPU_COUNT(&set);
-    return (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                        : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    long long quota = -1, period = 0;
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    if (f) {
+        if (fscanf(f, "%lld %lld", &quota, &period) != 2)
+            quota = -1; /* "max": no quota */
+        fclose(f);
+    } else if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r"))) {
+        if (fscanf(f, "%lld", &quota) != 1)
+            quota = -1;
+        fclose(f);
+        if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r"))) {
+            if (fscanf(f, "%lld", &period) != 1)
+                period = 0;
+            fclose(f);
+        }
+    }
+    if (quota > 0 && period > 0 && (quota + period - 1) / period < n)
+        n = (int)((quota + period - 1) / period);
+    return n;
+}
+
+/* Threads of this process, from /proc/self/task. */
+static int process_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
 }
 
 START_TEST(config_threads_validated)
@@ -354,6 +387,48 @@ START_TEST(parallel_for_covers_range_once)
 }
 END_TEST
 
+/* threads = N is N threads in all: the caller of each op is one of them, so a backend adds
+ * N - 1 workers (the serving stepper plus the pool never exceed N busy threads), and every
+ * chunk runs on one of those N. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_t seen[64];
+    int n_seen;
+} who_ctx;
+
+static void note_thread(void *c, int64_t begin, int64_t end)
+{
+    who_ctx *w = c;
+    pthread_t me = pthread_self();
+    pthread_mutex_lock(&w->mu);
+    int known = 0;
+    for (int i = 0; i < w->n_seen; i++)
+        known |= pthread_equal(w->seen[i], me);
+    if (!known && w->n_seen < 64)
+        w->seen[w->n_seen++] = me;
+    pthread_mutex_unlock(&w->mu);
+    for (volatile int64_t i = begin; i < end * 200; i++)
+        ;
+}
+
+START_TEST(pool_adds_threads_minus_one)
+{
+    const llmrt_backend_vtable *vt = ct_vtable();
+    for (int threads = 1; threads <= 4; threads++) {
+        const int before = process_threads();
+        llmrt_backend *b = ct_create(threads);
+        ck_assert_int_eq(process_threads(), before + threads - 1);
+        who_ctx w = {PTHREAD_MUTEX_INITIALIZER, {0}, 0};
+        for (int rep = 0; rep < 50; rep++)
+            vt->parallel_for(b, 4096, note_thread, &w);
+        ck_assert_msg(w.n_seen >= 1 && w.n_seen <= threads, "%d threads ran chunks with threads = %d",
+                      w.n_seen, threads);
+        vt->destroy(b);
+        ck_assert_int_eq(process_threads(), before);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("backend-cpu.backend");
@@ -366,6 +441,7 @@ static Suite *suite(void)
     tcase_add_test(tc, pinned_alloc_over_memlock_limit);
     tcase_add_test(tc, events_measure_host_time);
     tcase_add_test(tc, parallel_for_covers_range_once);
+    tcase_add_test(tc, pool_adds_threads_minus_one);
     suite_add_tcase(s, tc);
     return s;
 }
