@@ -152,17 +152,20 @@ static llmrt_status parse_config(const llmrt_section *cfg, int *threads, cpu_sim
     return LLMRT_OK;
 }
 
-static void device_name(char *out, size_t n, int threads)
+/* "x86_64 CPU (2 threads, amx)": every report names the thread count and the kernel path. */
+static void device_name(char *out, size_t n, int threads, cpu_simd simd)
 {
     struct utsname u;
     const char *arch = uname(&u) == 0 ? u.machine : "unknown";
-    snprintf(out, n, "%s CPU (%d thread%s)", arch, threads, threads == 1 ? "" : "s");
+    snprintf(out, n, "%s CPU (%d thread%s, %s)", arch, threads, threads == 1 ? "" : "s",
+             cpu_simd_name(simd));
 }
 
-static llmrt_status fill_info(llmrt_device_info *out, int threads, llmrt_error *err)
+static llmrt_status fill_info(llmrt_device_info *out, int threads, cpu_simd simd,
+                              llmrt_error *err)
 {
     memset(out, 0, sizeof *out);
-    device_name(out->name, sizeof out->name, threads);
+    device_name(out->name, sizeof out->name, threads, simd);
     out->multiprocessors = threads;
     return cpu_meminfo(&out->mem_total, &out->mem_free, err);
 }
@@ -171,7 +174,7 @@ static llmrt_status cpu_probe(llmrt_device_info *out, int32_t max, int32_t *coun
 {
     *count = 1;
     if (max >= 1 && out)
-        return fill_info(&out[0], available_cores(), err);
+        return fill_info(&out[0], available_cores(), cpu_simd_detect(), err);
     return LLMRT_OK;
 }
 
@@ -223,7 +226,7 @@ static uint32_t cpu_caps(llmrt_backend *b)
 
 static llmrt_status cpu_device_info(llmrt_backend *b, llmrt_device_info *out, llmrt_error *err)
 {
-    return fill_info(out, b->n_threads, err);
+    return fill_info(out, b->n_threads, b->simd, err);
 }
 
 static llmrt_status cpu_synchronize(llmrt_backend *b, llmrt_error *err)

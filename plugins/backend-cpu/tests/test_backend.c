@@ -92,7 +92,10 @@ START_TEST(config_threads_validated)
     ck_assert_int_eq(create_with(two, &b, &err), LLMRT_OK);
     llmrt_device_info info;
     ck_assert_int_eq(vt->device_info(b, &info, &err), LLMRT_OK);
-    ck_assert_msg(strstr(info.name, "CPU (2 threads)") != NULL, "name: %s", info.name);
+    /* the name says the thread count and the kernel path */
+    char want2[64];
+    snprintf(want2, sizeof want2, "CPU (2 threads, %s)", (const char *)vt->native_handle(b, "cpu.simd"));
+    ck_assert_msg(strstr(info.name, want2) != NULL, "name: %s", info.name);
     ck_assert_int_eq(info.multiprocessors, 2);
     ck_assert_int_eq(info.is_gpu, 0);
     vt->destroy(b);
