@@ -49,9 +49,11 @@
 #define COLS_CHUNK 16   /* outputs per parallel_for item */
 #define ALWAYS_INLINE __attribute__((always_inline))
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define AWQ_HAVE_X86_KERNELS 1
 #endif
+#define AMX_MIN_ROWS 16 /* fewest rows for the AMX kernel (below: the vpdpbusd one) */
 
 /* The kernels (kernel_for picks one per linear). */
 typedef enum awq_kernel {
@@ -67,6 +69,7 @@ struct awq_cpu_linear {
     int64_t n_og;     /* groups of 16 outputs (interleaved layout) */
     awq_kernel kernel;
     int interleaved;  /* the layout: 0 by output row, 1 sixteen outputs interleaved */
+    int amx;          /* prefill-sized calls on AMX-INT8 tiles (interleaved, group 128) */
     /* by output row:  q [out, n_blocks, 64], scales [out, n_groups], zeros [out, n_groups]
      * interleaved:    q [n_og, n_blocks, 16 steps, 16 outputs, 4], scales and zeros
      *                 [n_og, n_groups, 16] (outputs past out: zeros) */
@@ -89,6 +92,18 @@ static uint16_t load_u16(const void *base, int64_t index)
     uint16_t v;
     memcpy(&v, (const char *)base + index * 2, 2);
     return v;
+}
+
+/* AMX-INT8 (CPUID.7.0:EDX bit 25) with AMX-TILE (bit 24); the backend's amx path has asked
+ * the OS for tile data already (it is granted per process). */
+static int amx_int8(void)
+{
+#ifdef AWQ_HAVE_X86_KERNELS
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25));
+#else
+    return 0;
+#endif
 }
 
 /* The kernel for the backend's simd path: the int8 kernels on the fast paths, the widest
@@ -229,6 +244,7 @@ llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, cons
     const char *simd = be->vt->native_handle ? be->vt->native_handle(be->b, "cpu.simd") : NULL;
     l->kernel = kernel_for(simd);
     l->interleaved = l->kernel == AWQ_INT8_AVX512;
+    l->amx = l->interleaved && group == 128 && simd && strcmp(simd, "amx") == 0 && amx_int8();
     const int64_t rows = l->interleaved ? 16 * l->n_og : out; /* outputs, padded */
     size_t qb = (size_t)(rows * l->n_blocks) * BLOCK_BYTES, sb = (size_t)(rows * l->n_groups) * 2,
            zb = (size_t)(rows * l->n_groups);
@@ -317,9 +333,15 @@ static scratch_layout layout_of(const awq_cpu_linear *l)
     return s;
 }
 
+/* Rows of scratch for n rows of x: the AMX kernel reads tiles of 32 rows (zero past n). */
+static int64_t scratch_rows(const awq_cpu_linear *l, int32_t n)
+{
+    return l->amx && n >= AMX_MIN_ROWS ? (n + 31) / 32 * 32 : n;
+}
+
 int64_t awq_cpu_scratch_floats(const awq_cpu_linear *l, int32_t n)
 {
-    return (int64_t)n * layout_of(l).stride;
+    return scratch_rows(l, n) * layout_of(l).stride;
 }
 
 static inline float lane_sum(const float *acc)
@@ -334,9 +356,10 @@ typedef struct {
     const awq_cpu_linear *l;
     float *y;        /* [n, out] */
     const float *x;  /* [n, in] */
-    float *scratch;  /* [n, layout.stride] */
+    float *scratch;  /* [scratch_rows, layout.stride] */
     scratch_layout sl;
     int64_t n;
+    int span;        /* int8: inputs per activation scale, 32 (or 128 for the AMX kernel) */
 } fwd_ctx;
 
 /* ---- exact kernels ----
@@ -510,52 +533,65 @@ I8_256 static inline float hsum256(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* Rows [r0, r1) of x into their scratch: per 32 inputs j the scale d_j, the int8 values and
- * the group sums c_g of x' (NaN and infinity in x make d_j NaN, so they reach y). */
+/* Rows [r0, r1) of x into their scratch: per span (32 or 128) inputs the scale d (stored for
+ * each of its 32-input slices j as d_j), the int8 values and the group sums c_g of x' (NaN and
+ * infinity in x make d NaN, so they reach y). Rows at or past n (the AMX kernel's padding) get
+ * zero int8 values. */
 I8_256 static void int8_prep(void *c, int64_t r0, int64_t r1)
 {
     const fwd_ctx *f = c;
     const awq_cpu_linear *l = f->l;
-    const int64_t in = l->in, nb = l->n_blocks, n32 = 4 * nb;
+    const int64_t in = l->in, nb = l->n_blocks, n32 = 4 * nb, per = f->span / 32;
     const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t r = r0; r < r1; r++) {
-        const float *x = f->x + r * in;
         float *row = f->scratch + r * f->sl.stride;
         float *cg = row + f->sl.c, *d = row + f->sl.d;
         int8_t *qx = (int8_t *)(row + f->sl.qx);
+        if (r >= f->n) {
+            memset(qx, 0, (size_t)(BLOCK * nb));
+            continue;
+        }
+        const float *x = f->x + r * in;
         for (int64_t g = 0; g < l->n_groups; g++)
             cg[g] = 0.0f;
-        for (int64_t j = 0; j < n32; j++) {
-            if (32 * j >= in) { /* padding of the last block */
-                d[j] = 0.0f;
-                memset(qx + 32 * j, 0, 32);
-                continue;
-            }
-            __m256 v[4], m = _mm256_setzero_ps(), sum = _mm256_setzero_ps();
-            for (int k = 0; k < 4; k++) {
-                v[k] = _mm256_loadu_ps(x + 32 * j + 8 * k);
-                m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
-                sum = _mm256_add_ps(sum, v[k]);
-            }
+        for (int64_t j0 = 0; j0 < n32; j0 += per) {
+            /* the span's max |x| (and 0 x sum, NaN for a NaN or infinity) */
+            __m256 m = _mm256_setzero_ps(), sum = _mm256_setzero_ps();
+            for (int64_t j = j0; j < j0 + per && 32 * j < in; j++)
+                for (int k = 0; k < 4; k++) {
+                    const __m256 v = _mm256_loadu_ps(x + 32 * j + 8 * k);
+                    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v));
+                    sum = _mm256_add_ps(sum, v);
+                }
             __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
             m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
             m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
             const float amax = _mm_cvtss_f32(m4) + 0.0f * hsum256(sum); /* NaN, inf → NaN */
             const float dj = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-            __m256i q[4], isum = _mm256_setzero_si256();
-            for (int k = 0; k < 4; k++) {
-                q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], _mm256_set1_ps(id)));
-                isum = _mm256_add_epi32(isum, q[k]);
+            for (int64_t j = j0; j < j0 + per; j++) {
+                if (32 * j >= in) { /* padding of the last block */
+                    d[j] = 0.0f;
+                    memset(qx + 32 * j, 0, 32);
+                    continue;
+                }
+                __m256i q[4], isum = _mm256_setzero_si256();
+                for (int k = 0; k < 4; k++) {
+                    const __m256 v = _mm256_loadu_ps(x + 32 * j + 8 * k);
+                    q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v, _mm256_set1_ps(id)));
+                    isum = _mm256_add_epi32(isum, q[k]);
+                }
+                __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                                               _mm256_packs_epi32(q[2], q[3]));
+                _mm256_storeu_si256((__m256i *)(qx + 32 * j),
+                                    _mm256_permutevar8x32_epi32(p, order));
+                __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(isum),
+                                           _mm256_extracti128_si256(isum, 1));
+                s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+                s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+                d[j] = dj;
+                cg[32 * j / l->group] += dj * (float)_mm_cvtsi128_si32(s4);
             }
-            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
-                                           _mm256_packs_epi32(q[2], q[3]));
-            _mm256_storeu_si256((__m256i *)(qx + 32 * j), _mm256_permutevar8x32_epi32(p, order));
-            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-            d[j] = dj;
-            cg[32 * j / l->group] += dj * (float)_mm_cvtsi128_si32(s4);
         }
     }
 }
@@ -738,6 +774,146 @@ I8_512 static void cols_i8_512(const fwd_ctx *f, int64_t g0, int64_t g1)
 }
 #endif
 
+#if defined(AWQ_HAVE_X86_KERNELS) && (__GNUC__ >= 11 || defined(__clang__))
+#define AWQ_HAVE_AMX 1
+/* ---- the AMX kernel (simd = amx, group 128, calls of >= AMX_MIN_ROWS rows) ----
+ *
+ * TDPBSUD C += A · B: A = 16 rows of int8 x (signed) x 64 inputs, loaded straight from the
+ * rows' scratch; B = 64 inputs x 16 outputs of weight bytes (unsigned) in the four-byte groups
+ * AMX wants, which are exactly the interleaved layout's steps: step t's low nibbles are inputs
+ * 8t .. 8t+3 of the 16 outputs, its high nibbles 8t+4 .. 8t+7, so a B tile is eight steps
+ * unpacked into 16 rows of 64 bytes; C = 16 rows x 16 outputs of int32, in y's orientation.
+ * x is quantized per 128 inputs (span 128), so one group's C (two TDPBSUD) is scaled once:
+ *   y[t][o] += s_g[o] (d_g[t] C[t][o]) - s_g[o] z_g[o] c_g[t]
+ * Tiles: 2 row tiles x 2 output groups (C0..C3), A0/A1, B0/B1; y accumulates in memory. */
+#define AMX_I8 __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+/* C tile (int32 [16][16] at c) of rows r0.., output group og, group g into y. */
+AMX_I8 static inline ALWAYS_INLINE void amx_flush(const fwd_ctx *f, const int32_t *c, int64_t r0,
+                                                  int64_t og, int64_t g, __m512 sv, __m512 szv)
+{
+    const int64_t out = f->l->out, rs = f->sl.stride;
+    const __mmask16 m = out - 16 * og >= 16 ? (__mmask16)0xffff : (__mmask16)0x00ff;
+    for (int t = 0; t < 16 && r0 + t < f->n; t++) {
+        const float *row = f->scratch + (r0 + t) * rs;
+        float *yr = f->y + (r0 + t) * out + 16 * og;
+        __m512 acc = _mm512_maskz_loadu_ps(m, yr);
+        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * t)), sv);
+        acc = _mm512_fmadd_ps(v, _mm512_set1_ps(row[f->sl.d + 4 * g]), acc);
+        acc = _mm512_fnmadd_ps(szv, _mm512_set1_ps(row[f->sl.c + g]), acc);
+        _mm512_mask_storeu_ps(yr, m, acc);
+    }
+}
+
+/* Rows [r0, r0 + 16 NT) against output groups og0 (.. og0 + 1 when NO = 2) for group g; the
+ * tile numbers must be constants, hence the unrolled forms. */
+AMX_I8 static inline ALWAYS_INLINE void amx_block(const fwd_ctx *f, const uint8_t *bt,
+                                                  int64_t r0, int64_t og0, int64_t g,
+                                                  const __m512 *sv, const __m512 *szv,
+                                                  const int NO, const int NT)
+{
+    const size_t rsb = (size_t)f->sl.stride * 4;
+    const int8_t *a0 = (const int8_t *)(f->scratch + r0 * f->sl.stride + f->sl.qx) + BLOCK * g;
+    const int8_t *a1 = a0 + 16 * rsb;
+    int32_t c[16 * 16] __attribute__((aligned(64)));
+    _tile_zero(0);
+    if (NT == 2)
+        _tile_zero(1);
+    if (NO == 2)
+        _tile_zero(2);
+    if (NO == 2 && NT == 2)
+        _tile_zero(3);
+    for (int kh = 0; kh < 2; kh++) {
+        _tile_loadd(4, a0 + 64 * kh, rsb);
+        _tile_loadd(6, bt + kh * 1024, 64);
+        _tile_dpbsud(0, 4, 6);
+        if (NT == 2) {
+            _tile_loadd(5, a1 + 64 * kh, rsb);
+            _tile_dpbsud(1, 5, 6);
+        }
+        if (NO == 2) {
+            _tile_loadd(7, bt + 2048 + kh * 1024, 64);
+            _tile_dpbsud(2, 4, 7);
+            if (NT == 2)
+                _tile_dpbsud(3, 5, 7);
+        }
+    }
+    _tile_stored(0, c, 64);
+    amx_flush(f, c, r0, og0, g, sv[0], szv[0]);
+    if (NT == 2) {
+        _tile_stored(1, c, 64);
+        amx_flush(f, c, r0 + 16, og0, g, sv[0], szv[0]);
+    }
+    if (NO == 2) {
+        _tile_stored(2, c, 64);
+        amx_flush(f, c, r0, og0 + 1, g, sv[1], szv[1]);
+        if (NT == 2) {
+            _tile_stored(3, c, 64);
+            amx_flush(f, c, r0 + 16, og0 + 1, g, sv[1], szv[1]);
+        }
+    }
+}
+
+/* Items: pairs of output groups (32 outputs). */
+AMX_I8 static void amx_pairs(void *ctx, int64_t p0, int64_t p1)
+{
+    const fwd_ctx *f = ctx;
+    const awq_cpu_linear *L = f->l;
+    const int64_t nb = L->n_blocks, ng = L->n_groups, out = L->out;
+    const int64_t n_rt = (f->n + 15) / 16; /* row tiles */
+    amx_cfg cfg = {.palette = 1};
+    for (int t = 0; t < 8; t++)
+        cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    _tile_loadconfig(&cfg);
+    uint8_t bt[4 * 1024] __attribute__((aligned(64))); /* [output group][input half] B tiles */
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int64_t pr = p0; pr < p1; pr++) {
+        const int64_t og0 = 2 * pr;
+        const int no = og0 + 1 < L->n_og ? 2 : 1;
+        const int64_t cols = 16 * og0 + 16 * no <= out ? 16 * no : out - 16 * og0;
+        for (int64_t r = 0; r < f->n; r++)
+            memset(f->y + r * out + 16 * og0, 0, (size_t)cols * sizeof(float));
+        for (int64_t g = 0; g < ng; g++) { /* group 128: group g is block g */
+            __m512 sv[2], szv[2];
+            for (int h = 0; h < no; h++) {
+                const uint8_t *src = L->q + ((og0 + h) * nb + g) * 1024;
+                for (int st = 0; st < 16; st++) {
+                    const __m512i w = _mm512_load_si512((const void *)(src + 64 * st));
+                    uint8_t *dst = bt + h * 2048 + (st / 8) * 1024 + (st % 8) * 128;
+                    _mm512_store_si512((void *)dst, _mm512_and_si512(w, m4));
+                    _mm512_store_si512((void *)(dst + 64),
+                                       _mm512_and_si512(_mm512_srli_epi16(w, 4), m4));
+                }
+                const int64_t at = ((og0 + h) * ng + g) * 16;
+                sv[h] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(L->scales + at)));
+                szv[h] = _mm512_mul_ps(sv[h], _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                  _mm_loadu_si128((const __m128i *)(L->zeros + at)))));
+            }
+            int64_t rt = 0;
+            for (; rt + 2 <= n_rt; rt += 2) {
+                if (no == 2)
+                    amx_block(f, bt, 16 * rt, og0, g, sv, szv, 2, 2);
+                else
+                    amx_block(f, bt, 16 * rt, og0, g, sv, szv, 1, 2);
+            }
+            if (rt < n_rt) {
+                if (no == 2)
+                    amx_block(f, bt, 16 * rt, og0, g, sv, szv, 2, 1);
+                else
+                    amx_block(f, bt, 16 * rt, og0, g, sv, szv, 1, 1);
+            }
+        }
+    }
+    _tile_release();
+}
+#endif
+
 static void fwd_chunk(void *c, int64_t c0, int64_t c1)
 {
     const fwd_ctx *f = c;
@@ -758,16 +934,30 @@ static void fwd_chunk(void *c, int64_t c0, int64_t c1)
 void awq_cpu_forward(const llmrt_backend_ref *be, const awq_cpu_linear *l, float *y,
                      const float *x, int32_t n, float *scratch)
 {
-    fwd_ctx f = {l, y, x, scratch, layout_of(l), n};
+    fwd_ctx f = {l, y, x, scratch, layout_of(l), n, 32};
     void (*prep)(void *, int64_t, int64_t) = exact_prep;
+    int64_t prep_rows = n;
 #ifdef AWQ_HAVE_X86_KERNELS
     if (l->kernel == AWQ_INT8_AVX2 || l->kernel == AWQ_INT8_AVX512)
         prep = int8_prep;
 #endif
+#ifdef AWQ_HAVE_AMX
+    const int amx = l->amx && n >= AMX_MIN_ROWS;
+    if (amx) {
+        f.span = 128;
+        prep_rows = scratch_rows(l, n);
+    }
+#endif
     /* the rows' preparation is ~in operations each: parallel only for prefill-sized calls */
     if (n >= 16)
-        run_parallel(be, n, prep, &f);
+        run_parallel(be, prep_rows, prep, &f);
     else
-        prep(&f, 0, n);
+        prep(&f, 0, prep_rows);
+#ifdef AWQ_HAVE_AMX
+    if (amx) {
+        run_parallel(be, (l->n_og + 1) / 2, amx_pairs, &f);
+        return;
+    }
+#endif
     run_parallel(be, (l->out + COLS_CHUNK - 1) / COLS_CHUNK, fwd_chunk, &f);
 }

@@ -254,9 +254,11 @@ START_TEST(forward_matches_reference)
 }
 END_TEST
 
-/* The int8 kernels of the fast paths (awq_cpu.c): x quantized per 32 inputs j with step
- * d_j = max|x_j| / 127, so |y' - y| <= Σ_i (d_j(i) / 2) |w_i| plus f32 rounding. Rows are
- * independent of the batch and of the thread count; a NaN in a row reaches its outputs. */
+/* The int8 kernels of the fast paths (awq_cpu.c): x quantized per span of inputs j (32; 128
+ * for the AMX kernel: amx, group 128, 16 rows or more) with step d_j = max|x_j| / 127, so
+ * |y' - y| <= Σ_i (d_j(i) / 2) |w_i| plus f32 rounding. Results do not depend on the thread
+ * count; on the vpdpbusd kernel a row alone gives the bits it gives in a batch; a NaN in a row
+ * reaches its outputs. */
 static void int8_case(const char *path, int64_t in, int64_t out, int64_t g, int32_t n,
                       uint64_t seed)
 {
@@ -282,16 +284,22 @@ static void int8_case(const char *path, int64_t in, int64_t out, int64_t g, int3
         y1[i] = y2[i] = NAN;
     ck_assert_int_eq(at_awq()->linear_forward(q1, l1, y1, x, n, &err), LLMRT_OK);
     ck_assert_int_eq(at_awq()->linear_forward(q2, l2, y2, x, n, &err), LLMRT_OK);
-    for (int32_t t = 0; t < n; t++)
+    const int amx = strcmp(path, "amx") == 0 && g == 128 && n >= 16;
+    const int64_t span = amx ? 128 : 32;
+    float *amax = xmalloc((size_t)(in / 32 + 4) * sizeof(float)); /* per span of row t */
+    for (int32_t t = 0; t < n; t++) {
+        for (int64_t k0 = 0; k0 < in; k0 += span) {
+            float m = 0.0f;
+            for (int64_t k = k0; k < k0 + span && k < in; k++)
+                m = fabsf(x[t * in + k]) > m ? fabsf(x[t * in + k]) : m;
+            amax[k0 / span] = m;
+        }
         for (int64_t o = 0; o < out; o++) {
             double ref = 0, bound = 0, mag = 0;
             for (int64_t i = 0; i < in; i++) {
                 double xi = x[t * in + i], wi = src.w[o * in + i];
                 ref += xi * wi;
-                float amax = 0.0f;
-                for (int64_t k = i / 32 * 32; k < i / 32 * 32 + 32; k++)
-                    amax = fabsf(x[t * in + k]) > amax ? fabsf(x[t * in + k]) : amax;
-                bound += amax / 127.0 / 2.0 * fabs(wi);
+                bound += amax[i / span] / 127.0 / 2.0 * fabs(wi);
                 mag += fabs(xi) * 30.0 * llmrt_f16_to_f32(src.scales[(i / g) * out + o]);
             }
             double got = y1[t * out + o];
@@ -301,10 +309,12 @@ static void int8_case(const char *path, int64_t in, int64_t out, int64_t g, int3
                           path, (long long)in, (long long)out, (long long)g, n, t, (long long)o,
                           got, ref, bound);
         }
+    }
+    free(amax);
     ck_assert_msg(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
                   "awq int8 (%s) g=%lld n=%d: 1 and 2 threads differ", path, (long long)g, n);
     float *yr = xmalloc((size_t)out * sizeof(float));
-    for (int32_t t = 0; t < n; t += 5) {
+    for (int32_t t = 0; t < n && !amx; t += 5) {
         ck_assert_int_eq(at_awq()->linear_forward(q2, l2, yr, x + t * in, 1, &err), LLMRT_OK);
         ck_assert_msg(memcmp(yr, y1 + t * out, (size_t)out * sizeof(float)) == 0,
                       "awq int8 (%s): row %d alone differs from row %d of a batch of %d", path, t,
@@ -331,7 +341,7 @@ static void int8_case(const char *path, int64_t in, int64_t out, int64_t g, int3
 
 START_TEST(int8_paths_within_bound)
 {
-    const char *paths[] = {"avx2", "avx512"};
+    const char *paths[] = {"avx2", "avx512"}; /* amx: the same kernels below 16 rows */
     const int32_t ns[] = {1, 3, 17};
     const int64_t groups[] = {32, 64, 128};
     for (int p = 0; p < 2; p++)
@@ -344,6 +354,12 @@ START_TEST(int8_paths_within_bound)
                 int8_case(paths[p], 7 * 32, 16, 32, ns[k], 600 + k);
             }
     int8_case("avx512", 4096, 96, 128, 1, 700);
+    /* the AMX kernel: row tiles of 16 and 32, a last tile of 1 row, an odd output group,
+     * group 64 (the vpdpbusd kernel) at 17 rows */
+    int8_case("amx", 384, 40, 128, 16, 701);
+    int8_case("amx", 320, 24, 64, 17, 704);
+    int8_case("amx", 256, 72, 128, 33, 702);
+    int8_case("amx", 1024, 48, 128, 64, 703);
 }
 END_TEST
 
