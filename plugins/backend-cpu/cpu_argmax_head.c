@@ -166,12 +166,13 @@ llmrt_status cpu_argmax_head_create(llmrt_backend *b, const llmrt_tensor *w, int
     h->w = *w;
     h->vocab = vocab, h->d = d, h->max_rows = max_rows;
     h->n_chunks = (vocab + AH_CHUNK - 1) / AH_CHUNK;
-    void *qmem = NULL; /* dev memory: huge pages, like the weights (cpu_memory.c) */
+    void *qmem = NULL; /* huge pages, like the weights (cpu_memory.c) */
     if (cpu_dev_alloc(b, (size_t)(vocab * d), &qmem, err) != LLMRT_OK) {
         free(h);
         return LLMRT_ERR_NOMEM;
     }
     h->q = qmem;
+    cpu_advise_huge(qmem, (size_t)(vocab * d));
     h->scale = malloc((size_t)vocab * sizeof(float));
     h->c1 = malloc((size_t)vocab * sizeof(float));
     h->approx = malloc((size_t)(max_rows * vocab) * sizeof(float));

@@ -63,6 +63,9 @@ static inline void cpu_parallel(llmrt_backend *b, int64_t n, int64_t cost, int64
 /* ---- memory mechanisms (cpu_memory.c) ---- */
 llmrt_status cpu_dev_alloc(llmrt_backend *b, size_t bytes, void **out, llmrt_error *err);
 void cpu_dev_free(llmrt_backend *b, void *p);
+/* Ask for transparent huge pages over the whole 2 MiB pages of [p, p + bytes), for memory
+ * about to be filled once and streamed (weights); nothing below 4 MiB. */
+void cpu_advise_huge(void *p, size_t bytes);
 llmrt_status cpu_host_alloc(llmrt_backend *b, size_t bytes, uint32_t flags, void **out,
                             llmrt_error *err);
 void cpu_host_free(llmrt_backend *b, void *p);

@@ -39,6 +39,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "awq_pack.h"
 
@@ -217,10 +218,13 @@ static void repack_interleaved(void *c, int64_t g0, int64_t g1)
     }
 }
 
-static void run_parallel(const llmrt_backend_ref *be, int64_t n,
+/* fn over [0, n) on the backend's pool, or inline when the job (n items of about `cost`
+ * operations each) is too small to pay for waking the pool's threads (backend-cpu's rule). */
+#define PARALLEL_MIN_WORK 32768
+static void run_parallel(const llmrt_backend_ref *be, int64_t n, int64_t cost,
                          void (*fn)(void *, int64_t, int64_t), void *ctx)
 {
-    if (be->vt->parallel_for && n > 1)
+    if (be->vt->parallel_for && n > 1 && n * cost >= PARALLEL_MIN_WORK)
         be->vt->parallel_for(be->b, n, fn, ctx);
     else
         fn(ctx, 0, n);
@@ -254,14 +258,26 @@ llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, cons
         free(l);
         return st;
     }
+#if defined(MADV_HUGEPAGE)
+    /* on the cpu backend device memory is host memory: ask for huge pages before the repack
+     * first touches it (the kernels stream it every step; backend-cpu does the same for
+     * weights it copies in) */
+    {
+        const uintptr_t hp = (uintptr_t)2 << 20, lo = ((uintptr_t)l->mem + hp - 1) & ~(hp - 1);
+        const uintptr_t hi = ((uintptr_t)l->mem + l->bytes) & ~(hp - 1);
+        if (l->bytes >= ((size_t)4 << 20) && hi > lo)
+            madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+#endif
     l->q = l->mem;
     l->scales = (uint16_t *)((char *)l->mem + qb);
     l->zeros = (uint8_t *)((char *)l->mem + qb + sb);
     repack_ctx c = {l, qweight, qzeros, scales};
     if (l->interleaved)
-        run_parallel(be, l->n_og, repack_interleaved, &c);
+        run_parallel(be, l->n_og, 16 * in, repack_interleaved, &c);
     else
-        run_parallel(be, (out + REPACK_CHUNK - 1) / REPACK_CHUNK, repack_chunk, &c);
+        run_parallel(be, (out + REPACK_CHUNK - 1) / REPACK_CHUNK, REPACK_CHUNK * in, repack_chunk,
+                     &c);
     *out_linear = l;
     return LLMRT_OK;
 }
@@ -950,14 +966,15 @@ void awq_cpu_forward(const llmrt_backend_ref *be, const awq_cpu_linear *l, float
 #endif
     /* the rows' preparation is ~in operations each: parallel only for prefill-sized calls */
     if (n >= 16)
-        run_parallel(be, prep_rows, prep, &f);
+        run_parallel(be, prep_rows, l->in, prep, &f);
     else
         prep(&f, 0, prep_rows);
 #ifdef AWQ_HAVE_AMX
     if (amx) {
-        run_parallel(be, (l->n_og + 1) / 2, amx_pairs, &f);
+        run_parallel(be, (l->n_og + 1) / 2, 32 * l->in * n / 8, amx_pairs, &f);
         return;
     }
 #endif
-    run_parallel(be, (l->out + COLS_CHUNK - 1) / COLS_CHUNK, fwd_chunk, &f);
+    run_parallel(be, (l->out + COLS_CHUNK - 1) / COLS_CHUNK, COLS_CHUNK * l->in * n / 2,
+                 fwd_chunk, &f);
 }

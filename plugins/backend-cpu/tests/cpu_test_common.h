@@ -17,9 +17,6 @@ llmrt_backend *ct_create_simd(int threads, const char *simd);
 /* The same, NULL when this CPU lacks the path. */
 llmrt_backend *ct_try_create_simd(int threads, const char *simd);
 
-/* The fast paths, to run on whichever this CPU has. */
-#define CT_FAST_PATHS {"avx2", "avx512", "amx"}
-#define CT_N_FAST_PATHS 3
 
 /* xorshift64*: same sequence on every machine. */
 typedef struct ct_rng {
