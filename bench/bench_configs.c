@@ -30,10 +30,11 @@ static int starts_with(const char *s, const char *prefix)
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-bench_key_class bench_key_classify(const char *key)
+bench_key_class bench_key_classify(const char *key, uint32_t flags)
 {
     if (starts_with(key, "memory.") || strcmp(key, "scheduler.async_scheduling") == 0 ||
-        strcmp(key, "scheduler.cuda_graphs") == 0 || strcmp(key, "backend.cpu.threads") == 0)
+        strcmp(key, "scheduler.cuda_graphs") == 0 || strcmp(key, "backend.cpu.threads") == 0 ||
+        (flags & LLMRT_KEY_DEVELOPER) || strcmp(key, "cache.prefix_caching") == 0)
         return BENCH_KEY_KNOB;
     if (strcmp(key, "runtime.log_level") == 0 || starts_with(key, "server."))
         return BENCH_KEY_UNUSED;
@@ -101,33 +102,22 @@ void bench_configs_close(bench_config *cfgs, int n)
 
 /* ---- diff ---- */
 
-static const llmrt_cfg_key *schema_key(const char *full)
-{
-    for (size_t i = 0; i < llmrt_config_schema_len; i++) {
-        const llmrt_cfg_key *k = &llmrt_config_schema[i];
-        size_t sl = strlen(k->section);
-        if (strncmp(full, k->section, sl) == 0 && full[sl] == '.' && strcmp(full + sl + 1, k->key) == 0)
-            return k;
-    }
-    return NULL;
-}
-
-/* Equal as settings: typed comparison for schema keys, resolved paths for PATH keys. */
+/* Equal as settings: typed comparison for declared keys, resolved paths for PATH keys. */
 static int same_value(const llmrt_config *ca, const llmrt_config *cb, const char *key)
 {
     const char *a = llmrt_config_get(ca, key), *b = llmrt_config_get(cb, key);
     if (!a || !b)
         return a == b;
-    const llmrt_cfg_key *k = schema_key(key);
+    const llmrt_key *k = llmrt_config_decl(ca, key);
     if (k) {
         switch (k->type) {
-        case LLMRT_CFG_INT:
+        case LLMRT_KEY_INT:
             return llmrt_config_int(ca, key) == llmrt_config_int(cb, key);
-        case LLMRT_CFG_FLOAT:
+        case LLMRT_KEY_FLOAT:
             return llmrt_config_float(ca, key) == llmrt_config_float(cb, key);
-        case LLMRT_CFG_BOOL:
+        case LLMRT_KEY_BOOL:
             return llmrt_config_bool(ca, key) == llmrt_config_bool(cb, key);
-        case LLMRT_CFG_PATH: {
+        case LLMRT_KEY_PATH: {
             char ra[PATH_MAX], rb[PATH_MAX];
             if (realpath(a, ra) && realpath(b, rb))
                 return strcmp(ra, rb) == 0;
@@ -168,32 +158,28 @@ llmrt_status bench_configs_diff(const bench_config *cfgs, int n, bench_diff *out
     llmrt_status st = LLMRT_OK;
     size_t cap = 0;
     memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < llmrt_config_schema_len; i++) {
-        char key[256];
-        snprintf(key, sizeof key, "%s.%s", llmrt_config_schema[i].section,
-                 llmrt_config_schema[i].key);
-        TRY(add_row(out, key, &cap, err));
-    }
     for (int c = 0; c < n; c++) {
         const llmrt_config *cfg = cfgs[c].rt->cfg;
-        for (size_t s = 0; s < llmrt_config_plugin_section_count(cfg); s++) {
-            const llmrt_section *sec = llmrt_config_plugin_section_at(cfg, s);
-            for (size_t k = 0; k < sec->n; k++) {
-                char key[512];
-                snprintf(key, sizeof key, "%s.%s", sec->name, sec->keys[k]);
-                TRY(add_row(out, key, &cap, err));
-            }
+        llmrt_config_entry e;
+        for (size_t i = 0; llmrt_config_entry_at(cfg, i, &e); i++) {
+            char key[512];
+            snprintf(key, sizeof key, "%s.%s", e.section, e.key);
+            TRY(add_row(out, key, &cap, err));
         }
     }
     for (size_t r = 0; r < out->n_rows; r++) {
         bench_diff_row *row = &out->rows[r];
         int same = 1;
+        uint32_t flags = 0;
         for (int c = 0; c < n; c++) {
-            row->values[c] = llmrt_config_get(cfgs[c].rt->cfg, row->key);
-            if (c > 0 && !same_value(cfgs[0].rt->cfg, cfgs[c].rt->cfg, row->key))
+            const llmrt_config *cfg = cfgs[c].rt->cfg;
+            const llmrt_key *k = llmrt_config_decl(cfg, row->key);
+            row->values[c] = llmrt_config_shown(cfg, row->key); /* secrets as set/unset */
+            flags |= k ? k->flags : 0;
+            if (c > 0 && !same_value(cfgs[0].rt->cfg, cfg, row->key))
                 same = 0;
         }
-        row->cls = same ? BENCH_KEY_SAME : bench_key_classify(row->key);
+        row->cls = same ? BENCH_KEY_SAME : bench_key_classify(row->key, flags);
         out->n_knob += row->cls == BENCH_KEY_KNOB;
         out->n_unused += row->cls == BENCH_KEY_UNUSED;
         out->n_diff += row->cls == BENCH_KEY_DIFF;

@@ -8,13 +8,15 @@
  * same computation is executed, never what is computed or how much cache it gets:
  *   memory.* and every [memory.<plugin>] key   (the host-memory path under test)
  *   scheduler.async_scheduling, scheduler.cuda_graphs
+ *   cache.prefix_caching                        (reuse, not recompute, a cached prefix)
  *   backend.cpu.threads                         ([backend.cpu] threads)
+ *   every developer key of a plugin             (LLMRT_KEY_DEVELOPER: kernel choices)
  * runtime.log_level and server.* are not used by the measurement: their differences are
  * shown but never refused. Everything else (model, quant, backend, cache, batch limits,
  * plugin_dir, other plugin sections) must be equal. model.path is compared as a resolved
  * path. */
-#ifndef LLMRT_CLI_BENCH_CONFIGS_H
-#define LLMRT_CLI_BENCH_CONFIGS_H
+#ifndef LLMRT_BENCH_BENCH_CONFIGS_H
+#define LLMRT_BENCH_BENCH_CONFIGS_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -47,16 +49,18 @@ typedef enum bench_key_class {
 
 const char *bench_key_class_str(bench_key_class c); /* "same", "knob", "unused", "differs" */
 /* The class a differing key gets (never SAME). Keys are "section.key" or
- * "section.plugin.key" for plugin sections. */
-bench_key_class bench_key_classify(const char *key);
+ * "section.plugin.key" for plugin sections; flags are its declaration's (LLMRT_KEY_*, 0 when
+ * undeclared). */
+bench_key_class bench_key_classify(const char *key, uint32_t flags);
 
 typedef struct bench_diff_row {
     char *key;                              /* "memory.plugin", "memory.pinned.double_buffer" */
     bench_key_class cls;
-    const char *values[BENCH_MAX_CONFIGS];  /* [n_configs] effective value, NULL when unset */
+    const char *values[BENCH_MAX_CONFIGS];  /* [n_configs] effective value as it may be shown
+                                               (secrets "(set)"/"(unset)"), NULL when unset */
 } bench_diff_row;
 
-/* Every key of every config (schema keys, then plugin-section keys in first-seen order). */
+/* Every key of every config (core's keys, then plugin-section keys in first-seen order). */
 typedef struct bench_diff {
     bench_diff_row *rows;
     size_t n_rows;

@@ -3,8 +3,8 @@
  *
  * Why: a number without its context cannot be compared later. Every bench report (terminal,
  * JSON) carries this block, so BENCHMARKS.md entries can be traced to a commit and machine. */
-#ifndef LLMRT_CLI_BENCH_ENV_H
-#define LLMRT_CLI_BENCH_ENV_H
+#ifndef LLMRT_BENCH_BENCH_ENV_H
+#define LLMRT_BENCH_BENCH_ENV_H
 
 #include <stdint.h>
 

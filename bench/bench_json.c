@@ -49,6 +49,29 @@ static json_t *summary(jb *b, const llmrt_summary *s)
     return o;
 }
 
+/* argv[i] as the report records it: the value of a --set of a secret key is masked
+ * ("server.api_key=(set)"), as everywhere else. */
+static json_t *arg_str(const bench_result *r, int i)
+{
+    const char *a = r->argv[i], *kv = NULL;
+    if (strncmp(a, "--set=", 6) == 0)
+        kv = a + 6;
+    else if (i > 0 && strcmp(r->argv[i - 1], "--set") == 0)
+        kv = a;
+    const char *eq = kv ? strchr(kv, '=') : NULL;
+    char key[512];
+    if (!eq || (size_t)(eq - kv) >= sizeof key || r->n_configs < 1)
+        return json_string(a);
+    memcpy(key, kv, (size_t)(eq - kv));
+    key[eq - kv] = 0;
+    const llmrt_key *k = llmrt_config_decl(r->configs[0].rt->cfg, key);
+    if (!k || !(k->flags & LLMRT_KEY_SECRET))
+        return json_string(a);
+    char masked[1100];
+    snprintf(masked, sizeof masked, "%.*s%s", (int)(eq + 1 - a), a, eq[1] ? "(set)" : "(unset)");
+    return json_string(masked);
+}
+
 static json_t *settings_obj(jb *b, const bench_result *r)
 {
     const bench_settings *s = r->settings;
@@ -60,6 +83,7 @@ static json_t *settings_obj(jb *b, const bench_result *r)
     }
     put(b, o, "mode", json_string(s->load_mode ? "load" : "latency"));
     put(b, o, "input_len", json_integer(s->input_len));
+    put(b, o, "prefix_len", json_integer(s->prefix_len));
     put(b, o, "output_len", json_integer(s->output_len));
     put(b, o, "ignore_eos", json_boolean(s->ignore_eos));
     put(b, o, "warmup", json_integer(s->warmup));
@@ -78,7 +102,7 @@ static json_t *settings_obj(jb *b, const bench_result *r)
     put(b, o, "bootstrap", boot);
     put(b, o, "allow_diff", json_boolean(s->allow_diff));
     for (int i = 0; i < r->argc; i++)
-        push(b, cmd, json_string(r->argv[i]));
+        push(b, cmd, arg_str(r, i));
     put(b, o, "command_line", cmd);
     return o;
 }
@@ -100,15 +124,50 @@ static json_t *environment_obj(jb *b, const bench_env *e)
     return o;
 }
 
+/* {"value": ..., "origin": ...} of one key (a secret as set/unset). */
+static json_t *key_record(jb *b, const llmrt_config_entry *e)
+{
+    json_t *o = json_object();
+    if (!o) {
+        b->oom = 1;
+        return NULL;
+    }
+    put(b, o, "value", json_string(e->shown));
+    put(b, o, "origin", json_string(e->origin));
+    return o;
+}
+
+/* The keys a config changed from their defaults (a key of a plugin section without a table
+ * has no known default: each is recorded), and every developer key even at its default. */
+static void recorded_keys(jb *b, const llmrt_config *cfg, json_t *non_default, json_t *dev)
+{
+    llmrt_config_entry e;
+    for (size_t i = 0; llmrt_config_entry_at(cfg, i, &e); i++) {
+        char key[512];
+        snprintf(key, sizeof key, "%s.%s", e.section, e.key);
+        if (!e.decl || !llmrt_config_is_default(cfg, key))
+            put(b, non_default, key, key_record(b, &e));
+        if (e.decl && (e.decl->flags & LLMRT_KEY_DEVELOPER))
+            put(b, dev, key, key_record(b, &e));
+    }
+}
+
+/* hits / queries, null when nothing was looked up (or caching is off) */
+static json_t *hit_rate(uint64_t hits, uint64_t queries)
+{
+    return queries ? json_real((double)hits / (double)queries) : json_null();
+}
+
 static json_t *config_obj(jb *b, const bench_result *r, int ci)
 {
     const bench_config *k = &r->configs[ci];
     const llmrt_engine_stats *s = &k->stats, *e = &k->stats_end;
     json_t *o = json_object(), *set = json_object(), *model = json_object(), *kv = json_object(),
-           *mem = json_object();
-    if (!o || !set || !model || !kv || !mem) {
+           *mem = json_object(), *nondef = json_object(), *dev = json_object(), *pc = json_object();
+    if (!o || !set || !model || !kv || !mem || !nondef || !dev || !pc) {
         b->oom = 1;
         json_decref(o), json_decref(set), json_decref(model), json_decref(kv), json_decref(mem);
+        json_decref(nondef), json_decref(dev), json_decref(pc);
         return NULL;
     }
     put(b, o, "name", json_string(k->name));
@@ -118,12 +177,16 @@ static json_t *config_obj(jb *b, const bench_result *r, int ci)
         put(b, set, r->diff->rows[i].key, v ? json_string(v) : json_null());
     }
     put(b, o, "settings", set);
+    recorded_keys(b, k->rt->cfg, nondef, dev);
+    put(b, o, "non_default", nondef);
+    put(b, o, "developer_keys", dev);
     put(b, o, "backend", json_string(s->backend));
     put(b, o, "device", json_string(s->device));
     put(b, o, "memory_plugin", json_string(s->memory_plugin));
     put(b, o, "memory_path", json_string(e->mem.path_in_use[0] ? e->mem.path_in_use : s->memory_path));
     put(b, o, "async_scheduling", json_boolean(s->async_scheduling));
     put(b, o, "cuda_graphs", json_boolean(s->cuda_graphs));
+    put(b, o, "prefix_caching", json_boolean(s->prefix_caching));
     put(b, model, "path", json_string(s->model_path));
     put(b, model, "arch", json_string(s->model_arch));
     put(b, model, "quant", json_string(s->quant));
@@ -153,6 +216,14 @@ static json_t *config_obj(jb *b, const bench_result *r, int ci)
     put(b, mem, "device_used_bytes",
         s->device_mem_total ? juint(s->device_mem_total - s->device_mem_free) : json_null());
     put(b, o, "memory", mem);
+    /* the engine's prefix-cache counters over the whole run, warm-up included */
+    put(b, pc, "queries", juint(e->prefix_cache_queries - s->prefix_cache_queries));
+    put(b, pc, "hits", juint(e->prefix_cache_hits - s->prefix_cache_hits));
+    put(b, pc, "hit_rate", hit_rate(e->prefix_cache_hits - s->prefix_cache_hits,
+                                    e->prefix_cache_queries - s->prefix_cache_queries));
+    put(b, pc, "evictions", juint(e->prefix_cache_evictions - s->prefix_cache_evictions));
+    put(b, pc, "blocks_end", json_integer(e->prefix_cache_blocks));
+    put(b, o, "prefix_cache", pc);
     put(b, o, "load_time_s", num(s->load_time_s));
     return o;
 }
@@ -220,6 +291,11 @@ static json_t *cell_obj(jb *b, const bench_result *r, const bench_cell *c)
     put(b, o, "requests", juint(c->n_requests));
     put(b, o, "batches", juint(c->n_batches));
     put(b, o, "tokens", juint(c->n_tokens));
+    put(b, o, "prompt_tokens", juint(c->prompt_tokens));
+    put(b, o, "cached_tokens", juint(c->cached_tokens));
+    put(b, o, "prefix_hit_rate", r->configs[c->config].stats.prefix_caching
+                                     ? hit_rate(c->cached_tokens, c->prompt_tokens)
+                                     : json_null());
     put(b, o, "itl_ms", summary(b, &c->itl_ms));
     put(b, o, "ttft_ms", summary(b, &c->ttft_ms));
     put(b, o, "tpot_ms", summary(b, &c->tpot_ms));
@@ -312,6 +388,7 @@ static json_t *samples_obj(jb *b, const bench_result *r)
             push(b, t, json_real(q->t_tok[k] - d->t0));
         put(b, x, "token_s", t);
         put(b, x, "finish", json_string(llmrt_finish_reason_str((llmrt_finish_reason)q->finish)));
+        put(b, x, "cached_tokens", json_integer(q->cached_tokens));
         push(b, reqs, x);
     }
     for (size_t i = 0; i < d->n_steps; i++) {

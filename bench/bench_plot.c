@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "error.h"
+#include "stats.h"
 
 /* Config line colors (colour-blind friendly, Okabe–Ito) and step segment colors. */
 static const double cfg_rgb[][3] = {{0.00, 0.45, 0.70}, {0.84, 0.37, 0.00}, {0.00, 0.62, 0.45},
@@ -160,12 +161,6 @@ static void legend(cairo_t *cr, const panel *p, const char *const *labels, int n
     }
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* ITL CDF of every config at level l. */
 static llmrt_status cdf_panel(cairo_t *cr, const bench_result *r, int l, panel p,
                               llmrt_error *err)
@@ -206,7 +201,7 @@ static llmrt_status cdf_panel(cairo_t *cr, const bench_result *r, int l, panel p
         sorted = malloc(n * sizeof *sorted);
         TRY_ALLOC(err, sorted, "plot data");
         memcpy(sorted, k->itl, n * sizeof *sorted);
-        qsort(sorted, n, sizeof *sorted, cmp_d);
+        llmrt_stats_sort(sorted, n);
         set_cfg_color(cr, c);
         cairo_set_line_width(cr, 2);
         cairo_move_to(cr, tx(&p, sorted[0]), ty(&p, 0));

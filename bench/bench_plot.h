@@ -7,8 +7,8 @@
  *
  * Why: the motivating measurement is a picture — same busy time, less idle — and a CDF shows
  * a shift and a tail at a glance where a table of percentiles does not. */
-#ifndef LLMRT_CLI_BENCH_PLOT_H
-#define LLMRT_CLI_BENCH_PLOT_H
+#ifndef LLMRT_BENCH_BENCH_PLOT_H
+#define LLMRT_BENCH_BENCH_PLOT_H
 
 #include "bench_summary.h"
 

@@ -70,6 +70,11 @@ CELL(c_ttft90, fmt_ms(b, n, c->ttft_ms.p90))
 CELL(c_e2e50, fmt_ms(b, n, c->e2e_ms.p50))
 CELL(c_tput, snprintf(b, n, "%.1f", c->output_tok_s))
 CELL(c_steps, snprintf(b, n, "%zu + %zu", c->steps.n_decode, c->steps.n_prefill))
+CELL(c_hit, r->configs[c->config].stats.prefix_caching
+                ? (void)snprintf(b, n, "%.1f%%", c->prompt_tokens ? 100.0 * (double)c->cached_tokens /
+                                                                          (double)c->prompt_tokens
+                                                                    : 0.0)
+                : (void)snprintf(b, n, "off"))
 CELL(c_wall, fmt_pair(b, n, c->steps.wall_ms.mean, c->steps.wall_ms.p90))
 CELL(c_prep, fmt_pair(b, n, c->steps.host_prepare_ms.mean, c->steps.host_prepare_ms.p90))
 CELL(c_h2d, fmt_pair(b, n, c->steps.h2d_ms.mean, c->steps.h2d_ms.p90))
@@ -105,6 +110,7 @@ static void level_table(const bench_result *r, int l, FILE *out)
     row(r, l, out, "TTFT p90 (ms)", c_ttft90);
     row(r, l, out, "end-to-end p50 (ms)", c_e2e50);
     row(r, l, out, "output tok/s", c_tput);
+    row(r, l, out, "prefix cache hit rate", c_hit);
     row(r, l, out, "steps: decode + prefill", c_steps);
     fprintf(out, "  per decode step, mean / p90:\n");
     row(r, l, out, "  wall (ms)", c_wall);
@@ -121,14 +127,15 @@ static void level_table(const bench_result *r, int l, FILE *out)
 /* Load mode: one line per level and config. */
 static void load_table(const bench_result *r, FILE *out)
 {
-    fprintf(out, "  %5s %-16s %9s %9s %9s %9s %9s %9s %9s %9s\n", "conc", "config", "tok/s",
-            "ITL p50", "ITL p90", "ITL p99", "TTFT p50", "wall", "busy", "idle");
-    fprintf(out, "  %5s %-16s %9s %9s %9s %9s %9s %9s %9s %9s\n", "", "", "", "(ms)", "(ms)",
-            "(ms)", "(ms)", "(ms/step)", "(ms/step)", "(ms/step)");
+    fprintf(out, "  %5s %-16s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "conc", "config", "tok/s",
+            "ITL p50", "ITL p90", "ITL p99", "TTFT p50", "wall", "busy", "idle", "prefix");
+    fprintf(out, "  %5s %-16s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "", "", "", "(ms)", "(ms)",
+            "(ms)", "(ms)", "(ms/step)", "(ms/step)", "(ms/step)", "hit rate");
     for (int l = 0; l < r->settings->n_levels; l++)
         for (int c = 0; c < r->n_configs; c++) {
             const bench_cell *x = bench_cell_at(r, l, c);
-            char v[8][32];
+            char v[8][32], hit[64];
+            c_hit(r, x, hit, sizeof hit);
             fmt_ms(v[0], 32, x->itl_ms.p50);
             fmt_ms(v[1], 32, x->itl_ms.p90);
             fmt_ms(v[2], 32, x->itl_ms.p99);
@@ -136,8 +143,9 @@ static void load_table(const bench_result *r, FILE *out)
             fmt_ms(v[4], 32, x->steps.wall_ms.mean);
             fmt_ms(v[5], 32, x->steps.gpu_busy_ms.mean);
             fmt_ms(v[6], 32, x->steps.idle_ms.mean);
-            fprintf(out, "  %5d %-16s %9.1f %9s %9s %9s %9s %9s %9s %9s\n", x->concurrency,
-                    r->configs[c].name, x->output_tok_s, v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+            fprintf(out, "  %5d %-16s %9.1f %9s %9s %9s %9s %9s %9s %9s %9s\n", x->concurrency,
+                    r->configs[c].name, x->output_tok_s, v[0], v[1], v[2], v[3], v[4], v[5], v[6],
+                    hit);
         }
 }
 
@@ -168,6 +176,7 @@ static void configs_block(const bench_result *r, FILE *out)
     LINE("async scheduling / graphs",
          snprintf(b, sizeof b, "%s / %s", s->async_scheduling ? "on" : "off",
                   s->cuda_graphs ? "on" : "off"));
+    LINE("prefix caching", snprintf(b, sizeof b, "%s", s->prefix_caching ? "on" : "off"));
     LINE("host pinned", fmt_bytes(b, sizeof b, (double)e->mem.host_pinned_bytes));
     LINE("host mapped", fmt_bytes(b, sizeof b, (double)e->mem.host_mapped_bytes));
     LINE("host pageable", fmt_bytes(b, sizeof b, (double)e->mem.host_pageable_bytes));
@@ -194,9 +203,12 @@ static void configs_block(const bench_result *r, FILE *out)
 void bench_report_print(const bench_result *r, FILE *out)
 {
     const bench_settings *s = r->settings;
-    fprintf(out, "\nllmrt bench — %s mode: prompt %d tokens, output %d tokens%s; %d warm-up, "
+    char shared[64] = "";
+    if (s->prefix_len)
+        snprintf(shared, sizeof shared, " (the first %d shared)", s->prefix_len);
+    fprintf(out, "\nllmrt bench — %s mode: prompt %d tokens%s, output %d tokens%s; %d warm-up, "
                  "%d round%s x %d %s per config, order %s, seed %llu\n",
-            s->load_mode ? "load" : "latency", s->input_len, s->output_len,
+            s->load_mode ? "load" : "latency", s->input_len, shared, s->output_len,
             s->ignore_eos ? " (eos ignored)" : "", s->warmup, s->rounds, s->rounds == 1 ? "" : "s",
             s->requests,
             s->load_mode ? "batches" : "requests", s->order == BENCH_ORDER_ABAB ? "abab" : "random",

@@ -5,8 +5,8 @@
  * Why: the same summaries feed a person (a table and one sentence per comparison), a script
  * (JSON with every raw sample, validated against a published schema) and a spreadsheet
  * (CSV); none of them computes anything of its own. */
-#ifndef LLMRT_CLI_BENCH_REPORT_H
-#define LLMRT_CLI_BENCH_REPORT_H
+#ifndef LLMRT_BENCH_BENCH_REPORT_H
+#define LLMRT_BENCH_BENCH_REPORT_H
 
 #include <stdio.h>
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "error.h"
 #include "progress.h"
 
@@ -32,13 +33,18 @@ void bench_round_order(bench_order order, int n_configs, int requests, llmrt_rng
 }
 
 void bench_prompt(uint64_t seed, int level, int unit, int slot, int32_t vocab, int32_t *ids,
-                  int32_t n)
+                  int32_t n, int32_t prefix_len)
 {
     llmrt_rng rng;
+    if (prefix_len > n)
+        prefix_len = n;
+    llmrt_rng_seed(&rng, seed * 0x9e3779b97f4a7c15ull ^ 0x7072656669780000ull); /* "prefix" */
+    for (int32_t i = 0; i < prefix_len; i++)
+        ids[i] = (int32_t)llmrt_rng_below(&rng, (uint64_t)vocab);
     uint64_t key = seed * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(uint32_t)level << 48) ^
                    ((uint64_t)(uint32_t)unit << 20) ^ (uint64_t)(uint32_t)slot;
     llmrt_rng_seed(&rng, key);
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = prefix_len; i < n; i++)
         ids[i] = (int32_t)llmrt_rng_below(&rng, (uint64_t)vocab);
 }
 
@@ -64,6 +70,7 @@ static void on_token(void *user, const llmrt_token_event *ev)
     bench_request *r = p->r;
     if (ev->token >= 0 && r->n_tok < p->ctx->output_len)
         r->t_tok[r->n_tok++] = ev->time_s;
+    r->cached_tokens = ev->cached_tokens;
     if (ev->finish != LLMRT_FINISH_NONE) {
         r->finish = (int32_t)ev->finish;
         if (ev->finish == LLMRT_FINISH_ERROR && !p->ctx->error[0])
@@ -110,7 +117,7 @@ static void progress_show(progress *p, const bench_settings *s, int level, int r
 {
     if (!p->out)
         return;
-    double now = llmrt_progress_now();
+    double now = llmrt_now_s();
     if (p->tty && !final_line && now - p->last < 0.1 && p->done != p->total)
         return;
     p->last = now;
@@ -155,8 +162,10 @@ static llmrt_status run_batch(const bench_settings *s, bench_config *cfg, run_ct
         r->slot = slot;
         r->n_tok = 0;
         r->finish = LLMRT_FINISH_NONE;
+        r->cached_tokens = 0;
         pend[slot] = (pending){ctx, r};
-        bench_prompt(s->seed, ctx->level, ctx->unit, slot, vocab, prompt, s->input_len);
+        bench_prompt(s->seed, ctx->level, ctx->unit, slot, vocab, prompt, s->input_len,
+                     s->prefix_len);
         llmrt_request q;
         llmrt_request_init(&q);
         q.prompt_ids = prompt;
@@ -167,7 +176,7 @@ static llmrt_status run_batch(const bench_settings *s, bench_config *cfg, run_ct
         q.on_token = on_token;
         q.user = &pend[slot];
         uint64_t id;
-        r->t_submit = llmrt_progress_now();
+        r->t_submit = llmrt_now_s();
         st = llmrt_engine_submit(cfg->engine, &q, &id, err);
         if (st != LLMRT_OK) {
             llmrt_error_prefix(err, "%s: submitting a request", cfg->name);
@@ -237,7 +246,7 @@ llmrt_status bench_run(const bench_settings *s, bench_config *cfgs, int n_cfg, b
     run_ctx ctx = {.d = out, .output_len = s->output_len};
     pr.out = progress_out;
     pr.tty = progress_out && llmrt_progress_is_tty(progress_out);
-    pr.t0 = llmrt_progress_now();
+    pr.t0 = llmrt_now_s();
     pr.total = per_level_batches * (size_t)s->n_levels;
 
     for (int l = 0; l < s->n_levels; l++) {
@@ -254,7 +263,7 @@ llmrt_status bench_run(const bench_settings *s, bench_config *cfgs, int n_cfg, b
                 TRY(run_batch(s, &cfgs[c], &ctx, warm, conc, prompt, vocab, pend, err));
             }
         if (l == 0)
-            out->t0 = llmrt_progress_now();
+            out->t0 = llmrt_now_s();
         memset(next_unit, 0, (size_t)n_cfg * sizeof *next_unit);
         ctx.recording = 1;
         for (int r = 0; r < s->rounds; r++) {
@@ -278,7 +287,7 @@ llmrt_status bench_run(const bench_settings *s, bench_config *cfgs, int n_cfg, b
             }
         }
     }
-    out->t_end = llmrt_progress_now();
+    out->t_end = llmrt_now_s();
 cleanup:
     progress_clear(&pr);
     free(prompt);

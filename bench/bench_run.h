@@ -11,8 +11,8 @@
  * each config runs `warmup` batches (not recorded), then `rounds` rounds of `requests`
  * blocks; a block runs one batch of every config back to back. Batch k of every config runs
  * in the same block, moments apart, so a verdict can pair them. */
-#ifndef LLMRT_CLI_BENCH_RUN_H
-#define LLMRT_CLI_BENCH_RUN_H
+#ifndef LLMRT_BENCH_BENCH_RUN_H
+#define LLMRT_BENCH_BENCH_RUN_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +27,8 @@ typedef enum bench_order { BENCH_ORDER_ABAB = 0, BENCH_ORDER_RANDOM = 1 } bench_
 
 typedef struct bench_settings {
     int32_t input_len;      /* prompt tokens per request */
+    int32_t prefix_len;     /* of them, the first this many are the same in every request
+                               (a shared system prompt; 0: none) */
     int32_t output_len;     /* max_tokens per request */
     int32_t ignore_eos;     /* 1: every request generates output_len tokens */
     int32_t warmup;         /* batches per config per level before measuring */
@@ -53,6 +55,7 @@ typedef struct bench_request {
     int32_t n_tok;      /* tokens received */
     double *t_tok;      /* [n_tok] arrival of each token (llmrt_token_event.time_s) */
     int32_t finish;     /* llmrt_finish_reason of the final event */
+    int32_t cached_tokens; /* prompt tokens found in the prefix cache */
 } bench_request;
 
 typedef struct bench_step {
@@ -79,9 +82,10 @@ typedef struct bench_data {
 void bench_round_order(bench_order order, int n_configs, int requests, llmrt_rng *rng,
                        int32_t *out);
 /* The synthetic prompt of request `slot` of batch `unit` at `level`: n ids below vocab,
- * pseudo-random from the seed, identical for every config (warm-up batches use unit < 0). */
+ * pseudo-random from the seed, identical for every config (warm-up batches use unit < 0);
+ * the first prefix_len come from the seed alone, the same in every request. */
 void bench_prompt(uint64_t seed, int level, int unit, int slot, int32_t vocab, int32_t *ids,
-                  int32_t n);
+                  int32_t n, int32_t prefix_len);
 
 /* Run the whole schedule over the loaded configs. Progress goes to `progress` (a line
  * redrawn in place on a terminal; a line per round otherwise; NULL: silent). Fails with the

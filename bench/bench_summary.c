@@ -155,6 +155,8 @@ static llmrt_status summarize_cell(const bench_result *r, int level, int config,
         }
         c->n_requests++;
         c->n_tokens += (size_t)q->n_tok;
+        c->prompt_tokens += (uint64_t)r->settings->input_len;
+        c->cached_tokens += (uint64_t)(q->cached_tokens > 0 ? q->cached_tokens : 0);
         batch_tokens += (size_t)q->n_tok;
         if (q->t_submit < first_submit)
             first_submit = q->t_submit;

@@ -9,8 +9,8 @@
  * and pairs batch k of each config, which ran in the same block, moments apart (background
  * load that comes and goes then hits both sides of a pair alike). Summaries and verdicts live
  * apart from the renderers (terminal, JSON, CSV, plot), which only format them. */
-#ifndef LLMRT_CLI_BENCH_SUMMARY_H
-#define LLMRT_CLI_BENCH_SUMMARY_H
+#ifndef LLMRT_BENCH_BENCH_SUMMARY_H
+#define LLMRT_BENCH_BENCH_SUMMARY_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -34,6 +34,8 @@ typedef struct bench_step_summary {
 typedef struct bench_cell {
     int32_t config, level, concurrency;
     size_t n_requests, n_batches, n_tokens;
+    uint64_t prompt_tokens, cached_tokens; /* of its requests; cached: found in the prefix
+                                              cache */
     llmrt_summary itl_ms;       /* every inter-token gap */
     llmrt_summary ttft_ms;      /* per request: first token − submit */
     llmrt_summary tpot_ms;      /* per request: (last − first token) / (tokens − 1) */

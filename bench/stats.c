@@ -147,6 +147,8 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+void llmrt_stats_sort(double *x, size_t n) { qsort(x, n, sizeof *x, cmp_double); }
+
 llmrt_status llmrt_stats_summarize(const double *x, size_t n, llmrt_summary *out,
                                    llmrt_error *err)
 {
@@ -159,7 +161,7 @@ llmrt_status llmrt_stats_summarize(const double *x, size_t n, llmrt_summary *out
     s = malloc(n * sizeof *s);
     TRY_ALLOC(err, s, "a sorted copy of a sample");
     memcpy(s, x, n * sizeof *s);
-    qsort(s, n, sizeof *s, cmp_double);
+    llmrt_stats_sort(s, n);
     double sum = 0;
     for (size_t i = 0; i < n; i++)
         sum += s[i];
@@ -287,7 +289,7 @@ llmrt_status llmrt_stats_bootstrap_median_diff(const llmrt_clusters *a, const ll
         FAIL(err, LLMRT_ERR_INVALID_ARG,
              "bootstrap: only %zu of %d resamples had a positive median of A", kept,
              opts->n_resamples);
-    qsort(ratios, kept, sizeof *ratios, cmp_double);
+    llmrt_stats_sort(ratios, kept);
     double tail = (1.0 - opts->level) / 2.0;
     out->lo = llmrt_stats_quantile_sorted(ratios, kept, tail);
     out->hi = llmrt_stats_quantile_sorted(ratios, kept, 1.0 - tail);

@@ -7,8 +7,8 @@
  * would give intervals that are far too narrow. Here whole clusters (requests, or batches of
  * concurrent requests) are resampled, keeping each cluster's values together. Everything is
  * seeded so the same data and seed always give the same interval. */
-#ifndef LLMRT_CORE_STATS_H
-#define LLMRT_CORE_STATS_H
+#ifndef LLMRT_BENCH_STATS_H
+#define LLMRT_BENCH_STATS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +29,8 @@ double llmrt_rng_uniform(llmrt_rng *r);
 /* Standard normal (Box–Muller; one value per call). */
 double llmrt_rng_normal(llmrt_rng *r);
 
+/* Sort x[n] ascending (the input llmrt_stats_quantile_sorted wants). */
+void llmrt_stats_sort(double *x, size_t n);
 /* Quantile q in [0, 1] of ascending data x[n], linear interpolation between closest ranks
  * (Hyndman & Fan type 7, numpy's default): q = 0 is the min, q = 1 the max. NaN if n == 0. */
 double llmrt_stats_quantile_sorted(const double *x, size_t n, double q);

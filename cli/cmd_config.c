@@ -1,5 +1,6 @@
 /* cmd_config.c — `llmrt config`: the effective configuration (--show, the default action),
- * or the fully commented template that conf/runtime.ini is generated from (--template). */
+ * or the fully commented template that conf/runtime.ini is generated from (--template). Both
+ * scan the plugins first: their key tables are part of the configuration. */
 #include <stdio.h>
 #include <string.h>
 
@@ -8,9 +9,15 @@
 
 static const char usage[] =
     "usage: llmrt config [-c FILE] [--set K=V] [--show | --template]\n\n"
+    "Values come, lowest first, from the defaults, the system file (etc/llmrt/runtime.ini of\n"
+    "the installation: /etc/llmrt/runtime.ini for /usr/bin/llmrt; LLMRT_SYSTEM_CONFIG=PATH\n"
+    "reads another, LLMRT_SYSTEM_CONFIG= none), -c FILE, LLMRT_<SECTION>_<KEY> variables,\n"
+    "the short flags (--model, --max-model-len, ...) and --set.\n\n"
     "  --show      print every effective value and where it came from (default, file:line,\n"
-    "              env, --set); validates the file: errors exit 1\n"
-    "  --template  print a runtime.ini with every key at its default and its help\n\n" CLI_COMMON_USAGE;
+    "              env, --set), the installed plugins' keys too; validates the file: errors\n"
+    "              exit 1\n"
+    "  --template  print a runtime.ini with every key at its default and its help: core's\n"
+    "              and the installed plugins' (developer keys commented out)\n\n" CLI_COMMON_USAGE;
 
 int cmd_config(int argc, char **argv)
 {
@@ -33,29 +40,26 @@ int cmd_config(int argc, char **argv)
         if (r < 0)
             return 2;
         if (r == 0)
-            return cli_bad_option("config", usage);
+            return cli_bad_option("config", opts, argv);
     }
     if (optind < argc)
         return cli_usage_error("config", usage, "unexpected argument '%s'", argv[optind]);
+    llmrt_runtime *rt = NULL;
+    if (cli_open_runtime(&c, &rt) != 0)
+        return 1;
     if (template) {
-        llmrt_config_write_template(stdout);
-        return 0;
+        llmrt_config_write_template(rt->cfg, stdout);
+    } else {
+        const char *path = llmrt_config_path(rt->cfg);
+        const char *sys = llmrt_config_system_file(rt->cfg);
+        if (path && sys)
+            printf("; effective configuration (files: %s, then %s)\n", sys, path);
+        else if (path || sys)
+            printf("; effective configuration (file: %s)\n", path ? path : sys);
+        else
+            printf("; effective configuration (no file: defaults, environment and --set)\n");
+        llmrt_config_show(rt->cfg, stdout);
     }
-    llmrt_error err = {0};
-    llmrt_config *cfg;
-    const char *sets[CLI_MAX_SETS + 1];
-    int n = 0;
-    if (c.model_set[0])
-        sets[n++] = c.model_set;
-    for (int i = 0; i < c.n_sets; i++)
-        sets[n++] = c.sets[i];
-    if (llmrt_config_build(c.config_path, sets, n, &cfg, &err) != LLMRT_OK)
-        return cli_fail("config", &err);
-    if (llmrt_config_path(cfg))
-        printf("; effective configuration (file: %s)\n", llmrt_config_path(cfg));
-    else
-        printf("; effective configuration (no file: defaults, environment and --set)\n");
-    llmrt_config_show(cfg, stdout);
-    llmrt_config_free(cfg);
+    llmrt_runtime_close(rt);
     return 0;
 }

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "commands.h"
 #include "common.h"
 #include "error.h"
@@ -25,13 +25,6 @@ static const char usage[] =
     "  --out FILE             where to write the logits\n\n" CLI_COMMON_USAGE;
 
 enum { OPT_IDS = CLI_OPT_FIRST_OWN, OPT_OUT };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* cache.dtype: auto = f32 on a backend whose memory is host memory (cpu), else the model's
  * dense dtype when it is f16/bf16 (the engine's rule, so both see the same precision). */
@@ -127,10 +120,10 @@ static llmrt_status run_forward(llmrt_runtime *rt, llmrt_loaded_model *lm, const
     size_t logit_bytes = (size_t)n * mi->vocab * sizeof(float);
     TRY(be->dev_alloc(b, logit_bytes, &dlogits, err));
     TRY(be->synchronize(b, err));
-    double t0 = now_s();
+    double t0 = llmrt_now_s();
     TRY(lm->model_vt->forward(lm->model, &batch, &kv, dlogits, err));
     TRY(be->synchronize(b, err));
-    *ms = (now_s() - t0) * 1e3;
+    *ms = (llmrt_now_s() - t0) * 1e3;
     TRY(be->copy(b, logits, dlogits, logit_bytes, LLMRT_COPY_D2H, err));
     TRY(be->synchronize(b, err));
     *kvd_out = kvd;
@@ -172,7 +165,7 @@ int cmd_logits(int argc, char **argv)
         else if (opt == OPT_OUT)
             out_path = optarg;
         else
-            return cli_bad_option("logits", usage);
+            return cli_bad_option("logits", opts, argv);
     }
     if (optind < argc)
         return cli_usage_error("logits", usage, "unexpected argument '%s'", argv[optind]);

@@ -76,7 +76,7 @@ fi
 # ---- tests ----
 if want tests && [[ -d build-gpu ]]; then
   # sdk_install needs the build tree's CMake export files, which do not travel.
-  ctest --test-dir build-gpu --output-on-failure -j8 -E integration.sdk_install > "$L/ctest.log" 2>&1
+  ctest --test-dir build-gpu --output-on-failure -j8 -E "integration.(sdk_install|embed)" > "$L/ctest.log" 2>&1
   row "ctest (all)" "$(grep -E 'tests passed|tests failed' "$L/ctest.log" | tail -1)"
   grep -E '\*\*\*(Failed|Exception|Timeout)' "$L/ctest.log" | head -12 | sed 's/^/    /'
   ctest --test-dir build-gpu -N -R 'cuda|gpu' 2>/dev/null | grep -c 'Test *#' | xargs -I{} echo "    {} GPU tests (names matching cuda|gpu)"

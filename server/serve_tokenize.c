@@ -24,7 +24,7 @@ static int no_tokenizer(struct MHD_Connection *c, serve_conn *cx)
 
 int serve_tokenize(struct MHD_Connection *c, serve_conn *cx)
 {
-    serve_server *s = cx->srv;
+    llmrt_server *s = cx->srv;
     llmrt_serve_error e;
     llmrt_serve_request *req = NULL;
     int32_t *ids = NULL;
@@ -42,7 +42,7 @@ int serve_tokenize(struct MHD_Connection *c, serve_conn *cx)
         goto cleanup;
     }
     if (req->messages) {
-        if (serve_chat_prompt(s, req, &ids, &n, &e) != LLMRT_OK) {
+        if (serve_chat_prompt(s, req, &ids, &n, NULL, &e) != LLMRT_OK) {
             rc = serve_reply_error(c, cx, &e);
             goto cleanup;
         }
@@ -77,7 +77,7 @@ cleanup:
 
 int serve_detokenize(struct MHD_Connection *c, serve_conn *cx)
 {
-    serve_server *s = cx->srv;
+    llmrt_server *s = cx->srv;
     llmrt_serve_error e;
     llmrt_serve_request *req = NULL;
     char *text = NULL;

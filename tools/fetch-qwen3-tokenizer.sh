@@ -9,7 +9,7 @@
 #
 # Usage: tools/fetch-qwen3-tokenizer.sh            → prints the folder (exit 0)
 # Exit 1 with a message on stderr when the files cannot be fetched.
-# Environment: LLMRT_QWEN3_TOKENIZER=DIR  use DIR as is (already holds both files)
+# Environment: LLMRT_TOKENIZER_DIR=DIR  use DIR as is (already holds both files)
 #              XDG_CACHE_HOME             cache root (default ~/.cache)
 set -euo pipefail
 
@@ -17,12 +17,12 @@ version=3.7.2
 sum_tokenizer=aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4
 sum_config=5a7303fcb1a27ede63134a2cbd61d5282c247ca6d769ce4746d4ffa124aedd63
 
-if [ -n "${LLMRT_QWEN3_TOKENIZER:-}" ]; then
-    if [ -f "$LLMRT_QWEN3_TOKENIZER/tokenizer.json" ]; then
-        echo "$LLMRT_QWEN3_TOKENIZER"
+if [ -n "${LLMRT_TOKENIZER_DIR:-}" ]; then
+    if [ -f "$LLMRT_TOKENIZER_DIR/tokenizer.json" ]; then
+        echo "$LLMRT_TOKENIZER_DIR"
         exit 0
     fi
-    echo "fetch-qwen3-tokenizer: LLMRT_QWEN3_TOKENIZER=$LLMRT_QWEN3_TOKENIZER holds no tokenizer.json" >&2
+    echo "fetch-qwen3-tokenizer: LLMRT_TOKENIZER_DIR=$LLMRT_TOKENIZER_DIR holds no tokenizer.json" >&2
     exit 1
 fi
 

@@ -10,6 +10,9 @@
 #   CONCURRENCY=1,8,32   levels          MAX_TOKENS=64    output tokens per request
 #   REQUESTS=0           per level (0: 4 x concurrency, at least 8)
 #   PROMPT_WORDS=0       a prompt of N words instead of the default sentence
+#   SHARED_PREFIX=0      a system prompt of about N tokens shared by every client (then a
+#                        per-request number): with cache.prefix_caching on, only the rest is
+#                        prefilled; the "cached" column is the prefix-cache hit rate
 #   TOKENIZER=DIR        a folder with tokenizer.json + tokenizer_config.json, used when
 #                        MODEL_DIR has none (e.g. an 8B-shaped `llmrt mkmodel` checkpoint):
 #                        the model is then served from a folder of symlinks, MODEL_DIR is
@@ -65,6 +68,7 @@ for s in ${SETS:-}; do sets+=(--set "$s"); done
 load_args=(--concurrency "${CONCURRENCY:-1,8,32}" --max-tokens "${MAX_TOKENS:-64}")
 [[ ${REQUESTS:-0} -gt 0 ]] && load_args+=(--requests "$REQUESTS")
 [[ ${PROMPT_WORDS:-0} -gt 0 ]] && load_args+=(--prompt-words "$PROMPT_WORDS")
+[[ ${SHARED_PREFIX:-0} -gt 0 ]] && load_args+=(--shared-prefix "$SHARED_PREFIX")
 
 status=0
 for conf in "${confs[@]}"; do

@@ -9,18 +9,23 @@
 //   --requests N           requests per level (default 4 x concurrency, at least 8)
 //   --max-tokens N         output tokens per request (ignore_eos, so exactly N; default 64)
 //   --prompt TEXT          prompt (default a short sentence); --prompt-words N repeats a word
+//   --shared-prefix N      a system prompt of about N tokens (N words) shared by every request,
+//                          then a per-request number and the prompt, so only the shared part
+//                          can come from a prefix cache (chat: the system message)
 //   --chat                 use /v1/chat/completions instead of /v1/completions
 //   --no-stream            whole responses (then TTFT/ITL are not measured)
 //   --model NAME --api-key KEY
 //   --json FILE            also write the results as JSON
 // Output tokens are counted from the server's usage (stream_options.include_usage), so a
-// server that miscounts shows up as a mismatch warning, not a wrong figure.
+// server that miscounts shows up as a mismatch warning, not a wrong figure; the prefix-cache
+// hit rate is the usage's prompt_tokens_details.cached_tokens over prompt_tokens.
 import { writeFileSync } from 'node:fs';
 
 function parseArgs(argv) {
   const o = { url: 'http://127.0.0.1:8000', levels: [1, 8, 32], requests: 0, maxTokens: 64,
               prompt: 'The quick brown fox jumps over the lazy dog. Tell me a story about it.',
-              chat: false, stream: true, model: undefined, apiKey: undefined, json: undefined };
+              chat: false, stream: true, model: undefined, apiKey: undefined, json: undefined,
+              sharedPrefix: 0 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i], v = () => {
       if (i + 1 >= argv.length) usage(`${a} needs a value`);
@@ -38,6 +43,7 @@ function parseArgs(argv) {
       case '--max-tokens': o.maxTokens = int(v()); break;
       case '--prompt': o.prompt = v(); break;
       case '--prompt-words': o.prompt = 'word '.repeat(int(v())).trim(); break;
+      case '--shared-prefix': o.sharedPrefix = int(v()); break;
       case '--chat': o.chat = true; break;
       case '--no-stream': o.stream = false; break;
       case '--model': o.model = v(); break;
@@ -53,20 +59,34 @@ function parseArgs(argv) {
 function usage(msg) {
   if (msg) process.stderr.write(`serve-load: ${msg}\n`);
   process.stderr.write('usage: node tools/serve-load.mjs --url URL [--concurrency 1,8,32] [--requests N] ' +
-                       '[--max-tokens N] [--prompt TEXT | --prompt-words N] [--chat] [--no-stream] ' +
+                       '[--max-tokens N] [--prompt TEXT | --prompt-words N] [--shared-prefix N] ' +
+                       '[--chat] [--no-stream] ' +
                        '[--model NAME] [--api-key KEY] [--json FILE]\n');
   process.exit(msg ? 2 : 0);
 }
 
 const now = () => performance.now() / 1000;
 
-// One request; returns {ok, e2e, ttft, itls[], outTokens, promptTokens, error}.
+// The shared system prompt: N common words (most are one token each with their space).
+const WORDS = ('the of and to in is you that it he was for on are as with his they at be this ' +
+               'have from or one had by word but not what all were we when your can said there ' +
+               'use an each which she do how their if will up other about out many then them').split(' ');
+const sharedText = (n) => Array.from({ length: n }, (_, i) => WORDS[i % WORDS.length]).join(' ');
+let requestNo = 0;
+
+// One request; returns {ok, e2e, ttft, itls[], outTokens, promptTokens, cachedTokens, error}.
 async function one(o) {
+  let messages = [{ role: 'user', content: o.prompt }], prompt = o.prompt;
+  if (o.sharedPrefix) { // the shared part first; a number makes the rest of each request its own
+    const k = requestNo++, sys = sharedText(o.sharedPrefix);
+    messages = [{ role: 'system', content: sys }, { role: 'user', content: `Request ${k}: ${o.prompt}` }];
+    prompt = `${sys}\n\nRequest ${k}: ${o.prompt}`;
+  }
   const body = {
     max_tokens: o.maxTokens, ignore_eos: true, temperature: 0, stream: o.stream,
     ...(o.stream ? { stream_options: { include_usage: true } } : {}),
     ...(o.model ? { model: o.model } : {}),
-    ...(o.chat ? { messages: [{ role: 'user', content: o.prompt }] } : { prompt: o.prompt }),
+    ...(o.chat ? { messages } : { prompt }),
   };
   const headers = { 'Content-Type': 'application/json' };
   if (o.apiKey) headers.Authorization = `Bearer ${o.apiKey}`;
@@ -82,7 +102,7 @@ async function one(o) {
   if (!o.stream) {
     const j = await res.json();
     return { ok: true, e2e: now() - t0, itls: [], outTokens: j.usage.completion_tokens,
-             promptTokens: j.usage.prompt_tokens };
+             promptTokens: j.usage.prompt_tokens, cachedTokens: cachedOf(j.usage) };
   }
   const reader = res.body.getReader();
   const dec = new TextDecoder();
@@ -114,7 +134,12 @@ async function one(o) {
   }
   if (!usage) return { ok: false, error: 'no usage chunk in the stream' };
   return { ok: true, e2e: now() - t0, ttft, itls, outTokens: usage.completion_tokens,
-           promptTokens: usage.prompt_tokens };
+           promptTokens: usage.prompt_tokens, cachedTokens: cachedOf(usage) };
+}
+
+// usage.prompt_tokens_details.cached_tokens (OpenAI's field), 0 when the server has none
+function cachedOf(u) {
+  return (u.prompt_tokens_details && u.prompt_tokens_details.cached_tokens) || 0;
 }
 
 const pct = (xs, p) => {
@@ -140,11 +165,14 @@ async function level(o, conc) {
   const errors = results.filter(r => !r.ok).map(r => r.error);
   const out = ok.reduce((a, r) => a + r.outTokens, 0);
   const short = ok.filter(r => r.outTokens !== o.maxTokens).length;
+  const promptSum = ok.reduce((a, r) => a + r.promptTokens, 0);
+  const cachedSum = ok.reduce((a, r) => a + r.cachedTokens, 0);
   return {
     concurrency: conc, requests: results.length, ok: ok.length, errors: errors.length,
     first_error: errors[0], wall_s: wall, requests_per_s: ok.length / wall,
     output_tokens: out, output_tokens_per_s: out / wall,
     prompt_tokens: ok.length ? ok[0].promptTokens : 0, max_tokens: o.maxTokens,
+    cached_tokens: cachedSum, prefix_hit_rate: promptSum ? cachedSum / promptSum : null,
     usage_mismatches: short,
     ttft_ms: { mean: 1e3 * mean(ok.map(r => r.ttft).filter(x => x !== null && x !== undefined)),
                p50: 1e3 * pct(ok.map(r => r.ttft).filter(x => x != null), 50),
@@ -163,8 +191,9 @@ if (!warm.ok) {
   process.exit(1);
 }
 console.log(`serve-load: ${o.url} ${o.chat ? 'chat' : 'completions'}, ${o.stream ? 'streaming' : 'whole'}, ` +
-            `prompt ${warm.promptTokens} tokens, ${o.maxTokens} output tokens per request`);
-console.log('conc  requests  req/s   out tok/s  TTFT p50/p99 ms   ITL p50/p99 ms   e2e p50 s  errors');
+            `prompt ${warm.promptTokens} tokens${o.sharedPrefix ? ` (a ${o.sharedPrefix}-word prefix shared by all)` : ''}, ` +
+            `${o.maxTokens} output tokens per request`);
+console.log('conc  requests  req/s   out tok/s  TTFT p50/p99 ms   ITL p50/p99 ms   e2e p50 s  cached  errors');
 const all = [];
 for (const conc of o.levels) {
   const r = await level(o, conc);
@@ -172,9 +201,11 @@ for (const conc of o.levels) {
   console.log(`${String(conc).padStart(4)}  ${String(r.requests).padStart(8)}  ${f(r.requests_per_s, 2).padStart(6)}  ` +
               `${f(r.output_tokens_per_s).padStart(9)}  ${(f(r.ttft_ms.p50) + '/' + f(r.ttft_ms.p99)).padStart(15)}  ` +
               `${(f(r.itl_ms.p50, 2) + '/' + f(r.itl_ms.p99, 2)).padStart(15)}  ${f(r.e2e_s.p50, 2).padStart(9)}  ` +
+              `${(r.prefix_hit_rate === null ? '-' : f(100 * r.prefix_hit_rate) + '%').padStart(6)}  ` +
               `${r.errors}${r.first_error ? ' (' + r.first_error + ')' : ''}`);
   if (r.usage_mismatches)
     console.log(`      warning: ${r.usage_mismatches} responses reported completion_tokens != ${o.maxTokens}`);
 }
-if (o.json) writeFileSync(o.json, JSON.stringify({ url: o.url, chat: o.chat, stream: o.stream, results: all }, null, 2));
+if (o.json) writeFileSync(o.json, JSON.stringify({ url: o.url, chat: o.chat, stream: o.stream,
+                                                   shared_prefix_words: o.sharedPrefix, results: all }, null, 2));
 process.exit(all.some(r => r.errors) ? 1 : 0);

@@ -1,4 +1,4 @@
-/* test_stats.c — core/stats: quantiles and summaries on known data, the RNG's
+/* test_stats.c — bench/stats: sorting, quantiles and summaries on known data, the RNG's
  * reproducibility and range, and the cluster bootstrap: exact answers on degenerate data,
  * error cases, and coverage on simulated experiments (the interval contains the truth about
  * as often as it claims, and resampling single values instead of clusters would not). */
@@ -11,11 +11,16 @@
 
 #define NEAR(a, b) ck_assert_msg(fabs((a) - (b)) < 1e-9, "%.12g != %.12g", (double)(a), (double)(b))
 
-static int cmp_d(const void *a, const void *b)
+START_TEST(test_sort_ascending)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    double x[] = {3, -1, 2.5, 3, 0, -7, 1e9, 2.5};
+    const double want[] = {-7, -1, 0, 2.5, 2.5, 3, 3, 1e9};
+    llmrt_stats_sort(x, 8);
+    for (int i = 0; i < 8; i++)
+        ck_assert_msg(x[i] == want[i], "x[%d] = %g, expected %g", i, x[i], want[i]);
+    llmrt_stats_sort(x, 0); /* nothing to do, no crash */
 }
+END_TEST
 
 START_TEST(test_quantile_known_values)
 {
@@ -66,7 +71,7 @@ START_TEST(test_median_matches_sorting)
                 for (size_t i = 0; i < n; i++)
                     x[i] = (double)i; /* already sorted */
             memcpy(y, x, n * sizeof *x);
-            qsort(y, n, sizeof *y, cmp_d);
+            llmrt_stats_sort(y, n);
             NEAR(llmrt_stats_median_inplace(x, n), llmrt_stats_quantile_sorted(y, n, 0.5));
         }
     }
@@ -287,6 +292,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_quantile_known_values);
     tcase_add_test(tc, test_summary_known_values);
+    tcase_add_test(tc, test_sort_ascending);
     tcase_add_test(tc, test_median_matches_sorting);
     tcase_add_test(tc, test_rng_reproducible_and_in_range);
     tcase_add_test(tc, test_bootstrap_exact_cases);

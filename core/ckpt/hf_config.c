@@ -3,12 +3,11 @@
  * architecture-specific key are the model plugin's to read (it gets config.json's text). */
 #include "hf_config.h"
 
-#include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "error.h"
 #include "fileutil.h"
@@ -69,6 +68,55 @@ static llmrt_status get_bos(json_t *root, int32_t *out, const char *where, llmrt
                           where, llmrt_json_type_name(v));
     *out = (int32_t)json_integer_value(v);
     return LLMRT_OK;
+}
+
+/* One number of generation_config.json in [lo, hi] (lo excluded when lo_open); absent or null
+ * leaves it unset. */
+static llmrt_status gen_number(json_t *gen, const char *key, double lo, int lo_open, double hi,
+                               uint32_t bit, float *out, llmrt_hf_sampling *g, const char *where,
+                               llmrt_error *err)
+{
+    json_t *v = json_object_get(gen, key);
+    if (!v || json_is_null(v))
+        return LLMRT_OK;
+    char range[64];
+    snprintf(range, sizeof range, "%s%g, %g%s", lo_open ? "(" : "[", lo, hi, isinf(hi) ? ")" : "]");
+    if (!json_is_number(v))
+        return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s: key '%s' is %s, expected a number in %s",
+                          where, key, llmrt_json_type_name(v), range);
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
+        return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s: key '%s' is %g, expected a number in %s",
+                          where, key, x, range);
+    *out = (float)x;
+    g->set |= bit;
+    return LLMRT_OK;
+}
+
+/* temperature, top_p, top_k, min_p, repetition_penalty (do_sample is not read: vLLM applies
+ * the values whatever it says). */
+static llmrt_status parse_sampling(json_t *gen, const char *where, llmrt_hf_sampling *g,
+                                   llmrt_error *err)
+{
+    llmrt_status st = LLMRT_OK;
+    TRY(gen_number(gen, "temperature", 0, 0, INFINITY, LLMRT_SAMPLING_TEMPERATURE,
+                   &g->temperature, g, where, err));
+    TRY(gen_number(gen, "top_p", 0, 1, 1, LLMRT_SAMPLING_TOP_P, &g->top_p, g, where, err));
+    TRY(gen_number(gen, "min_p", 0, 0, 1, LLMRT_SAMPLING_MIN_P, &g->min_p, g, where, err));
+    TRY(gen_number(gen, "repetition_penalty", 0, 1, INFINITY, LLMRT_SAMPLING_REPETITION_PENALTY,
+                   &g->repetition_penalty, g, where, err));
+    json_t *k = json_object_get(gen, "top_k");
+    if (k && !json_is_null(k)) {
+        if (!json_is_integer(k) || json_integer_value(k) < -1 ||
+            json_integer_value(k) > INT32_MAX)
+            FAIL(err, LLMRT_ERR_FORMAT,
+                 "%s: key 'top_k' is %s, expected an integer >= -1 (0 or -1: no limit)", where,
+                 json_is_integer(k) ? "out of range" : llmrt_json_type_name(k));
+        g->top_k = (int32_t)json_integer_value(k);
+        g->set |= LLMRT_SAMPLING_TOP_K;
+    }
+cleanup:
+    return st;
 }
 
 static llmrt_status parse_root(json_t *root, const char *where, llmrt_hf_config *c,
@@ -139,7 +187,8 @@ llmrt_status llmrt_hf_config_parse_file(const char *path, llmrt_hf_config *out, 
     char *text = NULL;
     memset(out, 0, sizeof *out);
     out->bos_id = -1;
-    llmrt_status st = llmrt_read_file(path, &text, NULL, err);
+    llmrt_status st =
+        llmrt_read_file_bounded(path, LLMRT_MAX_CONFIG_BYTES, "config.json", &text, NULL, err);
     if (st == LLMRT_OK)
         st = llmrt_hf_config_parse(text, path, out, err);
     free(text);
@@ -151,6 +200,8 @@ llmrt_status llmrt_hf_config_load(const char *dir, llmrt_hf_config *out, llmrt_e
     llmrt_status st = LLMRT_OK;
     char path[4096], gpath[4096];
     json_t *gen = NULL;
+    char *gtext = NULL;
+    size_t glen = 0;
     memset(out, 0, sizeof *out);
     out->bos_id = -1;
 
@@ -158,10 +209,11 @@ llmrt_status llmrt_hf_config_load(const char *dir, llmrt_hf_config *out, llmrt_e
     snprintf(gpath, sizeof gpath, "%s/generation_config.json", dir);
     TRY(llmrt_hf_config_parse_file(path, out, err));
 
-    struct stat sb;
-    if (stat(gpath, &sb) == 0) {
+    if (llmrt_path_exists(gpath)) {
         json_error_t jerr;
-        gen = json_load_file(gpath, JSON_REJECT_DUPLICATES, &jerr);
+        TRY(llmrt_read_file_bounded(gpath, LLMRT_MAX_CONFIG_BYTES, "generation_config.json",
+                                    &gtext, &glen, err));
+        gen = json_loadb(gtext, glen, JSON_REJECT_DUPLICATES, &jerr);
         if (!gen)
             FAIL(err, LLMRT_ERR_FORMAT, "%s: bad JSON at line %d column %d: %s", gpath,
                  jerr.line, jerr.column, jerr.text);
@@ -171,6 +223,7 @@ llmrt_status llmrt_hf_config_load(const char *dir, llmrt_hf_config *out, llmrt_e
         TRY(add_eos(out, json_object_get(gen, "eos_token_id"), gpath, err));
         if (out->bos_id < 0)
             TRY(get_bos(gen, &out->bos_id, gpath, err));
+        TRY(parse_sampling(gen, gpath, &out->gen, err));
     }
 cleanup:
     if (st != LLMRT_OK) {
@@ -179,6 +232,7 @@ cleanup:
         out->bos_id = -1;
     }
     json_decref(gen);
+    free(gtext);
     return st;
 }
 

@@ -8,20 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "safetensors.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "scheduler.h"
 
 static int is_auto(const char *s) { return !s || !s[0] || strcmp(s, "auto") == 0; }
 
@@ -208,6 +202,14 @@ static int32_t param_or(int32_t given, const llmrt_config *cfg, const char *key)
     return given > 0 ? given : (int32_t)llmrt_config_int(cfg, key);
 }
 
+static int backend_is_gpu(const llmrt_backend_ref *be)
+{
+    llmrt_device_info di;
+    llmrt_error e = {0};
+    memset(&di, 0, sizeof di);
+    return be->vt->device_info(be->b, &di, &e) == LLMRT_OK && di.is_gpu;
+}
+
 llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *opts,
                               llmrt_loaded_model **out, llmrt_error *err)
 {
@@ -222,7 +224,7 @@ llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *op
     const char *dir = llmrt_config_get(rt->cfg, "model.path");
     if (!dir || !dir[0])
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "no model: set model.path or pass --model DIR");
-    double t0 = now_s();
+    double t0 = llmrt_now_s();
     llmrt_loaded_model *lm = calloc(1, sizeof *lm);
     TRY_ALLOC(err, lm, "the loaded model");
     lm->dir = strdup(dir);
@@ -251,6 +253,9 @@ llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *op
 
     lm->params.max_tokens = param_or(o.max_tokens, rt->cfg, "scheduler.max_num_batched_tokens");
     lm->params.max_seqs = param_or(o.max_seqs, rt->cfg, "scheduler.max_num_seqs");
+    /* 0 (the keys' default): the engine's by-backend limits, llmrt_sched_default_limits */
+    llmrt_sched_default_limits(backend_is_gpu(&lm->backend), &lm->params.max_seqs,
+                               &lm->params.max_tokens);
     lm->model_vt = me->desc->vtable;
     lm->model_plugin = me->desc->name;
     snprintf(section, sizeof section, "model.%s", me->desc->name);
@@ -265,7 +270,7 @@ llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *op
     llmrt_st_model_close(stm);
     stm = NULL;
     lm->model_vt->info(lm->model, &lm->info);
-    lm->load_seconds = now_s() - t0;
+    lm->load_seconds = llmrt_now_s() - t0;
     if (!o.quiet)
         LOG_INFO("loaded %s: %s (%s), %d layers, %.1f MB of %s%s%s weights on %s in %.2f s",
                  dir, lm->info.arch, lm->model_plugin, lm->info.n_layers,

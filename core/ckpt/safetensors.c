@@ -291,15 +291,13 @@ llmrt_status llmrt_st_file_open(const char *path, llmrt_st_file **out, llmrt_err
     TRY_ALLOC(err, f, "safetensors file");
     f->path = strdup(path);
     TRY_ALLOC(err, f->path, "path");
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        FAIL(err, LLMRT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0)
-        FAIL(err, LLMRT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        FAIL(err, LLMRT_ERR_IO, "%s: not a regular file", path);
-    f->size = (size_t)sb.st_size;
+    /* Any size (the data is mapped, not read); the header's length is bounded in parse. */
+    uint64_t size = 0;
+    TRY(llmrt_open_regular(path, O_RDONLY, 0, "safetensors file", &fd, &size, err));
+    if (size > SIZE_MAX)
+        FAIL(err, LLMRT_ERR_LIMIT, "%s: %llu bytes do not fit in this process's address space",
+             path, (unsigned long long)size);
+    f->size = (size_t)size;
     if (f->size < 8) /* also keeps mmap away from empty files */
         FAIL(err, LLMRT_ERR_FORMAT,
              "%s: truncated: the file is %zu bytes, but a safetensors file starts with an "
@@ -384,12 +382,6 @@ static char *path_join(const char *dir, const char *name)
     return p;
 }
 
-static int file_exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
-
 /* Open one shard named by the index (or found in the folder) and append it to m->files.
  * `why` says who named the file, for the error message. */
 static llmrt_status add_file(llmrt_st_model *m, const char *fname, const char *why,
@@ -433,9 +425,12 @@ static llmrt_status open_indexed(llmrt_st_model *m, const char *index_path, llmr
     llmrt_status st = LLMRT_OK;
     json_t *root = NULL;
     json_error_t jerr;
-    char why[512];
+    char why[512], *text = NULL;
+    size_t len = 0;
 
-    root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &jerr);
+    TRY(llmrt_read_file_bounded(index_path, LLMRT_MAX_INDEX_BYTES,
+                                "model.safetensors.index.json", &text, &len, err));
+    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
         FAIL(err, LLMRT_ERR_FORMAT, "%s: bad JSON at line %d column %d: %s", index_path,
              jerr.line, jerr.column, jerr.text);
@@ -476,6 +471,7 @@ static llmrt_status open_indexed(llmrt_st_model *m, const char *index_path, llmr
     }
 cleanup:
     json_decref(root);
+    free(text);
     return st;
 }
 
@@ -614,9 +610,10 @@ llmrt_status llmrt_st_model_open(const char *dir, int show_progress, llmrt_st_mo
     cfg_path = path_join(dir, "config.json");
     index_path = path_join(dir, "model.safetensors.index.json");
     TRY_ALLOC(err, cfg_path && index_path, "path");
-    TRY(llmrt_read_file(cfg_path, &m->config_json, NULL, err));
+    TRY(llmrt_read_file_bounded(cfg_path, LLMRT_MAX_CONFIG_BYTES, "config.json",
+                                &m->config_json, NULL, err));
 
-    if (file_exists(index_path))
+    if (llmrt_path_exists(index_path))
         TRY(open_indexed(m, index_path, err));
     else
         TRY(open_folder(m, err));

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "progress.h"
 #include "safetensors.h"
@@ -645,7 +646,7 @@ llmrt_status llmrt_synth_plan_write(llmrt_synth_plan *p, const char *dir,
     llmrt_progress prog;
     int prog_on = 0;
     char *text = NULL;
-    double t0 = llmrt_progress_now();
+    double t0 = llmrt_now_s();
     const plan_json *config = NULL;
 
     for (size_t i = 0; i < p->n_json; i++)
@@ -697,7 +698,7 @@ llmrt_status llmrt_synth_plan_write(llmrt_synth_plan *p, const char *dir,
         res->bytes = p->total_bytes;
         res->n_tensors = (uint32_t)p->n;
         res->n_shards = p->n_shards;
-        res->seconds = llmrt_progress_now() - t0;
+        res->seconds = llmrt_now_s() - t0;
     }
 cleanup:
     free(text);

@@ -155,6 +155,16 @@ static void sift_down(const double *w, int32_t *h, int32_t n, int32_t i)
     }
 }
 
+/* The largest logit that is not NaN (-inf when there is none). */
+static double max_logit(const float *logits, int32_t vocab)
+{
+    double m = -INFINITY;
+    for (int32_t i = 0; i < vocab; i++)
+        if (logits[i] == logits[i] && logits[i] > m)
+            m = logits[i];
+    return m;
+}
+
 /* Fill s->w with the row's unnormalised probabilities after temperature and min_p, and
  * s->idx[0..*n_kept) with the tokens top_k / top_p keep. Returns their total mass. When
  * neither top_k nor top_p filters, the kept tokens are in index order, else most likely
@@ -163,10 +173,7 @@ static double kept_candidates(llmrt_sampler *s, const float *logits, const llmrt
                               int32_t *n_kept)
 {
     const int32_t V = s->vocab;
-    double m = -INFINITY;
-    for (int32_t i = 0; i < V; i++)
-        if (logits[i] == logits[i] && logits[i] > m)
-            m = logits[i];
+    const double m = max_logit(logits, V);
     const double inv_t = 1.0 / sp->temperature;
     const double min_w = sp->min_p > 0 ? sp->min_p : 0; /* relative to w_max = 1 */
     int32_t n = 0;
@@ -235,7 +242,7 @@ static double kept_candidates(llmrt_sampler *s, const float *logits, const llmrt
 int32_t llmrt_sampler_pick(llmrt_sampler *s, const float *logits, const llmrt_sampling *sp,
                            float uniform)
 {
-    if (!(sp->temperature >= 1e-5f))
+    if (llmrt_sampler_greedy(sp))
         return llmrt_sampler_argmax(logits, s->vocab);
     int32_t n;
     double z = kept_candidates(s, logits, sp, &n);
@@ -252,7 +259,7 @@ void llmrt_sampler_distribution(llmrt_sampler *s, const float *logits, const llm
                                 double *probs)
 {
     memset(probs, 0, sizeof *probs * (size_t)s->vocab);
-    if (!(sp->temperature >= 1e-5f)) {
+    if (llmrt_sampler_greedy(sp)) {
         probs[llmrt_sampler_argmax(logits, s->vocab)] = 1;
         return;
     }
@@ -266,10 +273,7 @@ void llmrt_sampler_logprobs(llmrt_sampler *s, const float *logits, int32_t token
                             float *logprob, int32_t *top_ids, float *top_logprobs)
 {
     const int32_t V = s->vocab;
-    double m = -INFINITY;
-    for (int32_t i = 0; i < V; i++)
-        if (logits[i] == logits[i] && logits[i] > m)
-            m = logits[i];
+    const double m = max_logit(logits, V);
     double sum = 0;
     for (int32_t i = 0; i < V; i++)
         if (logits[i] == logits[i])

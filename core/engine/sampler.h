@@ -32,6 +32,12 @@ void llmrt_sampler_free(llmrt_sampler *s);
 /* Index of the largest logit (lowest index on ties); NaN never wins. */
 int32_t llmrt_sampler_argmax(const float *logits, int32_t vocab);
 
+/* 1 when sp samples greedily (the most likely token): temperature 0, or below 1e-5. The one
+ * rule the host sampler and the engine's choice of device op share. */
+static inline int llmrt_sampler_greedy(const llmrt_sampling *sp)
+{
+    return !(sp->temperature >= 1e-5f);
+}
 /* 1 when sp asks for any penalty. */
 int llmrt_sampler_has_penalties(const llmrt_sampling *sp);
 
@@ -43,7 +49,7 @@ void llmrt_sampler_apply_penalties(llmrt_sampler *s, float *logits, const llmrt_
                                    const int32_t *output, int32_t n_output);
 
 /* Draw a token from logits [vocab] (after penalties) with sp's temperature, min_p, top_k
- * and top_p, using `uniform` in [0, 1). Greedy when temperature is 0 (or below 1e-5). */
+ * and top_p, using `uniform` in [0, 1). Greedy when llmrt_sampler_greedy(sp). */
 int32_t llmrt_sampler_pick(llmrt_sampler *s, const float *logits, const llmrt_sampling *sp,
                            float uniform);
 

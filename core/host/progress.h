@@ -40,7 +40,5 @@ void llmrt_progress_add(llmrt_progress *p, uint64_t bytes, uint64_t items);
 void llmrt_progress_done(llmrt_progress *p);
 /* Release the lock; does not print. */
 void llmrt_progress_free(llmrt_progress *p);
-/* Seconds on the monotonic clock. */
-double llmrt_progress_now(void);
 
 #endif

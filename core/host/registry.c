@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,9 @@
 #include <llmrt/model.h>
 #include <llmrt/quant.h>
 
+#include "config.h"
 #include "error.h"
+#include "fileutil.h"
 #include "log.h"
 
 typedef struct entry {
@@ -208,7 +211,21 @@ static llmrt_status validate_desc(const llmrt_plugin_desc *d, llmrt_error *err)
     if (!d->vtable)
         return llmrt_fail(err, LLMRT_ERR_ABI, "%s plugin '%s' has a NULL vtable",
                           llmrt_plugin_kind_name(d->kind), d->name);
-    llmrt_status st = check_members(d->vtable, req, n_req, "vtable", d, err);
+    llmrt_status st;
+    if (LLMRT_VT_HAS(d, llmrt_plugin_desc, keys)) { /* its key table, checked like core's */
+        if (d->struct_size < offsetof(llmrt_plugin_desc, n_keys) + sizeof d->n_keys)
+            return llmrt_fail(err, LLMRT_ERR_ABI,
+                              "%s plugin '%s': descriptor struct_size %u holds keys but not "
+                              "n_keys",
+                              llmrt_plugin_kind_name(d->kind), d->name, d->struct_size);
+        char section[96];
+        llmrt_error kerr = {0};
+        snprintf(section, sizeof section, "%s.%s", llmrt_plugin_kind_name(d->kind), d->name);
+        if (llmrt_key_table_check(section, d->keys, d->n_keys, &kerr) != LLMRT_OK)
+            return llmrt_fail(err, LLMRT_ERR_ABI, "%s plugin '%s': bad key table: %s",
+                              llmrt_plugin_kind_name(d->kind), d->name, kerr.msg);
+    }
+    st = check_members(d->vtable, req, n_req, "vtable", d, err);
     if (st)
         return st;
     if (d->kind == LLMRT_PLUGIN_MODEL) {
@@ -307,17 +324,27 @@ llmrt_status llmrt_registry_load_file(llmrt_registry *reg, const char *path, llm
             reg->n_seen++;
     }
 
+    /* A regular file (a FIFO named x.so would block the open, and dlopen, forever) that
+     * starts like an ELF object; any size, dlopen maps it. */
     llmrt_status st = LLMRT_OK;
-    FILE *f = fopen(path, "rb");
     unsigned char magic[4] = {0};
-    size_t got = 0;
-    if (f) {
-        got = fread(magic, 1, 4, f);
-        fclose(f);
-    } else {
-        st = llmrt_fail(err, LLMRT_ERR_IO, "cannot open: %s", strerror(errno));
+    ssize_t got = 0;
+    int fd = -1;
+    llmrt_error oerr = {0};
+    st = llmrt_open_regular(path, O_RDONLY, 0, "plugin", &fd, NULL, &oerr);
+    if (st != LLMRT_OK) {
+        /* the rejection list names the path already: keep only what follows "PATH: " */
+        size_t pl = strlen(path);
+        const char *why = strncmp(oerr.msg, path, pl) == 0 && strncmp(oerr.msg + pl, ": ", 2) == 0
+                              ? oerr.msg + pl + 2
+                              : oerr.msg;
+        st = llmrt_fail(err, st, "%s", why);
         goto done;
     }
+    do
+        got = read(fd, magic, 4);
+    while (got < 0 && errno == EINTR);
+    close(fd);
     if (got < 4 || memcmp(magic, "\x7f" "ELF", 4) != 0) {
         st = llmrt_fail(err, LLMRT_ERR_FORMAT, "not an ELF shared object");
         goto done;

@@ -2,6 +2,7 @@
 #include "runtime.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,25 @@ static const char *host_config_get(void *ctx, const char *key)
     return llmrt_config_get((const llmrt_config *)ctx, key);
 }
 
+/* Each installed plugin's section: its key table (the config validates what the file and
+ * --set gave it, applies its environment variables and fills in its defaults), or none (an
+ * ABI 1.0 plugin validates its section itself). */
+static llmrt_status declare_plugin_sections(llmrt_runtime *rt, llmrt_error *err)
+{
+    for (size_t i = 0; i < llmrt_registry_count(rt->reg); i++) {
+        const llmrt_plugin_desc *d = llmrt_registry_at(rt->reg, i)->desc;
+        char section[96];
+        snprintf(section, sizeof section, "%s.%s", llmrt_plugin_kind_name(d->kind), d->name);
+        /* the registry checked the table and that n_keys lies inside struct_size */
+        const llmrt_key *keys = LLMRT_VT_HAS(d, llmrt_plugin_desc, keys) ? d->keys : NULL;
+        llmrt_status st = llmrt_config_declare(rt->cfg, section, keys, keys ? d->n_keys : 0,
+                                               d->description, err);
+        if (st)
+            return st;
+    }
+    return LLMRT_OK;
+}
+
 /* A plugin section whose plugin is not installed is not an error (one runtime.ini may serve a
  * GPU and a CPU-only machine), but a typo must not pass silently: say so, with the nearest
  * installed name of that kind. */
@@ -32,13 +52,13 @@ static void warn_orphan_sections(llmrt_runtime *rt)
     for (size_t i = 0; i < llmrt_config_plugin_section_count(rt->cfg); i++) {
         const llmrt_section *sec = llmrt_config_plugin_section_at(rt->cfg, i);
         const char *dot = strchr(sec->name, '.');
+        if (llmrt_config_section_declared(rt->cfg, sec->name))
+            continue;
         for (size_t k = 0; dot && k < sizeof kinds / sizeof *kinds; k++) {
             const char *kname = llmrt_plugin_kind_name(kinds[k]);
             if (strlen(kname) != (size_t)(dot - sec->name) ||
                 strncmp(kname, sec->name, strlen(kname)) != 0)
                 continue;
-            if (llmrt_registry_find(rt->reg, kinds[k], dot + 1))
-                break;
             const char *best = NULL;
             int bd = 3; /* suggest only close names */
             for (size_t j = 0; j < llmrt_registry_count(rt->reg); j++) {
@@ -49,10 +69,11 @@ static void warn_orphan_sections(llmrt_runtime *rt)
             }
             char names[512];
             llmrt_registry_names(rt->reg, kinds[k], names, sizeof names);
+            const char *where = llmrt_config_section_origin(rt->cfg, sec->name);
             llmrt_log(LLMRT_LOG_WARN, "config",
                       "%s: section [%s] is for %s plugin '%s', which is not installed "
                       "(%s%s%s%s); its keys are ignored",
-                      sec->n ? sec->where[0] : "config", sec->name, kname, dot + 1,
+                      where ? where : "config", sec->name, kname, dot + 1,
                       best ? "did you mean " : "installed: ", best ? best : names,
                       best ? "? installed: " : "", best ? names : "");
             break;
@@ -79,6 +100,8 @@ llmrt_status llmrt_runtime_open_config(llmrt_config *cfg, llmrt_runtime **out, l
     rt->host.config_get = host_config_get;
     TRY(llmrt_registry_new(&rt->host, &rt->reg, err));
     llmrt_registry_scan_default(rt->reg, llmrt_config_get(cfg, "runtime.plugin_dir"));
+    TRY(declare_plugin_sections(rt, err));
+    llmrt_config_warn_env(cfg);
     warn_orphan_sections(rt);
     *out = rt;
     return LLMRT_OK;

@@ -20,8 +20,12 @@ typedef struct llmrt_runtime {
     llmrt_registry *reg;
 } llmrt_runtime;
 
-/* llmrt_runtime_open / llmrt_runtime_close are public (llmrt/engine.h): build the config
- * (file may be NULL), set the log level, scan the plugin search path. */
+/* llmrt_runtime_open / llmrt_runtime_close are public (llmrt/engine.h). Open builds the
+ * config (file may be NULL), sets the log level, scans the plugin search path, then declares
+ * every installed plugin's section to the config (its key table validates the section,
+ * applies LLMRT_<KIND>_<NAME>_<KEY>, fills in defaults: an error here fails the open), and
+ * warns about LLMRT_* variables that match no key and sections of plugins that are not
+ * installed. */
 /* Same, over a config the caller built (ownership passes to the runtime). */
 llmrt_status llmrt_runtime_open_config(llmrt_config *cfg, llmrt_runtime **out, llmrt_error *err);
 

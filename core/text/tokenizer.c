@@ -19,11 +19,31 @@
 static const char gpt2_regex[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
+/* Ids index dense per-id tables (tokenizer_impl.h), so the largest id sizes them: an id is
+ * refused unless it is below the number of model.vocab entries plus added_tokens plus this
+ * many unused ids. Real tokenizers number their tokens densely (a few holes at most), so the
+ * tables stay proportional to what the file holds; an id of 1e9 never allocates gigabytes.
+ * (A hash map for sparse ids would put a lookup on every decode for files that do not exist.) */
+#define TOK_ID_SLACK 65536
+
 typedef struct loader {
     llmrt_tokenizer *t;
     const char *where;
     llmrt_error *err;
+    size_t n_vocab, n_added; /* entries in model.vocab and added_tokens */
+    int64_t id_limit;        /* ids must be below: n_vocab + n_added + TOK_ID_SLACK */
 } loader;
+
+/* The id bound's failure, naming the key (`key` as printf'd by the caller). */
+static llmrt_status id_too_large(const loader *L, const char *key, int64_t id)
+{
+    return llmrt_fail(L->err, LLMRT_ERR_FORMAT,
+                      "%s: %s is %lld, but a tokenizer of %zu model.vocab entries and %zu "
+                      "added_tokens numbers its tokens below %lld (ids may leave at most %d "
+                      "unused)",
+                      L->where, key, (long long)id, L->n_vocab, L->n_added,
+                      (long long)L->id_limit, TOK_ID_SLACK);
+}
 
 static const char *type_of(const json_t *o)
 {
@@ -313,6 +333,11 @@ static llmrt_status parse_model(loader *L, const json_t *m)
             json_integer_value(val) >= INT32_MAX)
             FAIL(L->err, LLMRT_ERR_FORMAT, "%s: model.vocab[\"%.*s\"] must be an id (an integer >= 0)",
                  L->where, (int)klen, key);
+        if (json_integer_value(val) >= L->id_limit) {
+            char k[160];
+            snprintf(k, sizeof k, "model.vocab[\"%.*s\"]", klen > 100 ? 100 : (int)klen, key);
+            return id_too_large(L, k, json_integer_value(val));
+        }
         if (llmrt_bpe_add_token(t->bpe, key, klen, (int32_t)json_integer_value(val), L->err)) {
             llmrt_error_prefix(L->err, "%s: model.vocab", L->where);
             return L->err ? L->err->code : LLMRT_ERR_FORMAT;
@@ -415,6 +440,11 @@ static llmrt_status parse_added(loader *L, const json_t *list)
         snprintf(path, sizeof path, "added_tokens[%zu]", i);
         if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= INT32_MAX)
             FAIL(L->err, LLMRT_ERR_FORMAT, "%s: %s.id must be an integer >= 0", L->where, path);
+        if (json_integer_value(id) >= L->id_limit) {
+            char k[80];
+            snprintf(k, sizeof k, "%s.id", path);
+            return id_too_large(L, k, json_integer_value(id));
+        }
         if (!json_is_string(content) || json_string_length(content) == 0)
             FAIL(L->err, LLMRT_ERR_FORMAT, "%s: %s.content must be a non-empty string", L->where, path);
         tok_added *ta = &t->added[t->n_added];
@@ -544,7 +574,7 @@ llmrt_status llmrt_tokenizer_parse(const char *json, size_t len, const char *whe
     }
     t->where = strdup(where ? where : "tokenizer.json");
     TRY_ALLOC(err, t->where, "tokenizer name");
-    loader L = {t, t->where, err};
+    loader L = {t, t->where, err, 0, 0, 0};
     json_error_t jerr;
     root = json_loadb(json, len, JSON_ALLOW_NUL, &jerr);
     if (!root)
@@ -552,6 +582,10 @@ llmrt_status llmrt_tokenizer_parse(const char *json, size_t len, const char *whe
              jerr.column, jerr.text);
     if (!json_is_object(root))
         FAIL(err, LLMRT_ERR_FORMAT, "%s: the top level must be a JSON object", t->where);
+    /* json_*_size are 0 for a missing or mistyped member (reported by the parsers below) */
+    L.n_vocab = json_object_size(json_object_get(json_object_get(root, "model"), "vocab"));
+    L.n_added = json_array_size(json_object_get(root, "added_tokens"));
+    L.id_limit = (int64_t)L.n_vocab + (int64_t)L.n_added + TOK_ID_SLACK;
     TRY(parse_normalizer(&L, json_object_get(root, "normalizer"), "normalizer"));
     TRY(parse_pre(&L, json_object_get(root, "pre_tokenizer"), "pre_tokenizer"));
     TRY(parse_model(&L, json_object_get(root, "model")));
@@ -609,12 +643,6 @@ void llmrt_tokenizer_free(llmrt_tokenizer *t)
 
 /* ---- files ---- */
 
-static int is_file(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 llmrt_status llmrt_tokenizer_load(const char *path, llmrt_tokenizer **out, llmrt_error *err)
 {
     llmrt_status st = LLMRT_OK;
@@ -632,7 +660,7 @@ llmrt_status llmrt_tokenizer_load(const char *path, llmrt_tokenizer **out, llmrt
     if (S_ISDIR(sb.st_mode)) {
         snprintf(dir, pl + 32, "%s", path);
         snprintf(file, pl + 32, "%s/tokenizer.json", path);
-        if (!is_file(file))
+        if (!llmrt_path_exists(file))
             FAIL(err, LLMRT_ERR_NOT_FOUND, "%s holds no tokenizer.json (is it a Hugging Face model folder?)",
                  path);
     } else {
@@ -644,17 +672,19 @@ llmrt_status llmrt_tokenizer_load(const char *path, llmrt_tokenizer **out, llmrt
         else
             snprintf(dir, pl + 32, ".");
     }
-    TRY(llmrt_read_file(file, &data, &len, err));
+    TRY(llmrt_read_file_bounded(file, LLMRT_MAX_TOKENIZER_BYTES, "tokenizer.json", &data, &len,
+                                err));
     TRY(llmrt_tokenizer_parse(data, len, file, &t, err));
     snprintf(cfg, pl + 64, "%s/tokenizer_config.json", dir);
-    if (is_file(cfg))
+    if (llmrt_path_exists(cfg))
         TRY(llmrt_tokenizer_load_config(t, cfg, err));
     /* transformers >= 4.43 may save the template beside the config; it then wins. */
     snprintf(cfg, pl + 64, "%s/chat_template.jinja", dir);
-    if (is_file(cfg)) {
+    if (llmrt_path_exists(cfg)) {
         char *tpl;
         size_t tl;
-        TRY(llmrt_read_file(cfg, &tpl, &tl, err));
+        TRY(llmrt_read_file_bounded(cfg, LLMRT_MAX_CONFIG_BYTES, "chat_template.jinja", &tpl,
+                                    &tl, err));
         free(t->chat_template);
         t->chat_template = tpl;
     }
@@ -745,7 +775,8 @@ llmrt_status llmrt_tokenizer_load_config(llmrt_tokenizer *t, const char *path, l
 {
     char *data;
     size_t len;
-    llmrt_status st = llmrt_read_file(path, &data, &len, err);
+    llmrt_status st = llmrt_read_file_bounded(path, LLMRT_MAX_CONFIG_BYTES,
+                                              "tokenizer_config.json", &data, &len, err);
     if (st != LLMRT_OK)
         return st;
     st = llmrt_tokenizer_parse_config(t, data, len, path, err);
@@ -774,6 +805,20 @@ const char *llmrt_tokenizer_token_str(const llmrt_tokenizer *t, int32_t id)
 int llmrt_tokenizer_is_special(const llmrt_tokenizer *t, int32_t id)
 {
     return id >= 0 && id < t->vocab_size && t->id_special[id];
+}
+
+size_t llmrt_tokenizer_added_count(const llmrt_tokenizer *t) { return t->n_added; }
+
+const char *llmrt_tokenizer_added_at(const llmrt_tokenizer *t, size_t i, size_t *len,
+                                     int *special)
+{
+    if (i >= t->n_added)
+        return NULL;
+    if (len)
+        *len = t->added[i].len;
+    if (special)
+        *special = t->added[i].special;
+    return t->added[i].content;
 }
 
 const uint8_t *llmrt_tokenizer_token_bytes(const llmrt_tokenizer *t, int32_t id, size_t *len)

@@ -30,7 +30,7 @@ extern "C" {
 
 /* ABI version: major must be equal; a plugin's minor must be <= the host's. */
 #define LLMRT_ABI_MAJOR 1
-#define LLMRT_ABI_MINOR 1
+#define LLMRT_ABI_MINOR 2
 #define LLMRT_ABI_VERSION ((uint32_t)((LLMRT_ABI_MAJOR << 16) | LLMRT_ABI_MINOR))
 #define LLMRT_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define LLMRT_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -111,7 +111,8 @@ typedef struct llmrt_sink {
  * LLMRT_<KIND>_<NAME>_<KEY> from the environment, fills in defaults, shows where each value
  * came from (`llmrt config --show`) and writes them into `llmrt config --template`. The
  * section handed to create() then holds every declared key with its effective value.
- * A plugin without a table (1.0) gets its section as written and validates it itself. */
+ * A plugin without a table (1.0, or keys NULL) gets its section as written and validates it
+ * itself; a table of no keys (keys set, n_keys 0) says the section takes none. */
 typedef enum llmrt_key_type {
     LLMRT_KEY_STRING = 1,
     LLMRT_KEY_PATH = 2,  /* a file or folder; relative paths in an INI resolve against its folder */

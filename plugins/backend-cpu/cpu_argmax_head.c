@@ -1,5 +1,5 @@
 /* cpu_argmax_head.c — greedy decoding's output projection without computing every logit
- * exactly (the optional argmax_head ops of backend.h, contract in ext/argmax_head.h).
+ * exactly (the "llmrt.argmax_head" extension, contract in ext/argmax_head.h).
  *
  * Why: a decode step reads the whole lm_head [vocab, d] (Qwen3-0.6B: 311 MB of bf16 or f16,
  * a quarter to over half of the step's bytes), yet a greedy step needs only the argmax. An

@@ -5,13 +5,17 @@
  * memory (caps HOST_IS_DEVICE | MAPPED_HOST), ops run synchronously on the calling thread
  * plus a persistent thread pool, graphs and on-device sampling are absent (NULL).
  *
- * [backend.cpu]
- *   threads = 0     ; worker threads including the caller; 0 = one per core available
- *   simd = auto     ; auto | amx | avx512 | avx2 | exact | baseline: the kernel path
- *                   ; (cpu_simd.c; quant plugins ask through native_handle("cpu.simd")).
- *                   ; exact and baseline give the reference bits, the others are the fast
- *                   ; paths within documented bounds of them; auto = the fastest */
+ * [backend.cpu]: its keys are the table cpu_keys below, which the host validates (names,
+ * values) and fills in with defaults before create() sees the section. simd names the kernel
+ * path (cpu_simd.c: exact and baseline give the reference bits, avx2, avx512 and amx are the
+ * fast paths within documented bounds of them); it also serves plugins with CPU kernels of
+ * their own, which ask for it through the "llmrt.cpu" extension. */
 #include "cpu_internal.h"
+
+#include <llmrt/ext/argmax_head.h>
+#include <llmrt/ext/cpu.h>
+#include <llmrt/ext/fused.h>
+#include <llmrt/ext/logits_mask.h>
 
 #include <errno.h>
 #include <sched.h>
@@ -23,8 +27,23 @@
 
 #define CPU_MAX_THREADS 1024
 
-static const char *const known_keys[] = {"threads", "simd"};
-#define N_KNOWN_KEYS (sizeof known_keys / sizeof known_keys[0])
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static const llmrt_key cpu_keys[] = {
+    {"threads", LLMRT_KEY_INT, "0", "0.." STR(CPU_MAX_THREADS),
+     "Worker threads for the CPU backend, the calling thread included (0: one per core this "
+     "process may run on).",
+     0},
+    {"simd", LLMRT_KEY_ENUM, "auto", "auto|amx|avx512|avx2|exact|baseline",
+     "Kernel path of the CPU ops and of other plugins' CPU kernels (AWQ, FP8). exact and "
+     "baseline give the reference f32 bits (exact with the widest vectors here, baseline with "
+     "SSE2); avx2, avx512 and amx are the fast paths (AWQ with int8 activations, amx: prefill "
+     "GEMMs of bf16 weights on AMX tiles), within documented bounds of exact; auto = the "
+     "fastest this CPU has.",
+     LLMRT_KEY_DEVELOPER},
+};
+#define N_CPU_KEYS ((uint32_t)(sizeof cpu_keys / sizeof cpu_keys[0]))
 
 /* The CPU quota of this process's cgroup in whole cores, rounded up (a container given
  * "--cpus=2" on a 16-core host sees 16 cores in its affinity mask); 0 when there is none.
@@ -70,85 +89,43 @@ static int available_cores(void)
     return quota > 0 && quota < n ? quota : n;
 }
 
-static int edit_distance(const char *a, const char *b)
+/* Where the section's `key` came from ("conf/x.ini:4", "default"). */
+static const char *where_of(const llmrt_section *cfg, const char *key)
 {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 64;
-    int prev[64], cur[64];
-    for (size_t j = 0; j <= lb; j++)
-        prev[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            int del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, sizeof cur);
-    }
-    return prev[lb];
+    for (size_t i = 0; cfg && cfg->where && i < cfg->n; i++)
+        if (strcmp(cfg->keys[i], key) == 0 && cfg->where[i])
+            return cfg->where[i];
+    return "default";
 }
 
-static const char *where_of(const llmrt_section *cfg, size_t i)
-{
-    return cfg->where && cfg->where[i] ? cfg->where[i] : "runtime.ini";
-}
-
-/* Validate [backend.cpu]; *threads gets the requested count (0 = auto), *simd the kernel
- * choice. */
+/* Read [backend.cpu] (the host validated it against cpu_keys; a caller without a host, such
+ * as a test, may pass NULL or a partial section: absent keys take their defaults). *threads
+ * gets the requested count (0 = auto), *simd the kernel choice. */
 static llmrt_status parse_config(const llmrt_section *cfg, int *threads, cpu_simd *simd,
                                  llmrt_error *err)
 {
-    *threads = 0;
-    *simd = cpu_simd_detect();
-    if (!cfg)
-        return LLMRT_OK;
-    const char *name = cfg->name ? cfg->name : "backend.cpu";
-    for (size_t i = 0; i < cfg->n; i++) {
-        const char *key = cfg->keys[i], *val = cfg->values[i] ? cfg->values[i] : "";
-        if (strcmp(key, "threads") == 0) {
-            char *end = NULL;
-            errno = 0;
-            long v = strtol(val, &end, 10);
-            while (end && (*end == ' ' || *end == '\t'))
-                end++;
-            if (end == val || !end || *end || errno || v < 0 || v > CPU_MAX_THREADS)
-                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                                  "%s: [%s] threads = '%s' is not valid (expected an integer from "
-                                  "0 to %d; 0 = one thread per available core)",
-                                  where_of(cfg, i), name, val, CPU_MAX_THREADS);
-            *threads = (int)v;
-            continue;
-        }
-        if (strcmp(key, "simd") == 0) {
-            const char *why;
-            int rc = cpu_simd_parse(val, simd, &why);
-            if (rc == -2)
-                return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                                  "%s: [%s] simd = %s, but %s; use simd = auto, exact or baseline",
-                                  where_of(cfg, i), name, val, why);
-            if (rc != 0)
-                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                                  "%s: [%s] simd = '%s' is not valid (%s)", where_of(cfg, i), name,
-                                  val, why);
-            continue;
-        }
-        const char *best = NULL;
-        int bd = 1 << 30;
-        for (size_t k = 0; k < N_KNOWN_KEYS; k++) {
-            int d = edit_distance(key, known_keys[k]);
-            if (d < bd)
-                bd = d, best = known_keys[k];
-        }
-        if (best && bd <= 2 + (int)strlen(best) / 4)
-            return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                              "%s: unknown key '%s' in [%s] (did you mean '%s'?)", where_of(cfg, i),
-                              key, name, best);
+    const char *name = cfg && cfg->name ? cfg->name : "backend.cpu";
+    const char *tv = llmrt_key_value(cfg, cpu_keys, N_CPU_KEYS, "threads");
+    const char *sv = llmrt_key_value(cfg, cpu_keys, N_CPU_KEYS, "simd");
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(tv, &end, 10);
+    if (end == tv || *end || errno || v < 0 || v > CPU_MAX_THREADS)
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "%s: unknown key '%s' in [%s] (known keys: threads, simd)", where_of(cfg, i),
-                          key, name);
-    }
+                          "%s: [%s] threads = '%s' is not valid (expected an integer from 0 to "
+                          "%d; 0 = one thread per available core)",
+                          where_of(cfg, "threads"), name, tv, CPU_MAX_THREADS);
+    *threads = (int)v;
+    /* the host checked the name; whether this CPU has the path is for the backend to say */
+    const char *why;
+    int rc = cpu_simd_parse(sv, simd, &why);
+    if (rc == -2)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "%s: [%s] simd = %s, but %s; use simd = auto, exact or baseline",
+                          where_of(cfg, "simd"), name, sv, why);
+    if (rc != 0)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "%s: [%s] simd = '%s' is not valid (%s)",
+                          where_of(cfg, "simd"), name, sv, why);
     return LLMRT_OK;
 }
 
@@ -193,7 +170,7 @@ static llmrt_status cpu_create(const llmrt_host *host, const llmrt_section *cfg,
 {
     *out = NULL;
     int threads = 0;
-    cpu_simd simd;
+    cpu_simd simd = CPU_SIMD_BASELINE;
     llmrt_status st = parse_config(cfg, &threads, &simd, err);
     if (st != LLMRT_OK)
         return st;
@@ -234,14 +211,6 @@ static llmrt_status cpu_synchronize(llmrt_backend *b, llmrt_error *err)
     return LLMRT_OK; /* ops complete before they return */
 }
 
-/* "cpu.simd" → the kernel path in use, as a static string (cpu_simd_name). */
-static void *cpu_native_handle(llmrt_backend *b, const char *what)
-{
-    if (what && strcmp(what, "cpu.simd") == 0)
-        return (void *)cpu_simd_name(b->simd);
-    return NULL;
-}
-
 static void cpu_parallel_for(llmrt_backend *b, int64_t n, void (*fn)(void *, int64_t, int64_t),
                              void *ctx)
 {
@@ -252,6 +221,48 @@ static llmrt_status cpu_mem_info(llmrt_backend *b, uint64_t *free_bytes, uint64_
                                  llmrt_error *err)
 {
     return cpu_meminfo(total_bytes, free_bytes, err);
+}
+
+/* ---- extensions ---- */
+
+static const char *ext_simd(llmrt_backend *b) { return cpu_simd_name(b->simd); }
+static int32_t ext_threads(llmrt_backend *b) { return b->n_threads; }
+
+static const llmrt_cpu_ext cpu_ext = {
+    .struct_size = sizeof(llmrt_cpu_ext),
+    .simd = ext_simd,
+    .threads = ext_threads,
+};
+
+static const llmrt_fused_ops fused_ext = {
+    .struct_size = sizeof(llmrt_fused_ops),
+    .add_rmsnorm = cpu_add_rmsnorm,
+    .qk_norm_rope_store = cpu_qk_norm_rope_store,
+    .swiglu = cpu_swiglu,
+};
+
+static const llmrt_argmax_head_ops argmax_head_ext = {
+    .struct_size = sizeof(llmrt_argmax_head_ops),
+    .create = cpu_argmax_head_create,
+    .forward = cpu_argmax_head_forward,
+    .destroy = cpu_argmax_head_destroy,
+};
+
+/* "llmrt.cpu" (the kernel path and thread count, for other plugins' CPU kernels),
+ * "llmrt.fused" (cpu_fused.c), "llmrt.argmax_head" (cpu_argmax_head.c) and
+ * "llmrt.logits_mask" (cpu_logits_mask.c), each at its version or older. */
+static const void *cpu_extension(llmrt_backend *b, const char *name, uint32_t version)
+{
+    (void)b;
+    if (name && strcmp(name, LLMRT_EXT_CPU) == 0)
+        return version <= LLMRT_EXT_CPU_VERSION ? &cpu_ext : NULL;
+    if (name && strcmp(name, LLMRT_EXT_FUSED) == 0)
+        return version <= LLMRT_EXT_FUSED_VERSION ? &fused_ext : NULL;
+    if (name && strcmp(name, LLMRT_EXT_ARGMAX_HEAD) == 0)
+        return version <= LLMRT_EXT_ARGMAX_HEAD_VERSION ? &argmax_head_ext : NULL;
+    if (name && strcmp(name, LLMRT_EXT_LOGITS_MASK) == 0)
+        return version <= LLMRT_EXT_LOGITS_MASK_VERSION ? &cpu_logits_mask_ext : NULL;
+    return NULL;
 }
 
 static const llmrt_backend_vtable cpu_vtable = {
@@ -289,15 +300,12 @@ static const llmrt_backend_vtable cpu_vtable = {
     .gemm = cpu_gemm,
     .argmax = cpu_argmax,
     .sample = NULL,
-    .native_handle = cpu_native_handle,
+    /* native_handle and the deprecated fused and argmax_head slots stay NULL: the same
+     * services are the extensions above (backend.h) */
+    .native_handle = NULL,
     .parallel_for = cpu_parallel_for,
     .mem_info = cpu_mem_info,
-    .add_rmsnorm = cpu_add_rmsnorm,
-    .qk_norm_rope_store = cpu_qk_norm_rope_store,
-    .swiglu = cpu_swiglu,
-    .argmax_head_create = cpu_argmax_head_create,
-    .argmax_head_forward = cpu_argmax_head_forward,
-    .argmax_head_destroy = cpu_argmax_head_destroy,
+    .extension = cpu_extension,
 };
 
 static const llmrt_plugin_desc cpu_desc = {
@@ -306,10 +314,13 @@ static const llmrt_plugin_desc cpu_desc = {
     .kind = LLMRT_PLUGIN_BACKEND,
     .name = "cpu",
     .version = "1.0.0",
-    .description = "Reference CPU backend: f32 ops on a thread pool, mlock for pinned memory",
+    .description = "CPU backend: the exact f32 reference ops and AVX2 / AVX-512 / AMX fast paths "
+                   "on a thread pool, mlock for pinned memory",
     .license = "MIT",
     .vtable = &cpu_vtable,
     .init = NULL,
+    .keys = cpu_keys,
+    .n_keys = N_CPU_KEYS,
 };
 
 LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)

@@ -1,6 +1,6 @@
-/* cpu_fused.c — the optional fused ops of backend.h on the CPU: add + RMSNorm, the attention
- * prologue over a fused qkv projection (per-head q/k RMSNorm, RoPE, KV-cache store), and
- * SwiGLU over a fused gate|up projection.
+/* cpu_fused.c — the "llmrt.fused" extension (ext/fused.h) on the CPU: add + RMSNorm, the
+ * attention prologue over a fused qkv projection (per-head q/k RMSNorm, RoPE, KV-cache
+ * store), and SwiGLU over a fused gate|up projection.
  *
  * Why on the CPU too: the model plugin fuses its q/k/v and gate/up projections only when the
  * backend has these ops, so the CPU (the reference, and CI's backend) runs the same model

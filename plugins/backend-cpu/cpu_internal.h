@@ -106,6 +106,9 @@ llmrt_status cpu_silu_mul(llmrt_backend *b, float *out, const float *gate, const
                           int64_t n, llmrt_error *err);
 llmrt_status cpu_add(llmrt_backend *b, float *out, const float *a, const float *c, int64_t n,
                      llmrt_error *err);
+/* cpu_logits_mask.c: the "llmrt.logits_mask" extension's table */
+extern const struct llmrt_logits_mask_ops cpu_logits_mask_ext;
+
 llmrt_status cpu_argmax(llmrt_backend *b, int32_t *out, const float *logits, int32_t rows,
                         int32_t vocab, llmrt_error *err);
 llmrt_status cpu_kv_store(llmrt_backend *b, void *k_cache, void *v_cache, llmrt_dtype kv_dtype,
@@ -126,13 +129,13 @@ void cpu_gemm_exact_cols(llmrt_backend *b, float *y, const float *x, const llmrt
 int cpu_gemm_amx_takes(const llmrt_backend *b, const llmrt_tensor *w, int32_t n);
 llmrt_status cpu_gemm_amx(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
                           int32_t n, llmrt_error *err);
-/* optional argmax_head ops (cpu_argmax_head.c) */
+/* the "llmrt.argmax_head" extension's ops (cpu_argmax_head.c) */
 llmrt_status cpu_argmax_head_create(llmrt_backend *b, const llmrt_tensor *w, int32_t max_rows,
                                     llmrt_argmax_head **out, llmrt_error *err);
 llmrt_status cpu_argmax_head_forward(llmrt_backend *b, llmrt_argmax_head *h, int32_t *out,
                                      const float *x, int32_t n, llmrt_error *err);
 void cpu_argmax_head_destroy(llmrt_backend *b, llmrt_argmax_head *h);
-/* optional fused ops (cpu_fused.c) */
+/* the "llmrt.fused" extension's ops (cpu_fused.c) */
 llmrt_status cpu_add_rmsnorm(llmrt_backend *b, float *out, float *x, const float *res,
                              const llmrt_tensor *w, int32_t rows, int32_t d, float eps,
                              llmrt_error *err);

@@ -1,6 +1,6 @@
 /* cuda_backend.h — what the files of the CUDA backend share: the instance struct, scratch
  * buffers, error helpers, and the entry points of the ops (implemented in the .cu files,
- * called from the vtable in cuda_plugin.c).
+ * called from the vtable and the extension tables in cuda_plugin.c).
  *
  * Why: the plumbing (lifecycle, memory, stream, events, graphs) is plain C against the
  * CUDA runtime API; only the kernels need C++/CUDA. This header is included by both, so it
@@ -21,8 +21,10 @@
 extern "C" {
 #endif
 
-/* Scratch buffers owned by the backend, one per purpose. They only grow; a replaced buffer
- * is kept until destroy because a captured graph may still point at it. */
+/* Scratch buffers owned by the backend, one per purpose (backend.h: ops may allocate). An op
+ * allocates its buffer the first time it meets a shape larger than any before; buffers only
+ * grow, and a replaced one is kept until destroy because a captured graph may still point at
+ * it. So only a first run (or capture) of a larger shape allocates; a graph replay never does. */
 typedef enum cuda_scratch_slot {
     CUDA_SCRATCH_GEMM_X = 0,  /* gemm n > 8: activations cast to the weight dtype */
     CUDA_SCRATCH_ATTN = 1,    /* split-K decode attention partials */
@@ -36,7 +38,7 @@ typedef struct cuda_scratch {
     size_t bytes;
 } cuda_scratch;
 
-/* Developer tuning knobs (env LLMRT_CUDA_TUNE="key=value,..."; 0 = the built-in choice), for
+/* Developer tuning knobs ([backend.cuda] tune = "key=value,..."; 0 = the built-in choice), for
  * benchmark sweeps without a rebuild. Not a user setting. */
 typedef struct cuda_tune {
     int att_cmin; /* decode attention: fewest context tokens per split */
@@ -46,6 +48,11 @@ typedef struct cuda_tune {
     int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
     int copy_kernel; /* -1: every copy on the copy engine (cuda_copy.cu) */
     int ah_stats;    /* argmax_head: count candidates, print per row at destroy */
+    int att_pf_mma;  /* -1: prefill attention on the fp32 FMA kernel, not the tensor cores */
+    int att_inv;     /* -1: decode splits capped by the batch (the plan before the batch kernel:
+                      * a token's bits then depend on its batch) */
+    int att_mixed;   /* -1: a mixed step's decode rows through the prefill kernel too */
+    int ah_rows;     /* argmax_head: most rows per call past the int8 screen's 8 (default 1024) */
 } cuda_tune;
 
 struct llmrt_backend {
@@ -66,7 +73,8 @@ struct llmrt_backend {
     int can_map_host;
 
     int capturing;              /* between graph_begin and graph_end */
-    int pdl;                    /* launch with programmatic dependent launch ([backend.cuda] pdl) */
+    int pdl;                    /* the launch protocol (llmrt/cuda.h): programmatic dependent
+                                 * launch ([backend.cuda] pdl) */
     cuda_tune tune;
 
     cuda_scratch scratch[CUDA_SCRATCH_COUNT];
@@ -81,14 +89,17 @@ struct llmrt_backend {
 /* ---- errors (cuda_plugin.c) ---- */
 /* Fill err with "<what>: <cudaGetErrorName> (<cudaGetErrorString>)" and return `code`. */
 llmrt_status cuda_fail(llmrt_error *err, llmrt_status code, cudaError_t e, const char *what);
-/* Check the last launch: LLMRT_ERR_DEVICE naming the kernel when it failed. */
+/* Check the last launch: LLMRT_ERR_DEVICE naming the kernel when it failed
+ * (llmrt_cuda_check_launch). */
 llmrt_status cuda_check_launch(llmrt_error *err, const char *kernel);
 /* Make b's device current for this thread (cheap when it already is). */
 llmrt_status cuda_use(llmrt_backend *b, llmrt_error *err);
 
 /* ---- scratch (cuda_memory.c) ---- */
-/* A device buffer of at least `bytes` for `slot`, grown (never shrunk) on demand; new
- * bytes are zeroed with a memset enqueued on the stream. Safe inside a graph capture. */
+/* A device buffer of at least `bytes` for `slot`, grown (never shrunk) on demand with
+ * cudaMalloc, and zeroed: in stream order, or inside a graph capture on a side stream that is
+ * waited for (so the buffer is zero before the first replay and is not re-zeroed by each).
+ * Allocating is allowed inside a capture (the backend captures in relaxed mode). */
 llmrt_status cuda_scratch_get(llmrt_backend *b, cuda_scratch_slot slot, size_t bytes, void **out,
                               llmrt_error *err);
 void cuda_scratch_release_all(llmrt_backend *b);
@@ -137,7 +148,7 @@ llmrt_status cuda_silu_mul(llmrt_backend *b, float *out, const float *gate, cons
                            int64_t n, llmrt_error *err);
 llmrt_status cuda_add(llmrt_backend *b, float *out, const float *a, const float *c, int64_t n,
                       llmrt_error *err);
-/* cuda_fused.cu (the optional fused ops of backend.h) */
+/* cuda_fused.cu (the "llmrt.fused" extension, ext/fused.h) */
 llmrt_status cuda_add_rmsnorm(llmrt_backend *b, float *out, float *x, const float *res,
                               const llmrt_tensor *w, int32_t rows, int32_t d, float eps,
                               llmrt_error *err);
@@ -163,6 +174,9 @@ llmrt_status cuda_attention_init(llmrt_backend *b, llmrt_error *err);
 /* cuda_gemm.cu */
 llmrt_status cuda_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
                        int32_t n, llmrt_error *err);
+/* cuda_logits_mask.cu: the "llmrt.logits_mask" extension's table */
+extern const struct llmrt_logits_mask_ops cuda_logits_mask_ext;
+
 /* cuda_sample.cu */
 llmrt_status cuda_argmax(llmrt_backend *b, int32_t *out, const float *logits, int32_t rows,
                          int32_t vocab, llmrt_error *err);
@@ -170,7 +184,7 @@ llmrt_status cuda_sample(llmrt_backend *b, int32_t *out, const float *logits,
                          const llmrt_sample_params *params, int32_t rows, int32_t vocab,
                          llmrt_error *err);
 
-/* cuda_argmax_head.cu (the optional argmax_head ops of backend.h) */
+/* cuda_argmax_head.cu (the "llmrt.argmax_head" extension, ext/argmax_head.h) */
 llmrt_status cuda_argmax_head_create(llmrt_backend *b, const llmrt_tensor *w, int32_t max_rows,
                                      llmrt_argmax_head **out, llmrt_error *err);
 llmrt_status cuda_argmax_head_forward(llmrt_backend *b, llmrt_argmax_head *h, int32_t *out,

@@ -1,5 +1,6 @@
 /* cuda_common.cuh — device helpers shared by the backend's kernels: element conversions,
- * 16-byte vector loads, warp and block reductions, launch arithmetic.
+ * 16-byte vector loads, warp and block reductions, the kernel launch (through llmrt/cuda.h's
+ * protocol) and launch arithmetic.
  *
  * Why: every kernel reads weights or caches in F32/F16/BF16 and accumulates in fp32; the
  * conversions and reductions are written once here so all kernels round the same way. */
@@ -10,6 +11,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+
+#include <llmrt/cuda.h>
 
 #include "cuda_backend.h"
 
@@ -139,48 +142,24 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
-/* ---- programmatic dependent launch (Hopper and newer) ----
- * With b->pdl, cuda_launch() lets a kernel start while the kernel before it on the stream is
- * still finishing (inside a CUDA graph too), so launch latency and a kernel's prologue (e.g.
- * the first weight loads of a GEMV) overlap the previous kernel's tail. In exchange every
- * kernel of this backend calls pdl_wait() before it reads anything an earlier kernel wrote
- * (or writes anything an earlier kernel may still read), and pdl_trigger() to let the next
- * kernel launch. Both are no-ops when the kernel was launched normally or built for sm < 90.
- * Every kernel triggers only after its own wait, so when a kernel starts, all work queued
- * before the kernel just before it has completed: data that work wrote (step inputs copied
- * in at the start of the step, KV-cache rows of earlier steps, weights) may be read before
- * pdl_wait — attention and the attention prologue do, to overlap their first round trips
- * with the previous kernel. */
-__device__ __forceinline__ void pdl_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
+/* ---- the launch protocol ----
+ * Every kernel of this backend follows llmrt/cuda.h's protocol, the one other plugins' kernels
+ * on the stream follow too: with b->pdl (programmatic dependent launch) a kernel may start
+ * while the kernel before it is still finishing, so each kernel calls llmrt_cuda_pdl_wait()
+ * before it reads anything an earlier kernel wrote (or writes anything an earlier kernel may
+ * still read), and llmrt_cuda_pdl_trigger() after that wait. Every kernel triggers only after
+ * its own wait, so when a kernel starts, all work queued before the kernel just before it has
+ * completed: data that work wrote (step inputs copied in at the start of the step, KV-cache
+ * rows of earlier steps, weights) may be read before the wait — attention and the attention
+ * prologue do, to overlap their first round trips with the previous kernel. */
 
-__device__ __forceinline__ void pdl_trigger()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" :::);
-#endif
-}
-
-/* Launch kernel k on b's stream (cudaLaunchKernelEx; errors surface in cuda_check_launch). */
+/* Launch kernel k on b's stream with b's launch protocol (errors surface in
+ * cuda_check_launch). */
 template <typename... KArgs, typename... Args>
 static inline void cuda_launch(const llmrt_backend *b, void (*k)(KArgs...), dim3 grid,
                                dim3 block, size_t smem, Args... args)
 {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = b->stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = b->pdl ? 1 : 0;
-    cudaLaunchKernelEx(&cfg, k, static_cast<KArgs>(args)...);
+    llmrt_cuda_launch(b->stream, b->pdl, k, grid, block, smem, args...);
 }
 
 /* ---- host-side launch arithmetic ---- */

@@ -15,8 +15,8 @@
 __global__ void copy_small_kernel(void *__restrict__ dst, const void *__restrict__ src,
                                   size_t bytes)
 {
-    pdl_wait(); /* stream order: everything before this copy has completed */
-    pdl_trigger();
+    llmrt_cuda_pdl_wait(); /* stream order: everything before this copy has completed */
+    llmrt_cuda_pdl_trigger();
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t done = 0;

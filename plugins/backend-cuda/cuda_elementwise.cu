@@ -16,8 +16,8 @@ template <typename T>
 __global__ void embedding_kernel(float *__restrict__ out, const T *__restrict__ table,
                                  const int32_t *__restrict__ ids, int64_t rows, int32_t d)
 {
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int64_t i = blockIdx.x;
     const int32_t id = ids[i];
     float *o = out + i * d;
@@ -70,8 +70,8 @@ __global__ void rmsnorm_block_kernel(float *out, const float *x, const T *__rest
                                      int32_t d, float eps)
 {
     __shared__ float red[32];
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const float *xr = x + (int64_t)blockIdx.x * d;
     float *orow = out + (int64_t)blockIdx.x * d;
     float ss = 0.0f;
@@ -91,8 +91,8 @@ template <typename T>
 __global__ void rmsnorm_warp_kernel(float *out, const float *x, const T *__restrict__ w,
                                     int32_t rows, int32_t d, float eps)
 {
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (r >= rows)
@@ -153,8 +153,8 @@ llmrt_status cuda_rmsnorm(llmrt_backend *b, float *out, const float *x, const ll
 __global__ void rope_kernel(float *x, const int32_t *__restrict__ positions, int32_t n,
                             int32_t heads, int32_t head_dim, float theta)
 {
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int half = head_dim / 2;
     const int64_t total = (int64_t)n * heads * half;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
@@ -204,8 +204,8 @@ __global__ void kv_store_kernel(T *__restrict__ kc, T *__restrict__ vc, const fl
                                 const float *__restrict__ v, const int32_t *__restrict__ slots,
                                 int32_t n, int32_t row)
 {
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int64_t total = (int64_t)n * row;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (int64_t)gridDim.x * blockDim.x) {
@@ -261,8 +261,8 @@ __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 /* vec4: all three pointers 16-byte aligned; elements [4*n4, n) are done scalar. */
 __global__ void silu_mul_kernel(float *out, const float *gate, const float *up, int64_t n, int vec4)
 {
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (vec4) {
@@ -281,8 +281,8 @@ __global__ void silu_mul_kernel(float *out, const float *gate, const float *up, 
 
 __global__ void add_kernel(float *out, const float *a, const float *c, int64_t n, int vec4)
 {
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (vec4) {

@@ -1,6 +1,6 @@
-/* cuda_fused.cu — the optional fused ops of backend.h: add + RMSNorm, the attention prologue
- * (per-head q/k RMSNorm + RoPE + KV-cache store over a fused qkv projection), and SwiGLU over
- * a fused gate|up projection.
+/* cuda_fused.cu — the "llmrt.fused" extension (ext/fused.h): add + RMSNorm, the attention
+ * prologue (per-head q/k RMSNorm + RoPE + KV-cache store over a fused qkv projection), and
+ * SwiGLU over a fused gate|up projection.
  *
  * Why: at batch-1 decode these ops move a few kilobytes each, so each separate launch costs
  * its launch latency and a round trip through memory, not bandwidth: a Qwen3 layer had ten of
@@ -54,8 +54,8 @@ __global__ void add_rmsnorm_vec_kernel(float *__restrict__ out, float *__restric
         if (c < n4)
             wv[i] = load_w4<T>(w, 4 * c);
     }
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < V; i++) {
@@ -88,8 +88,8 @@ __global__ void add_rmsnorm_any_kernel(float *__restrict__ out, float *__restric
                                        int32_t d, float eps)
 {
     __shared__ float red[32];
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int64_t row = blockIdx.x;
     float *xr = x + row * d;
     const float *rr = res ? res + row * d : nullptr;
@@ -182,10 +182,10 @@ qk_norm_rope_store_kernel(float *__restrict__ q_out, const float *__restrict__ q
     const int kind = h < n_heads ? 0 : h < n_heads + n_kv_heads ? 1 : 2; /* q, k, v */
     const WT *nw = kind == 0 ? qn : kn;
 
-    /* Before the wait on the kernel before this one (see pdl_wait in cuda_common.cuh): the
-     * step inputs (positions, slots) and the weights are complete, so the cache slot, the
-     * norm weights and the RoPE angles (accurate powf / sincosf, as rope_kernel) are ready
-     * when the projection's output arrives. */
+    /* Before the wait on the kernel before this one (see the launch protocol in
+     * cuda_common.cuh): the step inputs (positions, slots) and the weights are complete, so
+     * the cache slot, the norm weights and the RoPE angles (accurate powf / sincosf, as
+     * rope_kernel) are ready when the projection's output arrives. */
     const int32_t slot = live && kind > 0 ? slots[t] : 0;
     float cs[QKR_MAX_PAIRS], sn[QKR_MAX_PAIRS], wlo[QKR_MAX_PAIRS], whi[QKR_MAX_PAIRS];
 #pragma unroll
@@ -201,8 +201,8 @@ qk_norm_rope_store_kernel(float *__restrict__ q_out, const float *__restrict__ q
             }
         }
     }
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     if (!live || slot < 0)
         return;
     const float *src = qkv + (t * heads + h) * head_dim;
@@ -351,8 +351,8 @@ __device__ __forceinline__ float silu_f(float g) { return g / (1.0f + expf(-g));
 __global__ void swiglu_kernel(float *__restrict__ out, const float *__restrict__ gu, int32_t n,
                               int32_t d, int vec4)
 {
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (vec4) {

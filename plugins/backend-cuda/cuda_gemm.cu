@@ -24,8 +24,8 @@ gemv_vec_kernel(float *__restrict__ y, const float *__restrict__ x, const T *__r
                 int32_t out, int32_t in)
 {
     constexpr int VEC = 16 / sizeof(T);
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int lane = threadIdx.x & 31;
     const int64_t row0 = ((int64_t)blockIdx.x * GEMV_WARPS + threadIdx.x / 32) * R;
     if (row0 >= out)
@@ -111,8 +111,8 @@ template <typename T>
 __global__ void gemv_scalar_kernel(float *__restrict__ y, const float *__restrict__ x,
                                    const T *__restrict__ w, int32_t out, int32_t in, int32_t n)
 {
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int lane = threadIdx.x & 31;
     const int64_t row = (int64_t)blockIdx.x * GEMV_WARPS + threadIdx.x / 32;
     if (row >= out)
@@ -176,8 +176,8 @@ static void launch_gemv(const llmrt_backend *s, float *y, const float *x, const 
 template <typename T>
 __global__ void cast_kernel(T *__restrict__ dst, const float *__restrict__ src, int64_t n)
 {
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         dst[i] = from_f32<T>(src[i]);

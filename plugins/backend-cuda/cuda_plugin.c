@@ -1,13 +1,18 @@
 /* cuda_plugin.c — the CUDA backend's descriptor and vtable, its lifecycle (probe, create,
- * destroy), its [backend.cuda] section, device information and error helpers.
+ * destroy), its [backend.cuda] keys, device information, the extensions it offers and its
+ * error helpers.
  *
  * Why: this .so must load everywhere the binary ships, including machines with no GPU and
  * no driver: nothing runs at load or in init(); probe() reports "0 devices" with the CUDA
  * runtime's reason; only create() needs a device. */
 #include "cuda_backend.h"
 
+#include <llmrt/cuda.h>
+#include <llmrt/ext/argmax_head.h>
+#include <llmrt/ext/fused.h>
+#include <llmrt/ext/logits_mask.h>
+
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +30,7 @@ llmrt_status cuda_fail(llmrt_error *err, llmrt_status code, cudaError_t e, const
 
 llmrt_status cuda_check_launch(llmrt_error *err, const char *kernel)
 {
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess)
-        return LLMRT_OK;
-    char what[160];
-    snprintf(what, sizeof what, "launching kernel %s", kernel);
-    return cuda_fail(err, LLMRT_ERR_DEVICE, e, what);
+    return llmrt_cuda_check_launch(err, "cuda backend", kernel);
 }
 
 llmrt_status cuda_use(llmrt_backend *b, llmrt_error *err)
@@ -125,71 +125,91 @@ static llmrt_status cuda_probe(llmrt_device_info *out, int32_t max, int32_t *cou
 
 /* ---- [backend.cuda] ---- */
 
-/* Keys and value syntax first (so a typo is reported even where no GPU is visible); the
- * device index is checked against the visible devices afterwards. */
-/* "on"/"off" (also true/false, 1/0, yes/no); -1 when neither. */
-static int parse_switch(const char *v)
+#define CUDA_MAX_DEVICE 1023 /* the largest device index [backend.cuda] device takes */
+#define CUDA_STR_(x) #x
+#define CUDA_STR(x) CUDA_STR_(x)
+
+/* The section's keys, declared in the descriptor: the host validates them, applies
+ * LLMRT_BACKEND_CUDA_<KEY> from the environment and fills in the defaults. create() reads
+ * every value through llmrt_key_value, and still checks names and values itself, for a host
+ * that hands over the section as written. */
+static const llmrt_key cuda_keys[] = {
+    {"device", LLMRT_KEY_INT, "0", "0.." CUDA_STR(CUDA_MAX_DEVICE),
+     "Index of the CUDA device to run on, among the visible ones (CUDA_VISIBLE_DEVICES).", 0},
+    {"pdl", LLMRT_KEY_ENUM, "auto", "auto|on|off",
+     "Programmatic dependent launch: each kernel's launch and prologue overlap the previous "
+     "kernel's end. auto = on where the device supports it (compute capability 9.0, Hopper).",
+     0},
+    {"tune", LLMRT_KEY_STRING, "", NULL,
+     "Kernel tuning knobs for benchmark sweeps, \"key=value,...\" (0 = the built-in choice): "
+     "att_cmin, att_fill, att_maxs, att_win (decode attention splits and K/V staging), "
+     "att_pf_mma=0 (prefill attention on the fp32 kernel instead of the tensor cores), "
+     "att_inv=0 (decode splits capped by the batch size: batch-dependent rounding), "
+     "att_mixed=0 (a mixed step's decode rows through the prefill kernel), ah_rows (most "
+     "rows of a greedy argmax_head call), sample_full, copy_k, ah_stats; unknown knobs are "
+     "ignored with a warning.",
+     LLMRT_KEY_DEVELOPER},
+};
+#define N_CUDA_KEYS ((uint32_t)(sizeof cuda_keys / sizeof cuda_keys[0]))
+
+/* Where the section set `key` ("conf/runtime.ini:12", "env ..."), or "default". */
+static const char *key_where(const llmrt_section *cfg, const char *key)
 {
-    static const char *const on[] = {"on", "true", "1", "yes"}, *const off[] = {"off", "false", "0", "no"};
-    for (size_t i = 0; i < 4; i++) {
-        if (strcmp(v, on[i]) == 0)
-            return 1;
-        if (strcmp(v, off[i]) == 0)
-            return 0;
-    }
-    return -1;
+    for (size_t i = 0; cfg && i < cfg->n; i++)
+        if (strcmp(cfg->keys[i], key) == 0)
+            return cfg->where && cfg->where[i] ? cfg->where[i] : "?";
+    return "default";
 }
 
-static llmrt_status parse_section(const llmrt_section *cfg, int *device, const char **where_device,
-                                  int *pdl, llmrt_error *err)
+/* Names and value syntax first (so a typo is reported even where no GPU is visible); the
+ * device index is checked against the visible devices afterwards. *pdl: -1 auto, 0 off, 1 on. */
+static llmrt_status parse_section(const llmrt_section *cfg, int *device, int *pdl,
+                                  const char **tune, llmrt_error *err)
 {
-    *device = 0;
-    *where_device = NULL;
-    *pdl = -1; /* auto */
-    if (!cfg)
-        return LLMRT_OK;
-    for (size_t i = 0; i < cfg->n; i++) {
-        const char *key = cfg->keys[i], *val = cfg->values[i];
-        const char *where = cfg->where && cfg->where[i] ? cfg->where[i] : "?";
-        if (strcmp(key, "device") == 0) {
-            char *end = NULL;
-            errno = 0;
-            long v = strtol(val, &end, 10);
-            if (errno || end == val || *end || v < 0 || v > INT_MAX)
-                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                                  "[backend.cuda] device = '%s' (%s): expected a CUDA device "
-                                  "index (0, 1, ...)",
-                                  val, where);
-            *device = (int)v;
-            *where_device = where;
-        } else if (strcmp(key, "pdl") == 0) {
-            if (strcmp(val, "auto") == 0) {
-                *pdl = -1;
-            } else if ((*pdl = parse_switch(val)) < 0) {
-                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                                  "[backend.cuda] pdl = '%s' (%s): expected auto, on or off",
-                                  val, where);
-            }
-        } else {
+    for (size_t i = 0; cfg && i < cfg->n; i++) {
+        uint32_t k = 0;
+        while (k < N_CUDA_KEYS && strcmp(cfg->keys[i], cuda_keys[k].name) != 0)
+            k++;
+        if (k == N_CUDA_KEYS)
             return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                               "[backend.cuda] unknown key '%s' (%s); the keys of this section "
-                              "are: device, pdl",
-                              key, where);
-        }
+                              "are: device, pdl, tune",
+                              cfg->keys[i], cfg->where && cfg->where[i] ? cfg->where[i] : "?");
     }
+    const char *v = llmrt_key_value(cfg, cuda_keys, N_CUDA_KEYS, "device");
+    char *end = NULL;
+    errno = 0;
+    long dev = strtol(v, &end, 10);
+    if (errno || end == v || *end || dev < 0 || dev > CUDA_MAX_DEVICE)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "[backend.cuda] device = '%s' (%s): expected a CUDA device index "
+                          "(0, 1, ... up to %d)",
+                          v, key_where(cfg, "device"), CUDA_MAX_DEVICE);
+    *device = (int)dev;
+    v = llmrt_key_value(cfg, cuda_keys, N_CUDA_KEYS, "pdl");
+    if (strcmp(v, "auto") == 0)
+        *pdl = -1;
+    else if (strcmp(v, "on") == 0)
+        *pdl = 1;
+    else if (strcmp(v, "off") == 0)
+        *pdl = 0;
+    else
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "[backend.cuda] pdl = '%s' (%s): expected auto, on or off", v,
+                          key_where(cfg, "pdl"));
+    *tune = llmrt_key_value(cfg, cuda_keys, N_CUDA_KEYS, "tune");
     return LLMRT_OK;
 }
 
-/* LLMRT_CUDA_TUNE="att_cmin=32,att_fill=8": see cuda_tune. Unknown keys are ignored (and
- * logged), so an old binary runs a newer sweep script. */
-static void parse_tune(const llmrt_host *host, cuda_tune *t)
+/* tune = "att_cmin=32,att_fill=8": see cuda_tune. Unknown knobs are ignored (and logged), so
+ * an old binary runs a newer sweep script. */
+static void parse_tune(const llmrt_host *host, const char *text, const char *where, cuda_tune *t)
 {
     memset(t, 0, sizeof *t);
-    const char *env = getenv("LLMRT_CUDA_TUNE");
-    if (!env || !*env)
+    if (!text || !*text)
         return;
     char buf[256];
-    snprintf(buf, sizeof buf, "%s", env);
+    snprintf(buf, sizeof buf, "%s", text);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
         int v = eq ? atoi(eq + 1) : 0;
@@ -209,11 +229,20 @@ static void parse_tune(const llmrt_host *host, cuda_tune *t)
             t->sample_full = v;
         else if (strcmp(tok, "ah_stats") == 0)
             t->ah_stats = v;
+        else if (strcmp(tok, "att_pf_mma") == 0)
+            t->att_pf_mma = v > 0 ? 1 : -1;
+        else if (strcmp(tok, "att_inv") == 0)
+            t->att_inv = v > 0 ? 1 : -1;
+        else if (strcmp(tok, "att_mixed") == 0)
+            t->att_mixed = v > 0 ? 1 : -1;
+        else if (strcmp(tok, "ah_rows") == 0)
+            t->ah_rows = v;
         else if (host && host->log)
-            host->log(host->ctx, LLMRT_LOG_WARN, "cuda", "LLMRT_CUDA_TUNE: unknown key '%s'", tok);
+            host->log(host->ctx, LLMRT_LOG_WARN, "cuda",
+                      "[backend.cuda] tune (%s): unknown knob '%s' ignored", where, tok);
     }
     if (host && host->log)
-        host->log(host->ctx, LLMRT_LOG_INFO, "cuda", "LLMRT_CUDA_TUNE=%s", env);
+        host->log(host->ctx, LLMRT_LOG_INFO, "cuda", "[backend.cuda] tune = %s (%s)", text, where);
 }
 
 /* ---- lifecycle ---- */
@@ -247,13 +276,9 @@ static llmrt_status cuda_create(const llmrt_host *host, const llmrt_section *cfg
     *out = NULL;
 
     int device = 0, pdl = -1;
-    const char *where_device = NULL;
-    if ((st = parse_section(cfg, &device, &where_device, &pdl, err)) != LLMRT_OK)
+    const char *tune = NULL;
+    if ((st = parse_section(cfg, &device, &pdl, &tune, err)) != LLMRT_OK)
         return st;
-    /* LLMRT_CUDA_PDL=on|off overrides an auto setting (A/B runs without editing the INI) */
-    const char *pdl_env = getenv("LLMRT_CUDA_PDL");
-    if (pdl < 0 && pdl_env && parse_switch(pdl_env) >= 0)
-        pdl = parse_switch(pdl_env);
     int n = 0;
     e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
@@ -267,7 +292,7 @@ static llmrt_status cuda_create(const llmrt_host *host, const llmrt_section *cfg
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                           "[backend.cuda] device = %d (%s): only %d CUDA device%s visible "
                           "(indices 0..%d)",
-                          device, where_device ? where_device : "?", n, n == 1 ? " is" : "s are",
+                          device, key_where(cfg, "device"), n, n == 1 ? " is" : "s are",
                           n - 1);
 
     b = calloc(1, sizeof *b);
@@ -295,7 +320,7 @@ static llmrt_status cuda_create(const llmrt_host *host, const llmrt_section *cfg
     b->can_map_host = prop.canMapHostMemory;
     /* Programmatic dependent launch needs compute capability 9.0; auto turns it on there. */
     b->pdl = prop.major >= 9 && pdl != 0;
-    parse_tune(host, &b->tune);
+    parse_tune(host, tune, key_where(cfg, "tune"), &b->tune);
     if (prop.major < 7) {
         st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
                         "cuda backend: device %d (%s) has compute capability %d.%d; llmrt's "
@@ -367,18 +392,51 @@ static llmrt_status cuda_device_info(llmrt_backend *b, llmrt_device_info *out, l
     return LLMRT_OK;
 }
 
-static void *cuda_native_handle(llmrt_backend *b, const char *what)
+/* ---- extensions ---- */
+
+static cudaStream_t ext_stream(llmrt_backend *b) { return b->stream; }
+static int ext_device(llmrt_backend *b) { return b->device; }
+static int ext_pdl(llmrt_backend *b) { return b->pdl; }
+
+static const llmrt_cuda_ext cuda_ext = {
+    .struct_size = sizeof(llmrt_cuda_ext),
+    .stream = ext_stream,
+    .device = ext_device,
+    .pdl = ext_pdl,
+};
+
+static const llmrt_fused_ops fused_ext = {
+    .struct_size = sizeof(llmrt_fused_ops),
+    .add_rmsnorm = cuda_add_rmsnorm,
+    .qk_norm_rope_store = cuda_qk_norm_rope_store,
+    .swiglu = cuda_swiglu,
+};
+
+static const llmrt_argmax_head_ops argmax_head_ext = {
+    .struct_size = sizeof(llmrt_argmax_head_ops),
+    .create = cuda_argmax_head_create,
+    .forward = cuda_argmax_head_forward,
+    .destroy = cuda_argmax_head_destroy,
+};
+
+/* "llmrt.cuda" (CUDA interop for other plugins' kernels), "llmrt.fused" (cuda_fused.cu) and
+ * "llmrt.argmax_head" (cuda_argmax_head.cu), each at its version or older. */
+static const void *cuda_extension(llmrt_backend *b, const char *name, uint32_t version)
 {
-    if (!what)
-        return NULL;
-    if (strcmp(what, "cuda.stream") == 0)
-        return (void *)b->stream;
-    if (strcmp(what, "cublas.handle") == 0)
-        return (void *)b->cublas;
-    /* non-NULL when kernels are launched with programmatic dependent launch: other plugins'
-     * kernels on the stream then launch the same way (and wait the same way) */
-    if (strcmp(what, "cuda.pdl") == 0)
-        return b->pdl ? (void *)b : NULL;
+    static const struct {
+        const char *name;
+        uint32_t version;
+        const void *table;
+    } ext[] = {
+        {LLMRT_EXT_CUDA, LLMRT_EXT_CUDA_VERSION, &cuda_ext},
+        {LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION, &fused_ext},
+        {LLMRT_EXT_ARGMAX_HEAD, LLMRT_EXT_ARGMAX_HEAD_VERSION, &argmax_head_ext},
+        {LLMRT_EXT_LOGITS_MASK, LLMRT_EXT_LOGITS_MASK_VERSION, &cuda_logits_mask_ext},
+    };
+    (void)b;
+    for (size_t i = 0; name && i < sizeof ext / sizeof ext[0]; i++)
+        if (strcmp(name, ext[i].name) == 0)
+            return version <= ext[i].version ? ext[i].table : NULL;
     return NULL;
 }
 
@@ -417,15 +475,12 @@ static const llmrt_backend_vtable cuda_vtable = {
     .gemm = cuda_gemm,
     .argmax = cuda_argmax,
     .sample = cuda_sample,
-    .native_handle = cuda_native_handle,
+    /* native_handle and the deprecated fused / argmax_head slots stay NULL: the same
+     * services are the extensions below (backend.h) */
+    .native_handle = NULL,
     .parallel_for = NULL,
     .mem_info = cuda_mem_info,
-    .add_rmsnorm = cuda_add_rmsnorm,
-    .qk_norm_rope_store = cuda_qk_norm_rope_store,
-    .swiglu = cuda_swiglu,
-    .argmax_head_create = cuda_argmax_head_create,
-    .argmax_head_forward = cuda_argmax_head_forward,
-    .argmax_head_destroy = cuda_argmax_head_destroy,
+    .extension = cuda_extension,
 };
 
 static const llmrt_plugin_desc cuda_desc = {
@@ -439,6 +494,8 @@ static const llmrt_plugin_desc cuda_desc = {
     .license = "MIT",
     .vtable = &cuda_vtable,
     .init = NULL, /* nothing to check that would not fail on a machine without a GPU */
+    .keys = cuda_keys,
+    .n_keys = N_CUDA_KEYS,
 };
 
 LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)

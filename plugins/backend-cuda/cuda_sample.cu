@@ -34,7 +34,7 @@
  * threshold and draw equals the one a full sort would give. A row whose planned bins hold more
  * than SAMPLE_SORT_CAP tokens (a top-k in the thousands, or thousands of logits within one bin
  * width) takes the one-block path over the whole row instead (full_row_pick: MSB-first radix
- * selection, the original algorithm; ~1.4 ms at 151936); LLMRT_CUDA_TUNE=sample_full=1 sends
+ * selection, the original algorithm; ~1.4 ms at 151936); [backend.cuda] tune sample_full=1 sends
  * every row there, which the tests use to check that both paths draw the same token. */
 #include "cuda_common.cuh"
 
@@ -90,8 +90,8 @@ argmax_kernel(int32_t *__restrict__ out, const float *__restrict__ logits, int v
     __shared__ float rv[32];
     __shared__ int ri[32];
     __shared__ bool last;
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int row = blockIdx.y;
     const float *x = logits + (int64_t)row * vocab;
     const int per = (vocab + slices - 1) / slices;
@@ -236,7 +236,7 @@ __device__ __forceinline__ u64 draw_target(float u, u64 total)
 }
 
 /* ---- sample: the whole row in one block (the original algorithm) ----
- * Used for rows whose candidates do not fit the fast path's sort, and (LLMRT_CUDA_TUNE
+ * Used for rows whose candidates do not fit the fast path's sort, and ([backend.cuda] tune
  * sample_full=1) for every row, as the reference the fast path is tested against. */
 
 /* Warp 0: scanning bins from 255 down, find the bin where the running total reaches `want`.
@@ -551,8 +551,8 @@ sample_max_kernel(const float *__restrict__ logits, int vocab, int slices,
 {
     __shared__ float rv[32];
     __shared__ int ri[32];
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int row = blockIdx.y, s = blockIdx.x;
     sample_state *st = states + row;
     const float *x = logits + (int64_t)row * vocab;
@@ -596,8 +596,8 @@ sample_hist_kernel(int32_t *__restrict__ out, const float *__restrict__ logits,
     __shared__ u64 s_draw_left;
     __shared__ bool s_last;
 
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int row = blockIdx.y, s = blockIdx.x;
     sample_state *st = states + row;
     const llmrt_sample_params sp = params[row];
@@ -845,8 +845,8 @@ sample_pick_kernel(int32_t *__restrict__ out, const float *__restrict__ logits,
     __shared__ int s_first;
     __shared__ bool s_last;
 
-    pdl_wait();
-    pdl_trigger();
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
     const int row = blockIdx.y, s = blockIdx.x;
     sample_state *st = states + row;
     const int route = st->route;

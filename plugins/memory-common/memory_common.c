@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct llmrt_memory {
     memc_policy pol;
@@ -23,34 +24,43 @@ typedef struct buf_priv {
     int zero_copy;
 } buf_priv;
 
+/* The host's booleans (config.c): true/false, yes/no, on/off, 1/0 in any case. */
 static int parse_bool(const char *v, int *out)
 {
-    if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
-        return *out = 1, 1;
-    if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") || !strcmp(v, "0"))
-        return *out = 0, 1;
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(v, yes[i]) == 0)
+            return *out = 1, 1;
+        if (strcasecmp(v, no[i]) == 0)
+            return *out = 0, 1;
+    }
     return 0;
 }
+
+const llmrt_key memc_double_buffer_keys[1] = {
+    {"double_buffer", LLMRT_KEY_BOOL, "true", NULL,
+     "Two host buffers per step buffer, so the host fills step N+1 while step N runs.", 0},
+};
+const llmrt_key memc_no_keys[1] = {{0}}; /* n_keys 0: only its address is used */
 
 llmrt_status memc_create(const memc_policy *policy, const llmrt_host *host,
                          const llmrt_section *cfg, const llmrt_backend_ref *backend,
                          llmrt_memory **out, llmrt_error *err)
 {
     memc_policy pol = *policy;
-    for (size_t i = 0; cfg && i < cfg->n; i++) {
-        if (strcmp(cfg->keys[i], "double_buffer") == 0 && policy->double_buffer) {
-            if (!parse_bool(cfg->values[i], &pol.double_buffer))
-                return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                                  "%s: [memory.%s] double_buffer = '%s' is not a boolean (use "
-                                  "true or false)",
-                                  cfg->where[i], pol.name, cfg->values[i]);
-            continue;
+    if (policy->double_buffer) { /* validated by the host; absent (no host): the default */
+        const char *v = llmrt_key_value(cfg, memc_double_buffer_keys, 1, "double_buffer");
+        if (!parse_bool(v, &pol.double_buffer)) {
+            const char *where = "default";
+            for (size_t i = 0; cfg && cfg->where && i < cfg->n; i++)
+                if (strcmp(cfg->keys[i], "double_buffer") == 0)
+                    where = cfg->where[i];
+            return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                              "%s: [memory.%s] double_buffer = '%s' is not a boolean (use true "
+                              "or false)",
+                              where, pol.name, v);
         }
-        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "%s: unknown key '%s' in [memory.%s] (%s)", cfg->where[i],
-                          cfg->keys[i], pol.name,
-                          policy->double_buffer ? "known keys: double_buffer"
-                                                : "this plugin has no keys of its own");
     }
     if ((pol.host_flags & LLMRT_HOST_MAPPED) &&
         !(backend->vt->caps(backend->b) & LLMRT_BACKEND_CAP_MAPPED_HOST) && host)

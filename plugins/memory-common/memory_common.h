@@ -17,8 +17,14 @@ typedef struct memc_policy {
     int copies_capturable;  /* copies from this memory may be captured in a graph */
 } memc_policy;
 
-/* Create an instance following `policy`; validates the plugin section (key double_buffer
- * when the policy double-buffers) and reads memory.fallback from the host. */
+/* The keys of a memory plugin's section: double_buffer (memc_double_buffer_keys, for the
+ * policies that double-buffer) or none (memc_no_keys, n_keys 0: the host then rejects every
+ * key in the section). The host validates them and fills in the defaults. */
+extern const llmrt_key memc_double_buffer_keys[1];
+extern const llmrt_key memc_no_keys[1];
+
+/* Create an instance following `policy`; reads double_buffer from the section (when the
+ * policy double-buffers; absent: the default) and memory.fallback from the host. */
 llmrt_status memc_create(const memc_policy *policy, const llmrt_host *host,
                          const llmrt_section *cfg, const llmrt_backend_ref *backend,
                          llmrt_memory **out, llmrt_error *err);
@@ -43,9 +49,9 @@ void memc_stats(llmrt_memory *m, llmrt_mem_stats *out);
         .to_host = memc_to_host, .caps = memc_caps, .stats = memc_stats,                     \
     }
 
-/* Everything a memory plugin .so defines, from its policy: the create function bound to
- * it, the vtable, the descriptor and the one exported symbol. */
-#define MEMC_PLUGIN(policy_var, desc_text)                                                   \
+/* Everything a memory plugin .so defines, from its policy and key table: the create
+ * function bound to it, the vtable, the descriptor and the one exported symbol. */
+#define MEMC_PLUGIN(policy_var, desc_text, keys_, n_keys_)                                   \
     static llmrt_status memc_plugin_create(const llmrt_host *host, const llmrt_section *cfg,   \
                                            const llmrt_backend_ref *backend,                  \
                                            llmrt_memory **out, llmrt_error *err)              \
@@ -63,6 +69,8 @@ void memc_stats(llmrt_memory *m, llmrt_mem_stats *out);
         .license = "MIT",                                                                     \
         .vtable = &memc_plugin_vtable,                                                        \
         .init = NULL,                                                                         \
+        .keys = (keys_),                                                                      \
+        .n_keys = (n_keys_),                                                                  \
     };                                                                                        \
     LLMRT_EXPORT const llmrt_plugin_desc *llmrt_plugin_get(uint32_t index)                    \
     {                                                                                         \

@@ -13,4 +13,6 @@ static const memc_policy policy = {
     .copies_capturable = 0,
 };
 
-MEMC_PLUGIN(policy, "Pageable host memory (malloc): the driver stages every copy; copies run outside CUDA graphs. The baseline.")
+MEMC_PLUGIN(policy,
+            "Pageable host memory (malloc): the driver stages every copy; copies run outside CUDA graphs. The baseline.",
+            memc_no_keys, 0)

@@ -13,4 +13,6 @@ static const memc_policy policy = {
     .copies_capturable = 1,
 };
 
-MEMC_PLUGIN(policy, "Page-locked host memory: truly async copies, double-buffered so the host prepares step N+1 while step N runs; copies captured in the decode graph.")
+MEMC_PLUGIN(policy,
+            "Page-locked host memory: truly async copies, double-buffered so the host prepares step N+1 while step N runs; copies captured in the decode graph.",
+            memc_double_buffer_keys, 1)

@@ -13,4 +13,6 @@ static const memc_policy policy = {
     .copies_capturable = 0,
 };
 
-MEMC_PLUGIN(policy, "Zero-copy mapped host memory: kernels read step inputs and write sampled ids through the bus; no copies.")
+MEMC_PLUGIN(policy,
+            "Zero-copy mapped host memory: kernels read step inputs and write sampled ids through the bus; no copies.",
+            memc_double_buffer_keys, 1)

@@ -18,7 +18,7 @@
  * lanes is needed and y is written sixteen floats at a time. A last group of 8 outputs is
  * padded with zero weights and scales.
  *
- * Two families of kernels, chosen by the backend's simd path (kernel_for):
+ * Two families of kernels, chosen by the backend's simd path (awq_cpu_choose_simd, kernel_for):
  *
  * exact (simd = exact, baseline, or a name this plugin does not know): all f32, in a fixed
  *   order per output and row, so results do not depend on the ISA, the thread count or which
@@ -40,6 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+
+#include <llmrt/ext/cpu.h>
 
 #include "awq_pack.h"
 
@@ -107,11 +109,39 @@ static int amx_int8(void)
 #endif
 }
 
+awq_cpu_simd awq_cpu_choose_simd(const llmrt_backend_ref *be)
+{
+    const llmrt_cpu_ext *cx =
+        llmrt_backend_extension(be->vt, be->b, LLMRT_EXT_CPU, LLMRT_EXT_CPU_VERSION);
+    const char *simd = LLMRT_VT_HAS(cx, llmrt_cpu_ext, simd) ? cx->simd(be->b) : NULL;
+    static const struct {
+        const char *name;
+        awq_cpu_simd simd;
+    } names[] = {{"baseline", AWQ_CPU_BASELINE},
+                 {"avx2", AWQ_CPU_AVX2},
+                 {"avx512", AWQ_CPU_AVX512},
+                 {"amx", AWQ_CPU_AMX}};
+    for (size_t i = 0; simd && i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(simd, names[i].name) == 0)
+            return names[i].simd;
+    return AWQ_CPU_EXACT; /* "exact", a name not known here, or no extension */
+}
+
+const char *awq_cpu_simd_name(awq_cpu_simd simd)
+{
+    switch (simd) {
+    case AWQ_CPU_BASELINE: return "baseline";
+    case AWQ_CPU_AVX2: return "avx2";
+    case AWQ_CPU_AVX512: return "avx512";
+    case AWQ_CPU_AMX: return "amx";
+    default: return "exact";
+    }
+}
+
 /* The kernel for the backend's simd path: the int8 kernels on the fast paths, the widest
- * exact one on "exact" and on any name this plugin does not know (NULL included), the
- * 16-byte one on "baseline". The backend only names a path its CPU has; the checks here keep
- * a wrong name from reaching an instruction the CPU lacks. */
-static awq_kernel kernel_for(const char *simd)
+ * exact one on exact, the 16-byte one on baseline. The backend only names a path its CPU
+ * has; the checks here keep a wrong name from reaching an instruction the CPU lacks. */
+static awq_kernel kernel_for(awq_cpu_simd simd)
 {
 #ifdef AWQ_HAVE_X86_KERNELS
     const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -119,11 +149,11 @@ static awq_kernel kernel_for(const char *simd)
     const int avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
     const int vnni = avx512 && __builtin_cpu_supports("avx512vnni");
-    if (simd && (strcmp(simd, "avx512") == 0 || strcmp(simd, "amx") == 0) && vnni)
+    if ((simd == AWQ_CPU_AVX512 || simd == AWQ_CPU_AMX) && vnni)
         return AWQ_INT8_AVX512;
-    if (simd && strcmp(simd, "avx2") == 0 && avx2)
+    if (simd == AWQ_CPU_AVX2 && avx2)
         return AWQ_INT8_AVX2;
-    if (simd && strcmp(simd, "baseline") == 0)
+    if (simd == AWQ_CPU_BASELINE)
         return AWQ_EXACT_BASE;
     return avx512 ? AWQ_EXACT_AVX512 : avx2 ? AWQ_EXACT_AVX2 : AWQ_EXACT_BASE;
 #else
@@ -230,9 +260,9 @@ static void run_parallel(const llmrt_backend_ref *be, int64_t n, int64_t cost,
         fn(ctx, 0, n);
 }
 
-llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, const void *qzeros,
-                          const void *scales, int64_t in, int64_t out, int64_t group,
-                          awq_cpu_linear **out_linear, llmrt_error *err)
+llmrt_status awq_cpu_load(const llmrt_backend_ref *be, awq_cpu_simd simd, const void *qweight,
+                          const void *qzeros, const void *scales, int64_t in, int64_t out,
+                          int64_t group, awq_cpu_linear **out_linear, llmrt_error *err)
 {
     *out_linear = NULL;
     awq_cpu_linear *l = calloc(1, sizeof *l);
@@ -244,11 +274,10 @@ llmrt_status awq_cpu_load(const llmrt_backend_ref *be, const void *qweight, cons
     l->n_groups = in / group;
     l->n_blocks = (in + BLOCK - 1) / BLOCK;
     l->n_og = (out + 15) / 16;
-    /* the kernel family follows the backend's [backend.cpu] simd */
-    const char *simd = be->vt->native_handle ? be->vt->native_handle(be->b, "cpu.simd") : NULL;
+    /* the kernel family follows the backend's [backend.cpu] simd (awq_cpu_choose_simd) */
     l->kernel = kernel_for(simd);
     l->interleaved = l->kernel == AWQ_INT8_AVX512;
-    l->amx = l->interleaved && group == 128 && simd && strcmp(simd, "amx") == 0 && amx_int8();
+    l->amx = l->interleaved && group == 128 && simd == AWQ_CPU_AMX && amx_int8();
     const int64_t rows = l->interleaved ? 16 * l->n_og : out; /* outputs, padded */
     size_t qb = (size_t)(rows * l->n_blocks) * BLOCK_BYTES, sb = (size_t)(rows * l->n_groups) * 2,
            zb = (size_t)(rows * l->n_groups);

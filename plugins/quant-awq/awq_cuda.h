@@ -1,8 +1,8 @@
 /* awq_cuda.h — the seam between the quant-awq plugin (plain C, awq.c) and its CUDA kernels
  * (awq_cuda.cu, built only when CMake finds CUDA).
  *
- * Why: awq.c owns the format (probe, tensor validation, error messages) and dispatches on the
- * backend's name; the CUDA file owns only device layout and kernels. awq.c has already checked
+ * Why: awq.c owns the format (probe, tensor validation, error messages) and chooses the kernels
+ * by what the backend offers; the CUDA file owns only device layout and kernels. awq.c has already checked
  * every dtype and shape before calling awq_cuda_load, so the CUDA side may rely on:
  *   in % group == 0, out % 8 == 0, group in {32, 64, 128}, in > 0, out > 0.
  *
@@ -13,8 +13,9 @@
  *   w[o][i] = (q[i][o] - z[i/group][o]) * s[i/group][o]
  *
  * Every function fills err (message naming what failed) and returns its status; nothing
- * prints, exits or aborts. Kernels run on the backend's stream (native_handle "cuda.stream");
- * awq_cuda_forward neither allocates nor synchronizes, so it can be captured in a graph. */
+ * prints, exits or aborts. Kernels run on the backend's stream, on its device and with its
+ * launch protocol, from its "llmrt.cuda" extension (llmrt/cuda.h); awq_cuda_forward neither
+ * allocates nor synchronizes, so it can be captured in a graph. */
 #ifndef LLMRT_QUANT_AWQ_CUDA_H
 #define LLMRT_QUANT_AWQ_CUDA_H
 
@@ -31,9 +32,11 @@ extern "C" {
 typedef struct awq_cuda_ctx awq_cuda_ctx;       /* one per quant instance (stream, scratch) */
 typedef struct awq_cuda_linear awq_cuda_linear; /* one loaded linear on the device */
 
-/* Create the per-instance context on a "cuda" backend. The backend outlives the context. */
-llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, awq_cuda_ctx **out,
-                             llmrt_error *err);
+/* Create the per-instance context on a backend that offers the "llmrt.cuda" extension
+ * (LLMRT_ERR_UNSUPPORTED otherwise). tune: [quant.awq] tune, "key=value,..." (NULL or "":
+ * the built-in choices). The backend outlives the context. */
+llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const char *tune,
+                             awq_cuda_ctx **out, llmrt_error *err);
 void awq_cuda_destroy(awq_cuda_ctx *ctx);
 
 /* Copy one linear to the device (any repacking is the CUDA side's choice). The host arrays
@@ -74,6 +77,15 @@ int32_t awq_cuda_fused_max_rows(const awq_cuda_ctx *ctx, const awq_cuda_linear *
 
 /* Device bytes the linear occupies (for load reports). */
 uint64_t awq_cuda_bytes(const awq_cuda_linear *l);
+
+/* Where a loaded linear's repacked tensors are (awq_cuda_layout.cuh), for kernels in other
+ * files (awq_cuda_grouped.cu). */
+typedef struct awq_cuda_layout {
+    const uint32_t *wq;   /* [n_mtiles][kpad/64][32][4] */
+    const uint32_t *meta; /* [n_mtiles][kpad/group][8][2] */
+    int64_t in, out, group, kpad, n_mtiles;
+} awq_cuda_layout;
+void awq_cuda_linear_layout(const awq_cuda_linear *l, awq_cuda_layout *out);
 
 /* Dense W as f32 [out, in] in host memory (tests): synchronous. */
 llmrt_status awq_cuda_dequant(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *out,

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Malformed checkpoints at the model level, through the real binary (`llmrt logits`): a
 # missing tensor, shapes that do not match config.json, the wrong dtype for an AWQ tensor,
-# an architecture or quantization nothing supports, ids outside the vocabulary, no model.
+# an architecture or quantization nothing supports, files that are FIFOs, /dev/zero or too
+# large (model folder and plugin folder), config and tokenizer values that would size absurd
+# allocations, ids outside the vocabulary, no model.
 # Each must exit 1 (no crash) with a message that names what is wrong and where.
 # Checkpoints come from `llmrt mkmodel --preset tiny`, edited with python3's stdlib
 # (safetensors headers are JSON, so a tensor is renamed or retyped by rewriting the header).
@@ -39,10 +41,11 @@ EOF
 # copy a checkpoint folder; echo the copy's path
 variant() { rm -rf "$tmp/$2"; cp -r "$tmp/$1" "$tmp/$2"; echo "$tmp/$2"; }
 
-# run logits on a folder; must exit 1 and print every given substring
+# run logits on a folder; must exit 1 (within 60 s: a FIFO must never block) and print every
+# given substring
 expect_error() { # dir, substrings...
   local dir=$1; shift
-  "$LLMRT" logits --model "$dir" --set runtime.backend=cpu --ids $ids --out "$tmp/x.f32" > "$tmp/out" 2>&1
+  timeout 60 "$LLMRT" logits --model "$dir" --set runtime.backend=cpu --ids $ids --out "$tmp/x.f32" > "$tmp/out" 2>&1
   local rc=$?
   [[ $rc -eq 1 ]] || { cat "$tmp/out"; fail "$(basename "$dir"): exit $rc, expected 1"; }
   for s in "$@"; do
@@ -110,7 +113,64 @@ d=$(variant dense truncated)
 truncate -s -100 "$d/model.safetensors"
 expect_error "$d" "model.safetensors"
 
-# 7. ids outside the vocabulary, and no model at all
+# 7. files that are not regular files, or larger than their kind may be, and config values
+# that would size absurd allocations: refused by name, quickly, never blocking or reading
+# until memory runs out
+d=$(variant dense fifo_shard)
+rm "$d/model.safetensors"; mkfifo "$d/model.safetensors"
+expect_error "$d" "$d/model.safetensors: not a regular file (a FIFO)"
+d=$(variant dense zero_config)
+ln -sf /dev/zero "$d/config.json"
+expect_error "$d" "$d/config.json: not a regular file (a character device)"
+d=$(variant dense fifo_genconfig)
+rm -f "$d/generation_config.json"; mkfifo "$d/generation_config.json"
+expect_error "$d" "generation_config.json: not a regular file (a FIFO)"
+d=$(variant dense big_config)
+python3 - "$d/config.json" <<'EOF2'
+import json, sys
+c = json.load(open(sys.argv[1])); c["padding"] = "x" * (17 << 20)
+json.dump(c, open(sys.argv[1], "w"))
+EOF2
+expect_error "$d" "$d/config.json:" "MiB is larger than the 16 MiB a config.json may be"
+d=$(variant dense layers_1e9)
+python3 - "$d/config.json" <<'EOF2'
+import json, sys
+c = json.load(open(sys.argv[1])); c["num_hidden_layers"] = 1000000000
+json.dump(c, open(sys.argv[1], "w"))
+EOF2
+expect_error "$d" "num_hidden_layers is 1000000000" "model.layers.999999999" "it holds layers 0 to"
+
+# a tokenizer.json whose added-token id would size 1e9-entry tables, and one that is a FIFO
+d=$(variant dense tok_id)
+cat > "$d/tokenizer.json" <<'EOF2'
+{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []},
+ "added_tokens": [{"id": 1000000000, "content": "<|x|>", "special": true}]}
+EOF2
+timeout 60 "$LLMRT" tokenize --tokenizer "$d" ab > "$tmp/out" 2>&1
+rc=$?
+[[ $rc -eq 1 ]] && grep -qF "added_tokens[0].id is 1000000000" "$tmp/out" ||
+  { cat "$tmp/out"; fail "tokenizer.json with a huge added-token id: exit $rc"; }
+echo "ok: tok_id: $(grep -m1 error "$tmp/out")"
+rm "$d/tokenizer.json"; mkfifo "$d/tokenizer.json"
+timeout 60 "$LLMRT" tokenize --tokenizer "$d" ab > "$tmp/out" 2>&1
+rc=$?
+[[ $rc -eq 1 ]] && grep -qF "tokenizer.json: not a regular file (a FIFO)" "$tmp/out" ||
+  { cat "$tmp/out"; fail "tokenizer.json as a FIFO: exit $rc"; }
+echo "ok: tok_fifo: $(grep -m1 error "$tmp/out")"
+
+# a FIFO named x.so in a plugin folder is rejected, and every command still runs
+mkdir -p "$tmp/plugins"; mkfifo "$tmp/plugins/x.so"; ln -sf /dev/zero "$tmp/plugins/zero.so"
+LLMRT_PLUGIN_PATH="$tmp/plugins" timeout 60 "$LLMRT" plugins > "$tmp/out" 2>&1
+rc=$?
+[[ $rc -eq 0 ]] && grep -qF "$tmp/plugins/x.so: not a regular file (a FIFO)" "$tmp/out" &&
+  grep -qF "$tmp/plugins/zero.so: not a regular file (a character device)" "$tmp/out" ||
+  { cat "$tmp/out"; fail "llmrt plugins with a FIFO in the plugin folder: exit $rc"; }
+LLMRT_PLUGIN_PATH="$tmp/plugins" timeout 60 "$LLMRT" logits --model "$tmp/dense" \
+  --set runtime.backend=cpu --ids $ids --out "$tmp/x.f32" > "$tmp/out" 2>&1 ||
+  { cat "$tmp/out"; fail "llmrt logits with a FIFO in the plugin folder: exit $?"; }
+echo "ok: FIFO and /dev/zero in the plugin folder rejected, commands still run"
+
+# 8. ids outside the vocabulary, and no model at all
 "$LLMRT" logits --model "$tmp/dense" --set runtime.backend=cpu --ids 1,99999 --out "$tmp/x.f32" > "$tmp/out" 2>&1
 [[ $? -eq 1 ]] && grep -q "id 99999 (position 1) is outside the vocabulary" "$tmp/out" ||
   { cat "$tmp/out"; fail "out-of-vocabulary id"; }

@@ -26,8 +26,11 @@ for m in pageable uva; do
   printf '[model]\npath = tiny\n[memory]\nplugin = %s\n[cache]\nkv_tokens = 2048\n' "$m" > "$tmp/$m.ini"
 done
 
+# an API key (a secret: never in the report, the CSV or the log) and a developer key
 "$LLMRT" bench -c "$tmp/pageable.ini" -c "$tmp/uva.ini" --input-len 8 --output-len 6 --warmup 1 \
-  --rounds 2 --requests 3 --json "$tmp/lat.json" > "$tmp/out" 2>&1 || fail "latency run"
+  --rounds 2 --requests 3 --json "$tmp/lat.json" --csv "$tmp/csv" --set server.api_key=sekrit-4711 \
+  --set backend.cpu.simd=baseline --set runtime.log_level=debug > "$tmp/out" 2>&1 || fail "latency run"
+! grep -rq "sekrit" "$tmp/lat.json" "$tmp/csv" "$tmp/out" || fail "the API key is printed"
 validate "$tmp/lat.json" > "$tmp/v.out" 2>&1 || { cat "$tmp/v.out"; fail "latency JSON does not follow the schema"; }
 
 "$LLMRT" bench -c "$tmp/pageable.ini" -c "$tmp/uva.ini" --input-len 8 --output-len 6 --warmup 1 \
@@ -60,10 +63,64 @@ for (const v of lat.levels[0].verdicts) {
   check(v.ok && v.ci_low <= v.rel_change && v.rel_change <= v.ci_high, 'interval holds the estimate');
 }
 check(lat.samples.steps.length >= 12 * 6, 'a step per token at least');
+// recorded keys: what is not at its default, with its origin; every developer key
+const [pg, uv] = lat.configs;
+check(pg.settings['server.api_key'] === '(set)' && pg.non_default['server.api_key'].value === '(set)',
+      'the api key as (set)');
+check(uv.non_default['memory.plugin'].value === 'uva' && /uva\.ini:4$/.test(uv.non_default['memory.plugin'].origin),
+      'memory.plugin with its file:line');
+check(pg.non_default['runtime.backend'].origin === 'env LLMRT_RUNTIME_BACKEND', 'an env origin');
+check(pg.non_default['backend.cpu.simd'].origin === '--set', 'a --set origin');
+check(!('cache.block_size' in pg.non_default) && !('model.qwen3.fuse' in pg.non_default), 'defaults are not listed');
+check(pg.developer_keys['backend.cpu.simd'].value === 'baseline', 'a developer key set');
+check(pg.settings['model.qwen3.greedy_head'] === 'auto', 'a plugin key at its default is a setting');
+for (const c of lat.configs)
+  for (const [k, v] of Object.entries(c.developer_keys))
+    check(k in c.settings && c.settings[k] === v.value, 'developer key ' + k + ' agrees with settings');
 check(load.settings.mode === 'load' && load.levels.map(l => l.concurrency).join() === '1,3', 'levels');
+check(load.configs[0].developer_keys['backend.cpu.simd'].value === 'auto' &&
+      load.configs[0].developer_keys['backend.cpu.simd'].origin === 'default', 'a developer key at its default');
 check(load.samples.requests.length === 2 * 5 * (1 + 3), 'load requests');
 check(load.levels[1].configs[1].requests === 15 && load.levels[1].configs[1].batches === 5, 'load cell counts');
 EOF
+
+# a developer key is an A/B knob: configs that differ in it run without --allow-diff
+{ cat "$tmp/pageable.ini"; printf '[backend.cpu]\nsimd = baseline\n'; } > "$tmp/simd.ini"
+"$LLMRT" bench -c "$tmp/pageable.ini" -c "$tmp/simd.ini" --input-len 4 --output-len 3 --warmup 0 \
+  --rounds 1 --requests 2 --json "$tmp/simd.json" > "$tmp/simd.out" 2>&1 || { cp "$tmp/simd.out" "$tmp/out"; fail "developer key A/B"; }
+node -e 'const d=JSON.parse(require("fs").readFileSync(process.argv[1]));
+  const r=d.settings_diff.find(x => x.key === "backend.cpu.simd");
+  if (!r || r.class !== "knob" || r.values.join() !== "auto,baseline" ||
+      d.configs[1].developer_keys["backend.cpu.simd"].origin.indexOf("simd.ini:") < 0) process.exit(1);' \
+  "$tmp/simd.json" || fail "backend.cpu.simd is not recorded as a knob with its origin"
+# prefix caching off / on (an A/B knob) with a shared prompt prefix: 32 of 40 prompt tokens
+# are the same in every request, so after the warm-up each measured request finds 2 blocks
+# of 16 cached with caching on; the JSON records it per request, per cell and per config
+for pc in off on; do
+  printf '[model]\npath = tiny\n[cache]\nkv_tokens = 2048\nprefix_caching = %s\n' "$pc" > "$tmp/pc-$pc.ini"
+done
+"$LLMRT" bench -c "$tmp/pc-off.ini" -c "$tmp/pc-on.ini" --input-len 40 --prefix-len 32 --output-len 4 \
+  --warmup 1 --rounds 1 --requests 5 --json "$tmp/pc.json" > "$tmp/pc.out" 2>&1 || { cp "$tmp/pc.out" "$tmp/out"; fail "prefix run"; }
+validate "$tmp/pc.json" > "$tmp/v.out" 2>&1 || { cat "$tmp/v.out"; fail "prefix-caching JSON does not follow the schema"; }
+grep -Eq "^  prefix cache hit rate +off +80.0%" "$tmp/pc.out" || { cp "$tmp/pc.out" "$tmp/out"; fail "terminal hit rate row"; }
+node - "$tmp/pc.json" <<'EOF2' || fail "prefix-caching JSON content"
+const d = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf8'));
+function check(cond, msg) { if (!cond) { console.error('mismatch: ' + msg); process.exit(1); } }
+check(d.settings.prefix_len === 32 && d.settings.input_len === 40, 'settings.prefix_len');
+check(d.settings_diff.some(r => r.key === 'cache.prefix_caching' && r.class === 'knob'), 'cache.prefix_caching is a knob');
+check(d.configs[0].prefix_caching === false && d.configs[1].prefix_caching === true, 'configs[].prefix_caching');
+const [off, on] = d.levels[0].configs;
+check(off.prefix_hit_rate === null && off.cached_tokens === 0, 'off: no hits');
+check(on.cached_tokens === 5 * 32 && on.prompt_tokens === 5 * 40 && on.prefix_hit_rate === 0.8, 'on: 32 of 40 per request');
+const reqs = d.samples.requests;
+check(reqs.filter(r => r.config === 'pc-on').every(r => r.cached_tokens === 32), 'requests: 32 cached each');
+check(reqs.filter(r => r.config === 'pc-off').every(r => r.cached_tokens === 0), 'requests off: 0 cached');
+const pc = d.configs[1].prefix_cache;
+check(pc.queries === 6 * 40 && pc.hits === 5 * 32 && Math.abs(pc.hit_rate - 160 / 240) < 1e-9, 'config counters (warm-up included)');
+check(d.configs[0].prefix_cache.queries === 0 && d.configs[0].prefix_cache.hit_rate === null, 'off counters');
+EOF2
+"$LLMRT" bench -c "$tmp/pc-on.ini" --input-len 8 --prefix-len 8 > "$tmp/pc.out" 2>&1; rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--prefix-len 8: must be shorter than --input-len 8" "$tmp/pc.out" || { cat "$tmp/pc.out"; fail "--prefix-len >= --input-len: exit $rc"; }
 
 # a document missing a required field must be rejected
 node -e 'const fs=require("fs");const d=JSON.parse(fs.readFileSync(process.argv[1]));delete d.levels[0].configs[0].itl_ms.p99;fs.writeFileSync(process.argv[2],JSON.stringify(d))' \

@@ -5,6 +5,8 @@
 # graphs (on, off) — the data path changes, the arithmetic does not — and equal transformers'
 # greedy ids while the reference's top-2 margin is >= 0.05 (f32 KV cache here, to keep the
 # comparison about the data path). Then a small cache forces preemption under graphs + async.
+# A reference that names llmrt settings ("llmrt_set", e.g. an FP8 fixture's W8A16 semantics)
+# gets them.
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 [[ -f "$LLMRT_PLUGIN_DIR/backend-cuda.so" ]] || { echo "skip: backend-cuda.so not built"; exit 77; }
@@ -24,12 +26,15 @@ starts_with() { [[ -z "$2" || "$1 " == "$2 "* ]]; } # "": the reference is unsur
 
 for dir in "$FIX"/*/; do
   dir=${dir%/}; name=$(basename "$dir")
+  ref_sets=()
+  while IFS= read -r kv; do [[ -n "$kv" ]] && ref_sets+=(--set "$kv"); done \
+    < <(jq -r '(.llmrt_set // [])[]' "$dir/reference.json")
   : > "$tmp/prompts"
   for rep in 1 2; do for k in 0 1 2; do prompt_ids "$dir" $k >> "$tmp/prompts"; done; done
   first=""
   for mem in pageable pinned uva; do for async in true false; do for graphs in true false; do
     tag="$name $mem async=$async graphs=$graphs"
-    "$LLMRT" generate "${common[@]}" --set memory.plugin=$mem --set scheduler.async_scheduling=$async \
+    "$LLMRT" generate "${common[@]}" "${ref_sets[@]}" --set memory.plugin=$mem --set scheduler.async_scheduling=$async \
       --set scheduler.cuda_graphs=$graphs --model "$dir" --prompts-file "$tmp/prompts" --ids \
       --max-tokens 24 --print-ids > "$tmp/out" 2> "$tmp/err" || { cat "$tmp/err"; fail "$tag: exit"; }
     grep -q "memory path" "$tmp/err" || { cat "$tmp/err"; fail "$tag: no summary"; }

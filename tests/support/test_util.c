@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 char *tu_mkdtemp(void)
 {
@@ -39,6 +41,47 @@ char *tu_write_file(const char *dir, const char *name, const char *text)
         abort();
     }
     fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    char *path = malloc(strlen(dir) + strlen(name) + 2);
+    sprintf(path, "%s/%s", dir, name);
+    return path;
+}
+
+char *tu_mkfifo(const char *dir, const char *name)
+{
+    char *path = join(dir, name);
+    if (mkfifo(path, 0600) != 0) {
+        fprintf(stderr, "mkfifo %s failed\n", path);
+        abort();
+    }
+    return path;
+}
+
+char *tu_symlink(const char *dir, const char *name, const char *target)
+{
+    char *path = join(dir, name);
+    if (symlink(target, path) != 0) {
+        fprintf(stderr, "symlink %s failed\n", path);
+        abort();
+    }
+    return path;
+}
+
+void tu_guard(unsigned seconds) { alarm(seconds); }
+
+char *tu_sized_file(const char *dir, const char *name, long long bytes)
+{
+    char *path = join(dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || ftruncate(fileno(f), (off_t)bytes) != 0) {
+        fprintf(stderr, "cannot make %s\n", path);
+        abort();
+    }
     fclose(f);
     return path;
 }

@@ -13,6 +13,16 @@ char *tu_mkdtemp(void);
 void tu_rmtree(const char *dir);
 /* Write text to dir/name; returns the full path (caller frees). */
 char *tu_write_file(const char *dir, const char *name, const char *text);
+/* Make a FIFO dir/name, or a symbolic link dir/name -> target; return the full path (caller
+ * frees). A test that opens a FIFO should also set an alarm (tu_guard) so that a reader which
+ * blocks fails the test instead of hanging it. */
+char *tu_mkfifo(const char *dir, const char *name);
+char *tu_symlink(const char *dir, const char *name, const char *target);
+/* Kill the test process (SIGALRM) if it runs `seconds` longer; 0 cancels. Works with and
+ * without Check's fork mode. */
+void tu_guard(unsigned seconds);
+/* Make dir/name a file of `bytes` bytes (sparse: costs no disk); returns the path. */
+char *tu_sized_file(const char *dir, const char *name, long long bytes);
 /* Run a shell command; captures stdout+stderr (caller frees *out); returns exit status. */
 int tu_run(const char *cmd, char **out);
 /* Environment variable or abort the test with a message. */

@@ -3,7 +3,8 @@
  * 97..99 the lone bytes C3, A9, E2 so that characters can split across tokens):
  * text prompts, streamed text equal to the full decode, whole UTF-8 characters in every
  * event, stop strings across token boundaries never leaking, held-back text released, the
- * earliest of several stop strings winning, and the stop-string unit (llmrt_stopper). */
+ * earliest of several stop strings winning, stop strings unchanged when the prompt comes from
+ * the prefix cache, and the stop-string unit (llmrt_stopper). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,7 @@ typedef struct tout {
     char stop_reason[64];
     int32_t stop_token;
     int finals;
+    int32_t cached; /* cached_tokens of the final event */
 } tout;
 
 /* 1 when s[0..n) is valid UTF-8 made of whole characters. */
@@ -125,6 +127,7 @@ static void on_tok(void *user, const llmrt_token_event *ev)
         o->n++;
     }
     if (ev->finish) {
+        o->cached = ev->cached_tokens;
         o->finals++;
         o->fin = ev->finish;
         o->stop_token = ev->stop_token;
@@ -353,6 +356,67 @@ START_TEST(test_earliest_stop_wins_and_eos)
 }
 END_TEST
 
+/* Stop strings with prefix caching: a request that repeats an earlier one (its prompt and
+ * then its reply as the next turn's prompt) stops at the same place with the same text,
+ * whether its prompt was computed or found in the cache. */
+START_TEST(test_stop_strings_with_cached_prefix)
+{
+    mock_model_cfg c = cfg_of(97, -1, 0);
+    int32_t p[80], ref[60];
+    for (int i = 0; i < 21; i++)
+        p[i] = (i * 13 + 5) % 95;
+    mock_model_greedy(&c, p, 21, 60, ref);
+    char T[64];
+    ascii_text(ref, 60, T);
+    char stop[4] = {T[30], T[31], 0};
+    const char *stops[] = {stop};
+    size_t at = (size_t)(strstr(T, stop) - T);
+    for (int on = 0; on < 2; on++) {
+        mock_rig r;
+        mock_rig_opts o = mock_rig_default_opts();
+        o.tok = g_tok;
+        o.set.block_size = 4;
+        o.set.prefix_caching = on;
+        llmrt_error err = {0};
+        ck_assert_msg(mock_rig_open(&r, &o, &err) == LLMRT_OK, "%s", err.msg);
+        tout a = {0}, b = {0}, t2 = {0};
+        submit(r.e, NULL, p, 21, 60, stops, 1, 0, &a);
+        run(r.e);
+        submit(r.e, NULL, p, 21, 60, stops, 1, 0, &b);
+        run(r.e);
+        for (tout *x = &a; x; x = x == &a ? &b : NULL) {
+            ck_assert_int_eq(x->fin, LLMRT_FINISH_STOP);
+            ck_assert_str_eq(x->stop_reason, stop);
+            ck_assert_uint_eq(x->len, at);
+            ck_assert_mem_eq(x->text, T, at);
+        }
+        ck_assert_int_eq(a.n, b.n);
+        ck_assert_int_eq(b.cached, on ? 20 : 0);
+        /* the next turn: prompt, reply, and a stop that comes later in the reference */
+        memcpy(p + 21, a.ids, sizeof *p * (size_t)a.n);
+        int n2 = 21 + a.n;
+        int32_t ref2[40];
+        mock_model_greedy(&c, p, n2, 40, ref2);
+        char T2[48];
+        ascii_text(ref2, 40, T2);
+        char stop2[4] = {T2[20], T2[21], 0};
+        const char *stops2[] = {stop2};
+        submit(r.e, NULL, p, n2, 40, stops2, 1, 0, &t2);
+        run(r.e);
+        ck_assert_int_eq(t2.fin, LLMRT_FINISH_STOP);
+        size_t at2 = (size_t)(strstr(T2, stop2) - T2);
+        ck_assert_uint_eq(t2.len, at2);
+        ck_assert_mem_eq(t2.text, T2, at2);
+        /* the reply's blocks were cached too: more than the prompt's 20 tokens */
+        if (on)
+            ck_assert_int_gt(t2.cached, 20);
+        else
+            ck_assert_int_eq(t2.cached, 0);
+        mock_rig_close(&r);
+    }
+}
+END_TEST
+
 START_TEST(test_stop_strings_validated)
 {
     mock_rig r = open_rig(97, -1, 0);
@@ -452,6 +516,7 @@ int main(void)
     tcase_add_test(tc, test_stop_string_across_tokens);
     tcase_add_test(tc, test_held_back_then_released);
     tcase_add_test(tc, test_earliest_stop_wins_and_eos);
+    tcase_add_test(tc, test_stop_strings_with_cached_prefix);
     tcase_add_test(tc, test_stop_strings_validated);
     tcase_add_test(tc, test_stopper_unit);
     suite_add_tcase(su, tc);

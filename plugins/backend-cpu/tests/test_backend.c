@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "cpu_test_common.h"
 
 #include "test_util.h"
@@ -94,7 +95,7 @@ START_TEST(config_threads_validated)
     ck_assert_int_eq(vt->device_info(b, &info, &err), LLMRT_OK);
     /* the name says the thread count and the kernel path */
     char want2[64];
-    snprintf(want2, sizeof want2, "CPU (2 threads, %s)", (const char *)vt->native_handle(b, "cpu.simd"));
+    snprintf(want2, sizeof want2, "CPU (2 threads, %s)", ct_cpu_ext(b)->simd(b));
     ck_assert_msg(strstr(info.name, want2) != NULL, "name: %s", info.name);
     ck_assert_int_eq(info.multiprocessors, 2);
     ck_assert_int_eq(info.is_gpu, 0);
@@ -106,11 +107,10 @@ START_TEST(config_threads_validated)
     ck_assert_int_eq(info.multiprocessors, cores());
     vt->destroy(b);
 
-    /* simd: the kernel family, reported through native_handle("cpu.simd") */
+    /* simd: the kernel family, reported through the "llmrt.cpu" extension */
     const char *base[] = {"simd", "baseline", NULL};
     ck_assert_int_eq(create_with(base, &b, &err), LLMRT_OK);
-    ck_assert_str_eq((const char *)vt->native_handle(b, "cpu.simd"), "baseline");
-    ck_assert_ptr_null(vt->native_handle(b, "cuda.stream"));
+    ck_assert_str_eq(ct_cpu_ext(b)->simd(b), "baseline");
     vt->destroy(b);
     const char *badsimd[] = {"simd", "avx1024", NULL};
     ck_assert_int_eq(create_with(badsimd, &b, &err), LLMRT_ERR_INVALID_ARG);
@@ -126,7 +126,7 @@ START_TEST(config_threads_validated)
         llmrt_status st = create_with(kv, &b, &err);
         if (st == LLMRT_OK) {
             ck_assert_msg(have_prev, "simd = %s runs but a path below it does not", paths[p]);
-            ck_assert_str_eq((const char *)vt->native_handle(b, "cpu.simd"), paths[p]);
+            ck_assert_str_eq(ct_cpu_ext(b)->simd(b), paths[p]);
             vt->destroy(b);
         } else {
             ck_assert_int_eq(st, LLMRT_ERR_UNSUPPORTED);
@@ -137,7 +137,7 @@ START_TEST(config_threads_validated)
     }
     const char *autosimd[] = {"simd", "auto", NULL};
     ck_assert_int_eq(create_with(autosimd, &b, &err), LLMRT_OK);
-    const char *simd = vt->native_handle(b, "cpu.simd");
+    const char *simd = ct_cpu_ext(b)->simd(b);
     ck_assert(strcmp(simd, "amx") == 0 || strcmp(simd, "avx512") == 0 ||
               strcmp(simd, "avx2") == 0 || strcmp(simd, "baseline") == 0);
     vt->destroy(b);
@@ -148,23 +148,95 @@ START_TEST(config_threads_validated)
 }
 END_TEST
 
-START_TEST(config_unknown_key_named_with_where)
+/* The keys are declared in the descriptor, so the host validates them: the table passes the
+ * registry's check, and a config with [backend.cpu] rejects a misspelt key (file:line, "did
+ * you mean") and fills in the defaults create() then reads. */
+START_TEST(config_keys_declared)
 {
-    llmrt_backend *b = NULL;
+    char *path = tu_plugin_path("backend-cpu.so");
+    const llmrt_plugin_desc *d = tu_load_plugin(path, 0);
+    free(path);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_uint_eq(d->n_keys, 2);
+    ck_assert_str_eq(d->keys[0].name, "threads");
+    ck_assert_int_eq(d->keys[0].type, LLMRT_KEY_INT);
+    ck_assert_str_eq(d->keys[1].name, "simd");
+    ck_assert_uint_eq(d->keys[1].flags & LLMRT_KEY_DEVELOPER, LLMRT_KEY_DEVELOPER);
     llmrt_error err = {0};
-    const char *typo[] = {"threads", "1", "thread", "2", NULL};
-    const char *typo2[] = {"smid", "auto", NULL};
-    ck_assert_int_eq(create_with(typo2, &b, &err), LLMRT_ERR_INVALID_ARG);
-    ck_assert_msg(strstr(err.msg, "did you mean 'simd'"), "message: %s", err.msg);
-    ck_assert_int_eq(create_with(typo, &b, &err), LLMRT_ERR_INVALID_ARG);
-    ck_assert_msg(strstr(err.msg, "conf/test.ini:4") && strstr(err.msg, "'thread'") &&
-                      strstr(err.msg, "did you mean 'threads'"),
+    ck_assert_msg(llmrt_key_table_check("backend.cpu", d->keys, d->n_keys, &err) == LLMRT_OK,
+                  "%s", err.msg);
+
+    char *dir = tu_mkdtemp();
+    char *ini = tu_write_file(dir, "t.ini", "[backend.cpu]\nthreads = 1\nsmid = auto\n");
+    llmrt_config *cfg = NULL;
+    ck_assert_int_eq(llmrt_config_build(ini, NULL, 0, &cfg, &err), LLMRT_OK);
+    ck_assert_int_eq(llmrt_config_declare(cfg, "backend.cpu", d->keys, d->n_keys, NULL, &err),
+                     LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "t.ini:3") && strstr(err.msg, "did you mean backend.cpu.simd"),
                   "message: %s", err.msg);
-    const char *other[] = {"flavour", "vanilla", NULL};
-    ck_assert_int_eq(create_with(other, &b, &err), LLMRT_ERR_INVALID_ARG);
-    ck_assert_msg(strstr(err.msg, "'flavour'") && strstr(err.msg, "[backend.cpu]") &&
-                      !strstr(err.msg, "did you mean"),
-                  "message: %s", err.msg);
+    llmrt_config_free(cfg);
+    free(ini);
+
+    ini = tu_write_file(dir, "t.ini", "[backend.cpu]\nthreads = 2\n");
+    ck_assert_int_eq(llmrt_config_build(ini, NULL, 0, &cfg, &err), LLMRT_OK);
+    ck_assert_int_eq(llmrt_config_declare(cfg, "backend.cpu", d->keys, d->n_keys, NULL, &err),
+                     LLMRT_OK);
+    const llmrt_section *sec = llmrt_config_plugin_section(cfg, "backend.cpu");
+    ck_assert_uint_eq(sec->n, 2);
+    ck_assert_str_eq(llmrt_section_get(sec, "simd"), "auto");
+    llmrt_backend *b = NULL;
+    ck_assert_int_eq(ct_vtable()->create(NULL, sec, &b, &err), LLMRT_OK);
+    llmrt_device_info info;
+    ck_assert_int_eq(ct_vtable()->device_info(b, &info, &err), LLMRT_OK);
+    ck_assert_int_eq(info.multiprocessors, 2);
+    ct_vtable()->destroy(b);
+    llmrt_config_free(cfg);
+    free(ini);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* The extensions: "llmrt.cpu" (simd, threads), "llmrt.fused" and "llmrt.argmax_head" at
+ * their version or older, nothing else (not "llmrt.cuda", not a newer version); the
+ * deprecated 1.0 slots and native_handle are left NULL. */
+START_TEST(extensions_offered)
+{
+    const llmrt_backend_vtable *vt = ct_vtable();
+    ck_assert_ptr_nonnull(vt->extension);
+    ck_assert_ptr_null(vt->native_handle);
+    ck_assert_ptr_null(vt->add_rmsnorm);
+    ck_assert_ptr_null(vt->qk_norm_rope_store);
+    ck_assert_ptr_null(vt->swiglu);
+    ck_assert_ptr_null(vt->argmax_head_create);
+    ck_assert_ptr_null(vt->argmax_head_forward);
+    ck_assert_ptr_null(vt->argmax_head_destroy);
+    llmrt_backend *b = ct_create_simd(3, "baseline");
+    const llmrt_cpu_ext *cx = llmrt_backend_extension(vt, b, LLMRT_EXT_CPU, LLMRT_EXT_CPU_VERSION);
+    ck_assert_ptr_nonnull(cx);
+    ck_assert_uint_ge(cx->struct_size, sizeof(llmrt_cpu_ext));
+    ck_assert_str_eq(cx->simd(b), "baseline");
+    ck_assert_int_eq(cx->threads(b), 3);
+    ck_assert_ptr_eq(llmrt_backend_extension(vt, b, LLMRT_EXT_CPU, 0), cx);
+    ck_assert_ptr_null(llmrt_backend_extension(vt, b, LLMRT_EXT_CPU, LLMRT_EXT_CPU_VERSION + 1));
+    const llmrt_fused_ops *f =
+        llmrt_backend_extension(vt, b, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_ge(f->struct_size, sizeof(llmrt_fused_ops));
+    ck_assert(f->add_rmsnorm && f->qk_norm_rope_store && f->swiglu);
+    ck_assert_ptr_null(llmrt_backend_extension(vt, b, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION + 1));
+    ck_assert_ptr_null(llmrt_backend_extension(vt, b, "llmrt.cuda", 1));
+    const llmrt_argmax_head_ops *ah =
+        llmrt_backend_extension(vt, b, LLMRT_EXT_ARGMAX_HEAD, LLMRT_EXT_ARGMAX_HEAD_VERSION);
+    ck_assert_ptr_nonnull(ah);
+    ck_assert_uint_ge(ah->struct_size, sizeof(llmrt_argmax_head_ops));
+    ck_assert(ah->create && ah->forward && ah->destroy);
+    ck_assert_ptr_eq(llmrt_backend_extension(vt, b, LLMRT_EXT_ARGMAX_HEAD, 0), ah);
+    ck_assert_ptr_null(llmrt_backend_extension(vt, b, LLMRT_EXT_ARGMAX_HEAD,
+                                               LLMRT_EXT_ARGMAX_HEAD_VERSION + 1));
+    ck_assert_ptr_null(llmrt_backend_extension(vt, b, "", 1));
+    ck_assert_ptr_null(vt->extension(b, NULL, 1));
+    vt->destroy(b);
 }
 END_TEST
 
@@ -438,7 +510,8 @@ static Suite *suite(void)
     TCase *tc = tcase_create("backend");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, config_threads_validated);
-    tcase_add_test(tc, config_unknown_key_named_with_where);
+    tcase_add_test(tc, config_keys_declared);
+    tcase_add_test(tc, extensions_offered);
     tcase_add_test(tc, probe_and_mem_info);
     tcase_add_test(tc, memory_mechanisms);
     tcase_add_test(tc, pinned_alloc_over_memlock_limit);

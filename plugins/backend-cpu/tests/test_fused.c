@@ -1,6 +1,6 @@
-/* test_fused.c — backend-cpu's optional fused ops (add_rmsnorm, qk_norm_rope_store, swiglu)
- * against the composition of the separate ops they replace, on random inputs of several
- * shapes and dtypes, outputs poisoned with NaN first.
+/* test_fused.c — backend-cpu's fused ops (the "llmrt.fused" extension: add_rmsnorm,
+ * qk_norm_rope_store, swiglu) against the composition of the separate ops they replace, on
+ * random inputs of several shapes and dtypes, outputs poisoned with NaN first.
  *
  * Why exact: the model uses the fused ops when a backend has them, and the CPU backend is the
  * reference every other backend is checked against, so on the CPU fused and separate must
@@ -49,10 +49,11 @@ START_TEST(test_add_rmsnorm)
 {
     const llmrt_backend_vtable *vt = ct_vtable();
     llmrt_backend *b = ct_create(2);
+    const llmrt_fused_ops *fops = ct_fused(b);
     llmrt_error err = {0};
     ct_rng r = {41};
     static const int shapes[][2] = {{1, 4096}, {3, 1000}, {5, 33}, {64, 256}};
-    ck_assert_ptr_nonnull(vt->add_rmsnorm);
+    ck_assert_ptr_nonnull(fops->add_rmsnorm);
     for (int di = 0; di < 3; di++)
         for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
             for (int with_res = 0; with_res < 2; with_res++) {
@@ -65,7 +66,7 @@ START_TEST(test_add_rmsnorm)
                 float *sx = dup(x, n), *sout = malloc(n * sizeof *sout);
                 ct_poison(fout, (int64_t)n);
                 ct_poison(sout, (int64_t)n);
-                ck_assert_int_eq(vt->add_rmsnorm(b, fout, fx, with_res ? res : NULL, &w, rows, d,
+                ck_assert_int_eq(fops->add_rmsnorm(b, fout, fx, with_res ? res : NULL, &w, rows, d,
                                                  1e-6f, &err), LLMRT_OK);
                 if (with_res)
                     ck_assert_int_eq(vt->add(b, sx, sx, res, (int64_t)n, &err), LLMRT_OK);
@@ -85,10 +86,11 @@ START_TEST(test_qk_norm_rope_store)
 {
     const llmrt_backend_vtable *vt = ct_vtable();
     llmrt_backend *b = ct_create(2);
+    const llmrt_fused_ops *fops = ct_fused(b);
     llmrt_error err = {0};
     ct_rng r = {42};
     static const int shapes[][4] = {{1, 32, 8, 128}, {7, 4, 2, 32}, {9, 12, 4, 96}, {3, 2, 1, 10}};
-    ck_assert_ptr_nonnull(vt->qk_norm_rope_store);
+    ck_assert_ptr_nonnull(fops->qk_norm_rope_store);
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
         for (int di = 0; di < 3; di++)
             for (int normed = 0; normed < 2; normed++) {
@@ -113,7 +115,7 @@ START_TEST(test_qk_norm_rope_store)
                 ct_poison(fq, (int64_t)q_n);
                 unsigned char *fk = malloc(cache_bytes), *fv = malloc(cache_bytes);
                 memcpy(fk, init, cache_bytes), memcpy(fv, init, cache_bytes);
-                ck_assert_int_eq(vt->qk_norm_rope_store(b, fq, qkv, normed ? &qw : NULL,
+                ck_assert_int_eq(fops->qk_norm_rope_store(b, fq, qkv, normed ? &qw : NULL,
                                                         normed ? &kw : NULL, pos, slots, n, H, KV,
                                                         hd, 1e-6f, 1000000.0f, fk, fv, cdt, &err),
                                  LLMRT_OK);
@@ -152,16 +154,17 @@ START_TEST(test_swiglu)
 {
     const llmrt_backend_vtable *vt = ct_vtable();
     llmrt_backend *b = ct_create(2);
+    const llmrt_fused_ops *fops = ct_fused(b);
     llmrt_error err = {0};
     ct_rng r = {43};
     static const int shapes[][2] = {{1, 12288}, {5, 1000}, {3, 33}};
-    ck_assert_ptr_nonnull(vt->swiglu);
+    ck_assert_ptr_nonnull(fops->swiglu);
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         const int n = shapes[si][0], d = shapes[si][1];
         float *gu = rand_f32(&r, (size_t)n * 2 * d, -8, 8);
         float *out = malloc((size_t)n * d * sizeof *out), *ref = malloc((size_t)n * d * sizeof *ref);
         ct_poison(out, (int64_t)n * d);
-        ck_assert_int_eq(vt->swiglu(b, out, gu, n, d, &err), LLMRT_OK);
+        ck_assert_int_eq(fops->swiglu(b, out, gu, n, d, &err), LLMRT_OK);
         for (int t = 0; t < n; t++)
             ck_assert_int_eq(vt->silu_mul(b, ref + (size_t)t * d, gu + (size_t)t * 2 * d,
                                           gu + (size_t)t * 2 * d + d, d, &err), LLMRT_OK);

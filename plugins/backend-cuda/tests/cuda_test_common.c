@@ -21,6 +21,29 @@ const llmrt_plugin_desc *ct_plugin(const char *file)
     return d;
 }
 
+/* [backend.cuda] as the host hands it over: key = value when key is not NULL, plus
+ * LLMRT_BACKEND_CUDA_PDL / LLMRT_BACKEND_CUDA_TUNE from the environment for the other keys (so
+ * a sweep runs the suite with PDL off, as it runs `llmrt`). The strings live in the caller's
+ * arrays of 3. */
+static llmrt_section cuda_section(const char *key, const char *value, const char **keys,
+                                  const char **values, const char **where)
+{
+    static const char *const env_keys[][2] = {{"pdl", "LLMRT_BACKEND_CUDA_PDL"},
+                                               {"tune", "LLMRT_BACKEND_CUDA_TUNE"}};
+    size_t n = 0;
+    if (key) {
+        keys[n] = key, values[n] = value, where[n++] = "conf/test.ini:7";
+    }
+    for (size_t i = 0; i < 2; i++) {
+        const char *v = getenv(env_keys[i][1]);
+        if (v && (!key || strcmp(key, env_keys[i][0]) != 0)) {
+            keys[n] = env_keys[i][0], values[n] = v, where[n++] = env_keys[i][1];
+        }
+    }
+    llmrt_section sec = {"backend.cuda", n, keys, values, where};
+    return sec;
+}
+
 void ct_open(int need_cpu)
 {
     memset(&CT, 0, sizeof CT);
@@ -41,7 +64,11 @@ void ct_open(int need_cpu)
     }
     printf("device: %s (cc %d.%d, %d SMs, %.1f GiB)\n", CT.info.name, CT.info.cc_major,
            CT.info.cc_minor, CT.info.multiprocessors, CT.info.mem_total / 1073741824.0);
-    if (CT.cuda_vt->create(&CT.host, NULL, &CT.cuda.b, &err) != LLMRT_OK) {
+    const char *keys[3], *values[3], *where[3];
+    llmrt_section sec = cuda_section(NULL, NULL, keys, values, where);
+    for (size_t i = 0; i < sec.n; i++)
+        printf("[backend.cuda] %s = %s (env %s)\n", keys[i], values[i], where[i]);
+    if (CT.cuda_vt->create(&CT.host, &sec, &CT.cuda.b, &err) != LLMRT_OK) {
         fprintf(stderr, "creating the CUDA backend failed: %s\n", err.msg);
         exit(1);
     }
@@ -72,6 +99,33 @@ void ct_close(void)
     if (CT.cpu.b)
         CT.cpu_vt->destroy(CT.cpu.b);
     memset(&CT, 0, sizeof CT);
+}
+
+const llmrt_fused_ops *ct_fused(const llmrt_backend_ref *b)
+{
+    const llmrt_fused_ops *f =
+        llmrt_backend_extension(b->vt, b->b, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION);
+    ck_assert_msg(f && f->struct_size >= sizeof *f, "backend %s offers no \"%s\" extension",
+                  b->name, LLMRT_EXT_FUSED);
+    return f;
+}
+
+const llmrt_argmax_head_ops *ct_argmax_head(const llmrt_backend_ref *b)
+{
+    const llmrt_argmax_head_ops *h = llmrt_backend_extension(b->vt, b->b, LLMRT_EXT_ARGMAX_HEAD,
+                                                             LLMRT_EXT_ARGMAX_HEAD_VERSION);
+    ck_assert_msg(h && h->struct_size >= sizeof *h, "backend %s offers no \"%s\" extension",
+                  b->name, LLMRT_EXT_ARGMAX_HEAD);
+    return h;
+}
+
+llmrt_status ct_create_cuda(const char *key, const char *value, llmrt_backend **out,
+                            llmrt_error *err)
+{
+    const char *keys[3], *values[3], *where[3];
+    llmrt_section sec = cuda_section(key, value, keys, values, where);
+    *out = NULL;
+    return CT.cuda_vt->create(&CT.host, &sec, out, err);
 }
 
 int ct_run(Suite *s)

@@ -14,6 +14,9 @@
 #include <stdint.h>
 
 #include <llmrt/backend.h>
+#include <llmrt/cuda.h>
+#include <llmrt/ext/argmax_head.h>
+#include <llmrt/ext/fused.h>
 
 typedef struct ct_env {
     const llmrt_backend_vtable *cuda_vt, *cpu_vt;
@@ -25,11 +28,22 @@ typedef struct ct_env {
 extern ct_env CT; /* the test program's backends (one per process) */
 
 /* Load backend-cuda.so (and backend-cpu.so), create the backends. Exits 77 with the reason
- * when no CUDA device is visible; exits 1 when a plugin cannot be loaded. */
+ * when no CUDA device is visible; exits 1 when a plugin cannot be loaded. The CUDA backend
+ * gets LLMRT_BACKEND_CUDA_PDL / LLMRT_BACKEND_CUDA_TUNE from the environment as its pdl and
+ * tune, as the host would give them. */
 void ct_open(int need_cpu);
 void ct_close(void);
 /* The descriptor of a plugin file in $LLMRT_PLUGIN_DIR, or NULL (message printed). */
 const llmrt_plugin_desc *ct_plugin(const char *file);
+
+/* A backend's "llmrt.fused" / "llmrt.argmax_head" extension table (fails the test when the
+ * backend does not offer it). */
+const llmrt_fused_ops *ct_fused(const llmrt_backend_ref *b);
+const llmrt_argmax_head_ops *ct_argmax_head(const llmrt_backend_ref *b);
+/* A CUDA backend created with [backend.cuda] key = value (key NULL: none), and the
+ * environment's other keys as ct_open takes them. */
+llmrt_status ct_create_cuda(const char *key, const char *value, llmrt_backend **out,
+                            llmrt_error *err);
 
 /* Run a suite without forking; returns the process exit code. */
 int ct_run(Suite *s);

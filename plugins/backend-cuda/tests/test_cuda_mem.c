@@ -1,5 +1,5 @@
-/* test_cuda_mem.c — the CUDA backend's mechanisms: device memory, pinned and mapped host
- * memory, registration, device pointers of mapped memory (kernels writing straight into host
+/* test_cuda_mem.c — the CUDA backend's mechanisms: the "llmrt.cuda" extension (stream,
+ * device, pdl as [backend.cuda] pdl says), device memory, pinned and mapped host memory, registration, device pointers of mapped memory (kernels writing straight into host
  * memory), async copies, events, CUDA graph capture and replay (equal to eager, and reading
  * new data at the same addresses), and recovery from a capture that fails.
  * Exits 77 when no CUDA device is visible. */
@@ -28,9 +28,32 @@ START_TEST(test_info)
     ck_assert(caps & LLMRT_BACKEND_CAP_ASYNC);
     ck_assert(caps & LLMRT_BACKEND_CAP_GRAPHS);
     ck_assert(!(caps & LLMRT_BACKEND_CAP_HOST_IS_DEVICE));
-    ck_assert_ptr_nonnull(CT.cuda_vt->native_handle(CT.cuda.b, "cuda.stream"));
-    ck_assert_ptr_nonnull(CT.cuda_vt->native_handle(CT.cuda.b, "cublas.handle"));
-    ck_assert_ptr_null(CT.cuda_vt->native_handle(CT.cuda.b, "no.such.handle"));
+    /* the CUDA interop for other plugins' kernels: the backend's own stream (non-blocking,
+     * on its device), device 0 (ct_open sets no device), and PDL where the device has it
+     * (pdl = auto, unless the environment says off) */
+    const llmrt_cuda_ext *cx = llmrt_cuda_ext_of(&CT.cuda);
+    ck_assert_ptr_nonnull(cx);
+    cudaStream_t s = cx->stream(CT.cuda.b);
+    ck_assert_ptr_nonnull(s);
+    unsigned int flags = 0;
+    ck_assert_int_eq(cudaStreamGetFlags(s, &flags), cudaSuccess);
+    ck_assert_uint_eq(flags & cudaStreamNonBlocking, cudaStreamNonBlocking);
+    int dev = -1;
+    ck_assert_int_eq(cudaStreamGetDevice(s, &dev), cudaSuccess);
+    ck_assert_int_eq(dev, cx->device(CT.cuda.b));
+    ck_assert_int_eq(cx->device(CT.cuda.b), 0);
+    const char *pdl_env = getenv("LLMRT_BACKEND_CUDA_PDL");
+    ck_assert_int_eq(cx->pdl(CT.cuda.b),
+                     info.cc_major >= 9 && !(pdl_env && strcmp(pdl_env, "off") == 0));
+    /* pdl = off and on are what they say (on: only where the device has PDL) */
+    llmrt_backend *b2 = NULL;
+    CT_OK(ct_create_cuda("pdl", "off", &b2, &err));
+    ck_assert_int_eq(cx->pdl(b2), 0);
+    ck_assert_ptr_ne(cx->stream(b2), s);
+    CT.cuda_vt->destroy(b2);
+    CT_OK(ct_create_cuda("pdl", "on", &b2, &err));
+    ck_assert_int_eq(cx->pdl(b2), info.cc_major >= 9);
+    CT.cuda_vt->destroy(b2);
     /* device memory shows up in mem_info */
     void *p = ct_alloc(&CT.cuda, (size_t)1 << 30);
     uint64_t f2 = 0;

@@ -4,12 +4,16 @@
  *                     checkpoint (must be ignored, as transformers does), rope_parameters spelling
  *   forward_quant     decoder linears through a fake quant plugin, one linear left dense
  *   forward_gather    two sequences prefilled in one batch (logits_rows), then a decode step
- *   fused             fuse = auto (fused projections and ops) equals fuse = off, prefill + decode
+ *   fused             fuse = auto (fused projections and the backend's "llmrt.fused" ops,
+ *                     counted through a wrapped extension) equals fuse = off, prefill + decode;
+ *                     without the extension fuse = auto runs the separate ops
  *   greedy_head       forward_argmax equals the argmax of forward's logits, with the backend's
- *                     argmax_head ops (faked over backend-cpu), with greedy_head = off, and when
- *                     the backend refuses the lm_head
+ *                     "llmrt.argmax_head" extension (faked over backend-cpu), with
+ *                     greedy_head = off, when the backend refuses the lm_head, and without the
+ *                     extension
  *   errors            probe, config rejections, missing op, missing tensor, shape and dtype
- *                     mismatches, unknown [model.qwen3] key, forward argument checks
+ *                     mismatches, a bad [model.qwen3] value, forward argument checks, config
+ *                     values that would size absurd allocations
  * The forward groups run on the real backend-cpu.so (exit 77 until it is built) and compare
  * with a double-precision reference forward written here from the Qwen3 definition. The
  * checkpoint is a fake llmrt_checkpoint over tensors built in memory with random values. */
@@ -21,6 +25,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <llmrt/ext/argmax_head.h>
+#include <llmrt/ext/fused.h>
 #include <llmrt/model.h>
 
 #include "mock_backend.h"
@@ -729,15 +735,79 @@ START_TEST(test_forward_gather)
 }
 END_TEST
 
-/* fuse = auto (fused q/k/v and gate/up projections and backend-cpu's fused ops) and fuse = off
- * (separate projections and ops) compute the same logits: two sequences prefilled in one
- * batch, then two decode steps, for a dense (bf16) and an f32 tied checkpoint. Also the
- * reference says both are right. */
+/* backend-cpu behind a vtable of its own whose extension() answers "llmrt.fused" with
+ * backend-cpu's fused ops wrapped to count their calls (or, with wrap.offer_fused = 0, not at
+ * all), so the test sees which ops the model took; other extensions are backend-cpu's. */
+static struct {
+    llmrt_backend_vtable vt;
+    const llmrt_fused_ops *cpu_fused; /* backend-cpu's own table */
+    int offer_fused;
+    int add_rmsnorm, qk_norm_rope_store, swiglu; /* calls */
+} wrap;
+
+static llmrt_status cf_add_rmsnorm(llmrt_backend *b, float *out, float *x, const float *res,
+                                   const llmrt_tensor *w, int32_t rows, int32_t d, float eps,
+                                   llmrt_error *err)
+{
+    wrap.add_rmsnorm++;
+    return wrap.cpu_fused->add_rmsnorm(b, out, x, res, w, rows, d, eps, err);
+}
+
+static llmrt_status cf_qk_norm_rope_store(llmrt_backend *b, float *q_out, const float *qkv,
+                                          const llmrt_tensor *q_norm, const llmrt_tensor *k_norm,
+                                          const int32_t *positions, const int32_t *slot_mapping,
+                                          int32_t n, int32_t n_heads, int32_t n_kv_heads,
+                                          int32_t head_dim, float eps, float theta, void *k_cache,
+                                          void *v_cache, llmrt_dtype kv_dtype, llmrt_error *err)
+{
+    wrap.qk_norm_rope_store++;
+    return wrap.cpu_fused->qk_norm_rope_store(b, q_out, qkv, q_norm, k_norm, positions,
+                                              slot_mapping, n, n_heads, n_kv_heads, head_dim, eps,
+                                              theta, k_cache, v_cache, kv_dtype, err);
+}
+
+static llmrt_status cf_swiglu(llmrt_backend *b, float *out, const float *gu, int32_t n, int32_t d,
+                              llmrt_error *err)
+{
+    wrap.swiglu++;
+    return wrap.cpu_fused->swiglu(b, out, gu, n, d, err);
+}
+
+static const llmrt_fused_ops counting_fused = {sizeof(llmrt_fused_ops), cf_add_rmsnorm,
+                                               cf_qk_norm_rope_store, cf_swiglu};
+
+static const void *wrap_extension(llmrt_backend *b, const char *name, uint32_t version)
+{
+    if (name && strcmp(name, LLMRT_EXT_FUSED) == 0)
+        return wrap.offer_fused && version <= LLMRT_EXT_FUSED_VERSION ? &counting_fused : NULL;
+    return llmrt_backend_extension(cpu_vt, b, name, version);
+}
+
+/* The wrapped backend over the open backend-cpu instance (cpu_open first). */
+static llmrt_backend_ref wrap_cpu(int offer_fused)
+{
+    wrap.vt = *cpu_vt;
+    wrap.vt.extension = wrap_extension;
+    wrap.cpu_fused = llmrt_backend_extension(cpu_vt, cpu.b, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION);
+    ck_assert_ptr_nonnull(wrap.cpu_fused);
+    wrap.offer_fused = offer_fused;
+    wrap.add_rmsnorm = wrap.qk_norm_rope_store = wrap.swiglu = 0;
+    return (llmrt_backend_ref){&wrap.vt, cpu.b, "cpu+counting"};
+}
+
+static int fused_calls(void) { return wrap.add_rmsnorm + wrap.qk_norm_rope_store + wrap.swiglu; }
+
+/* fuse = auto (fused q/k/v and gate/up projections and the backend's fused ops, which it
+ * takes: every fused op is called) and fuse = off (separate projections and ops: none is)
+ * compute the same logits: two sequences prefilled in one batch, then two decode steps, for a
+ * dense (bf16) and an f32 tied checkpoint. Also the reference says both are right, and
+ * fuse = auto on a backend without the "llmrt.fused" extension falls back to the separate ops:
+ * the same bits as fuse = off. */
 static void check_fused_vs_separate(tcfg c)
 {
     cpu_open();
     fckpt *f = make_ckpt(&c, 77 + (uint64_t)c.dtype);
-    enum { L0 = 6, L1 = 4, STEPS = 2 };
+    enum { L0 = 6, L1 = 4, STEPS = 2, NM = 3 };
     int32_t s0[L0 + STEPS], s1[L1 + STEPS];
     for (int i = 0; i < L0 + STEPS; i++)
         s0[i] = (i * 17 + 2) % c.vocab;
@@ -751,17 +821,23 @@ static void check_fused_vs_separate(tcfg c)
     const char *keys[] = {"fuse"}, *auto_v[] = {"auto"}, *off_v[] = {"off"}, *where[] = {"test"};
     llmrt_section sec_auto = {"model.qwen3", 1, keys, auto_v, where};
     llmrt_section sec_off = {"model.qwen3", 1, keys, off_v, where};
-    llmrt_model *m[2] = {NULL, NULL};
+    /* m[0]: fuse = auto, m[1]: fuse = off, m[2]: fuse = auto without the extension (the model
+     * looks for it at create) */
+    llmrt_model *m[NM] = {NULL, NULL, NULL};
     llmrt_error err = {0};
-    ck_assert_msg(mvt->create(&host, &sec_auto, &f->ck, &cpu, NULL, &params, &m[0], &err) == LLMRT_OK,
+    llmrt_backend_ref be = wrap_cpu(0);
+    ck_assert_msg(mvt->create(&host, &sec_auto, &f->ck, &be, NULL, &params, &m[2], &err) == LLMRT_OK,
+                  "create (fuse = auto, no fused ops): %s", err.msg);
+    be = wrap_cpu(1);
+    ck_assert_msg(mvt->create(&host, &sec_auto, &f->ck, &be, NULL, &params, &m[0], &err) == LLMRT_OK,
                   "create (fuse = auto): %s", err.msg);
-    ck_assert_msg(mvt->create(&host, &sec_off, &f->ck, &cpu, NULL, &params, &m[1], &err) == LLMRT_OK,
+    ck_assert_msg(mvt->create(&host, &sec_off, &f->ck, &be, NULL, &params, &m[1], &err) == LLMRT_OK,
                   "create (fuse = off): %s", err.msg);
     fk_free(f);
-    kvbuf kb[2];
-    float *logits[2];
-    for (int v = 0; v < 2; v++) {
-        kv_alloc(&cpu, &c, &kb[v]);
+    kvbuf kb[NM];
+    float *logits[NM];
+    for (int v = 0; v < NM; v++) {
+        kv_alloc(&be, &c, &kb[v]);
         logits[v] = malloc((size_t)2 * c.vocab * sizeof(float));
     }
     double worst = 0;
@@ -776,8 +852,21 @@ static void check_fused_vs_separate(tcfg c)
             ids[0] = s0[L0 + step - 1], ids[1] = s1[L1 + step - 1];
             lens[0] = L0 + step, lens[1] = L1 + step, q[0] = q[1] = 1;
         }
-        for (int v = 0; v < 2; v++)
-            run_step(m[v], &cpu, &kb[v], &c, 2, lens, q, ids, 0, logits[v]);
+        for (int v = 0; v < NM; v++) {
+            const int a0 = wrap.add_rmsnorm, q0 = wrap.qk_norm_rope_store, w0 = wrap.swiglu;
+            run_step(m[v], &be, &kb[v], &c, 2, lens, q, ids, 0, logits[v]);
+            if (v == 0)
+                ck_assert_msg(wrap.add_rmsnorm > a0 && wrap.qk_norm_rope_store > q0 &&
+                                  wrap.swiglu > w0,
+                              "step %d, fuse = auto: fused ops called %d %d %d times", step,
+                              wrap.add_rmsnorm - a0, wrap.qk_norm_rope_store - q0, wrap.swiglu - w0);
+            else
+                ck_assert_msg(wrap.add_rmsnorm == a0 && wrap.qk_norm_rope_store == q0 &&
+                                  wrap.swiglu == w0,
+                              "step %d, model %d: took a fused op it should not", step, v);
+        }
+        ck_assert_msg(memcmp(logits[2], logits[1], (size_t)2 * c.vocab * sizeof(float)) == 0,
+                      "step %d: fuse = auto without the fused ops differs from fuse = off", step);
         for (int sq = 0; sq < 2; sq++) {
             const float *a = logits[0] + (size_t)sq * c.vocab, *b = logits[1] + (size_t)sq * c.vocab;
             double num = 0, den = 0;
@@ -795,9 +884,10 @@ static void check_fused_vs_separate(tcfg c)
             ck_assert_msg(er < TOL, "step %d sequence %d: fused vs reference %.3g", step, sq, er);
         }
     }
-    printf("fused vs separate: max relative difference %.3g\n", worst);
-    for (int v = 0; v < 2; v++) {
-        kv_free(&cpu, &c, &kb[v]);
+    printf("fused vs separate: max relative difference %.3g (%d fused op calls)\n", worst,
+           fused_calls());
+    for (int v = 0; v < NM; v++) {
+        kv_free(&be, &c, &kb[v]);
         mvt->destroy(m[v]);
         free(logits[v]);
     }
@@ -818,13 +908,15 @@ END_TEST
 
 /* ------------------------------------------------------------------ greedy_head */
 
-/* backend-cpu plus fake argmax_head ops (gemm + argmax underneath) that count their calls, so
- * the test sees when the model uses them: qwen3's forward_argmax must give the argmax of
- * forward's logits whether it takes the head (greedy_head = auto, the backend has the ops),
- * or lm_head + argmax (greedy_head = off, or the backend refuses or fails to make the head). */
+/* backend-cpu plus a fake "llmrt.argmax_head" extension (gemm + argmax underneath) that
+ * counts its calls, so the test sees when the model uses it: qwen3's forward_argmax must give
+ * the argmax of forward's logits whether it takes the head (greedy_head = auto, the backend
+ * offers the extension), or lm_head + argmax (greedy_head = off, or the backend refuses or
+ * fails to make the head, or offers no such extension). */
 static llmrt_backend_vtable head_vt;
 static struct {
-    int creates, forwards, last_n, refuse;
+    int offer; /* head_vt's extension() answers "llmrt.argmax_head" */
+    int creates, forwards, destroys, last_n, refuse;
     const llmrt_tensor *w;
 } hs;
 struct llmrt_argmax_head {
@@ -859,7 +951,21 @@ static llmrt_status fh_forward(llmrt_backend *b, llmrt_argmax_head *h, int32_t *
     return st;
 }
 
-static void fh_destroy(llmrt_backend *b, llmrt_argmax_head *h) { free(h); }
+static void fh_destroy(llmrt_backend *b, llmrt_argmax_head *h)
+{
+    hs.destroys++;
+    free(h);
+}
+
+static const llmrt_argmax_head_ops fake_head = {sizeof(llmrt_argmax_head_ops), fh_create,
+                                                fh_forward, fh_destroy};
+
+static const void *head_extension(llmrt_backend *b, const char *name, uint32_t version)
+{
+    if (name && strcmp(name, LLMRT_EXT_ARGMAX_HEAD) == 0)
+        return hs.offer && version <= LLMRT_EXT_ARGMAX_HEAD_VERSION ? &fake_head : NULL;
+    return llmrt_backend_extension(cpu_vt, b, name, version);
+}
 
 static int32_t host_argmax(const float *row, int n)
 {
@@ -872,15 +978,14 @@ static int32_t host_argmax(const float *row, int n)
 
 /* Two sequences prefilled, then two decode steps, on a model made with `value` for
  * greedy_head: forward_argmax's ids equal the argmax of forward's logits every step. */
-static void check_greedy_head(const char *value, int refuse, int expect_head)
+static void check_greedy_head(const char *value, int offer, int refuse, int expect_head)
 {
     cpu_open();
     head_vt = *cpu_vt;
-    head_vt.argmax_head_create = fh_create;
-    head_vt.argmax_head_forward = fh_forward;
-    head_vt.argmax_head_destroy = fh_destroy;
+    head_vt.extension = head_extension;
     llmrt_backend_ref be = {&head_vt, cpu.b, "cpu+head"};
     memset(&hs, 0, sizeof hs);
+    hs.offer = offer;
     hs.refuse = refuse;
     tcfg c = tiny(LLMRT_DTYPE_BF16);
     fckpt *f = make_ckpt(&c, 4321);
@@ -925,16 +1030,19 @@ static void check_greedy_head(const char *value, int refuse, int expect_head)
     ck_assert_msg(strstr(err.msg, "all_logits"), "%s", err.msg);
     kv_free(&be, &c, &kb);
     mvt->destroy(m);
+    ck_assert_int_eq(hs.destroys, expect_head);
     cpu_close();
 }
 
 START_TEST(test_greedy_head)
 {
-    check_greedy_head("auto", 0, 1);
-    check_greedy_head("off", 0, 0);
+    check_greedy_head("auto", 1, 0, 1);
+    check_greedy_head("off", 1, 0, 0);
     /* the backend refuses this lm_head, or cannot make the copy: lm_head + argmax */
-    check_greedy_head("auto", LLMRT_ERR_UNSUPPORTED, 0);
-    check_greedy_head("auto", LLMRT_ERR_NOMEM, 0);
+    check_greedy_head("auto", 1, LLMRT_ERR_UNSUPPORTED, 0);
+    check_greedy_head("auto", 1, LLMRT_ERR_NOMEM, 0);
+    /* the backend offers no argmax_head extension: lm_head + argmax */
+    check_greedy_head("auto", 0, 0, 0);
 }
 END_TEST
 
@@ -1063,11 +1171,10 @@ START_TEST(test_load_errors)
     fk_free(f);
     c.fake_quant = 0;
 
-    /* unknown key in [model.qwen3] */
+    /* a bad [model.qwen3] value (unknown keys are the host's to reject: the keys are declared
+     * in the descriptor; tests/integration/test_conf.sh) */
     f = make_ckpt(&c, 5);
-    const char *keys[] = {"threads"}, *vals[] = {"2"}, *where[] = {"conf/test.ini:7"};
-    llmrt_section sec = {"model.qwen3", 1, keys, vals, where};
-    expect_fail(f, &be, NULL, &sec, LLMRT_ERR_INVALID_ARG, "conf/test.ini:7", "threads", NULL);
+    const char *where[] = {"conf/test.ini:7"};
     const char *gkeys[] = {"greedy_head"}, *gvals[] = {"always"};
     llmrt_section gsec = {"model.qwen3", 1, gkeys, gvals, where};
     expect_fail(f, &be, NULL, &gsec, LLMRT_ERR_INVALID_ARG, "conf/test.ini:7", "greedy_head",
@@ -1087,6 +1194,55 @@ START_TEST(test_load_errors)
     strcpy(f->config, "{\"architectures\": [\"Qwen3ForCausalLM\"], \"hidden_size\": 64}");
     expect_fail(f, &be, NULL, NULL, LLMRT_ERR_FORMAT, "vocab_size", "config.json", NULL);
     free(json);
+    fk_free(f);
+    mock_backend_free(&be);
+}
+END_TEST
+
+/* The stub's device memory with a ceiling: a larger request fails as a real backend's would. */
+static llmrt_status capped_alloc(llmrt_backend *b, size_t bytes, void **out, llmrt_error *err)
+{
+    if (bytes > (1u << 30))
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "stub: out of memory allocating %zu bytes", bytes);
+    return mock_backend_vtable.dev_alloc(b, bytes, out, err);
+}
+
+/* config.json values that would size absurd allocations: refused naming the key, before the
+ * allocation they would size. */
+START_TEST(test_absurd_config)
+{
+    llmrt_backend_ref be = stub_backend();
+    tcfg c = tiny(LLMRT_DTYPE_BF16);
+    fckpt *f = make_ckpt(&c, 5);
+
+    /* num_hidden_layers sizes the layer array first: the checkpoint must hold the last layer */
+    c.layers = 1000000000;
+    write_config(f, &c);
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_FORMAT, "config.json: num_hidden_layers is 1000000000",
+                "no model.layers.999999999.input_layernorm.weight", "it holds layers 0 to 1", NULL);
+    ck_assert_int_eq(mock_backend_get_stats(&be).dev_alloc_calls, 0);
+    ck_assert_int_eq(f->finds, 0);
+    c.layers = 3;
+    write_config(f, &c);
+    f->ck.has = NULL; /* has is optional: find answers too */
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_FORMAT, "num_hidden_layers is 3",
+                "no model.layers.2.input_layernorm.weight", "it holds layers 0 to 1", NULL);
+    f->ck.has = fk_has;
+    ck_assert_int_eq(mock_backend_get_stats(&be).dev_alloc_calls, 0);
+    c.layers = 2;
+
+    /* huge but consistent: the tensor really is [vocab_size, hidden_size] = 16 GiB (its data
+     * is never read: the allocation fails first); the failure names the tensor and keys */
+    c.vocab = 1 << 28;
+    write_config(f, &c);
+    ftensor *t = fk_get(f, "model.embed_tokens.weight");
+    t->shape[0] = c.vocab;
+    t->bytes = (size_t)c.vocab * (size_t)c.hidden * 2;
+    stub_vt.dev_alloc = capped_alloc;
+    expect_fail(f, &be, NULL, NULL, LLMRT_ERR_NOMEM, "tensor model.embed_tokens.weight",
+                "[vocab_size, hidden_size] = [268435456, 32]", "16.0 GiB",
+                "stub: out of memory allocating 17179869184 bytes", NULL);
+    ck_assert_int_eq(mock_backend_get_stats(&be).live_dev, 0);
     fk_free(f);
     mock_backend_free(&be);
 }
@@ -1166,6 +1322,7 @@ int main(int argc, char **argv)
     if (strcmp(group, "errors") == 0) {
         tcase_add_test(tc, test_probe);
         tcase_add_test(tc, test_load_errors);
+        tcase_add_test(tc, test_absurd_config);
         tcase_add_test(tc, test_missing_op);
         tcase_add_test(tc, test_forward_args);
     } else {

@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <llmrt/ext/cpu.h>
+
 #include "test_util.h"
 
-static const void *load_vtable(const char *file, llmrt_plugin_kind kind)
+static const llmrt_plugin_desc *load_desc(const char *file, llmrt_plugin_kind kind)
 {
     char *path = tu_plugin_path(file);
     const llmrt_plugin_desc *d = tu_load_plugin(path, 0);
@@ -16,15 +18,25 @@ static const void *load_vtable(const char *file, llmrt_plugin_kind kind)
         abort();
     }
     free(path);
-    return d->vtable;
+    return d;
+}
+
+static const void *load_vtable(const char *file, llmrt_plugin_kind kind)
+{
+    return load_desc(file, kind)->vtable;
+}
+
+const llmrt_plugin_desc *at_awq_desc(void)
+{
+    static const llmrt_plugin_desc *d;
+    if (!d)
+        d = load_desc("quant-awq.so", LLMRT_PLUGIN_QUANT);
+    return d;
 }
 
 const llmrt_quant_vtable *at_awq(void)
 {
-    static const llmrt_quant_vtable *vt;
-    if (!vt)
-        vt = load_vtable("quant-awq.so", LLMRT_PLUGIN_QUANT);
-    return vt;
+    return at_awq_desc()->vtable;
 }
 
 const llmrt_backend_vtable *at_cpu(void)
@@ -73,17 +85,36 @@ llmrt_backend_ref at_cpu_backend_simd(int threads, const char *simd)
     return ref;
 }
 
-llmrt_quant *at_quant(const llmrt_backend_ref *be, int group)
+const char *at_cpu_simd(const llmrt_backend_ref *be)
 {
-    char cfg[256];
+    const llmrt_cpu_ext *cx =
+        llmrt_backend_extension(be->vt, be->b, LLMRT_EXT_CPU, LLMRT_EXT_CPU_VERSION);
+    return cx ? cx->simd(be->b) : "?";
+}
+
+const char *at_config(int group)
+{
+    static char cfg[256];
     snprintf(cfg, sizeof cfg,
              "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": %d, \"version\": \"gemm\", "
              "\"zero_point\": true}",
              group);
+    return cfg;
+}
+
+llmrt_quant *at_quant(const llmrt_backend_ref *be, int group)
+{
+    return at_quant_tune(be, group, NULL);
+}
+
+llmrt_quant *at_quant_tune(const llmrt_backend_ref *be, int group, const char *tune)
+{
+    const char *keys[] = {"tune"}, *vals[] = {tune}, *where[] = {"test"};
+    llmrt_section sec = {"quant.awq", 1, keys, vals, where};
     llmrt_quant *q = NULL;
     llmrt_error err = {0};
-    if (at_awq()->create(NULL, NULL, cfg, be, &q, &err) != LLMRT_OK) {
-        fprintf(stderr, "quant-awq create: %s\n", err.msg);
+    if (at_awq()->create(NULL, tune ? &sec : NULL, at_config(group), be, &q, &err) != LLMRT_OK) {
+        fprintf(stderr, "quant-awq create (tune = %s): %s\n", tune ? tune : "(none)", err.msg);
         abort();
     }
     return q;

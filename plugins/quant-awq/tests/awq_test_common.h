@@ -9,6 +9,7 @@
 #include <llmrt/quant.h>
 
 const llmrt_quant_vtable *at_awq(void);
+const llmrt_plugin_desc *at_awq_desc(void);
 const llmrt_backend_vtable *at_cpu(void);
 /* A cpu backend with [backend.cpu] threads = n and simd = exact (the reference kernels;
  * aborts on failure). */
@@ -17,8 +18,14 @@ llmrt_backend_ref at_cpu_backend(int threads);
 llmrt_backend_ref at_cpu_backend_simd(int threads, const char *simd);
 /* The same: 0 when this CPU lacks the path, 1 with *out created. */
 int at_try_cpu_backend_simd(int threads, const char *simd, llmrt_backend_ref *out);
+/* The path a cpu backend runs (its "llmrt.cpu" extension's simd()). */
+const char *at_cpu_simd(const llmrt_backend_ref *be);
 /* An awq instance over `be` for an AWQ config with this group size (aborts on failure). */
 llmrt_quant *at_quant(const llmrt_backend_ref *be, int group);
+/* The same with [quant.awq] tune = `tune` (NULL: no section). */
+llmrt_quant *at_quant_tune(const llmrt_backend_ref *be, int group, const char *tune);
+/* The AWQ config JSON at_quant uses, for this group size (a static buffer). */
+const char *at_config(int group);
 
 /* An in-memory checkpoint: tensors added by name; data is owned by the checkpoint. */
 typedef struct at_ckpt at_ckpt;

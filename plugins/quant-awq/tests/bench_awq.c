@@ -12,27 +12,10 @@
  * the machine the benchmark actually had. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "awq_test_common.h"
-
-static double clock_s(clockid_t id)
-{
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double now_s(void)
-{
-    return clock_s(CLOCK_MONOTONIC);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "clock.h"
+#include "stats.h"
 
 int main(int argc, char **argv)
 {
@@ -49,18 +32,18 @@ int main(int argc, char **argv)
     at_linear_add(ck, "bench", &src);
     llmrt_quant *q = at_quant(&be, group);
     llmrt_qlinear *l = NULL;
-    double t0 = now_s();
+    double t0 = llmrt_now_s();
     if (at_awq()->linear_load(q, at_ckpt_view(ck), "bench", in, out, &l, &err) != LLMRT_OK) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    double load_s = now_s() - t0;
+    double load_s = llmrt_now_s() - t0;
     double packed = (double)in * out / 2 + (double)(in / group) * out * (0.5 + 2);
     double repacked = (double)at_awq()->linear_bytes(q, l);
     printf("quant-awq cpu: %s, simd %s, W [%lld, %lld] group %d: packed %.1f MB, repacked %.1f "
            "MB, load %.1f ms\n",
-           info.name, (const char *)be.vt->native_handle(be.b, "cpu.simd"), (long long)out, (long long)in, group, packed * 1e-6, repacked * 1e-6,
-           load_s * 1e3);
+           info.name, at_cpu_simd(&be), (long long)out, (long long)in, group, packed * 1e-6,
+           repacked * 1e-6, load_s * 1e3);
     printf("%4s %10s %10s %14s %16s %10s\n", "n", "ms", "cpu ms", "packed GB/s", "repacked GB/s",
            "GFLOP/s");
     const int ns[4] = {1, 4, 16, 128};
@@ -74,15 +57,14 @@ int main(int argc, char **argv)
         double t[50], c[50];
         at_awq()->linear_forward(q, l, y, x, n, &err);
         for (int rep = 0; rep < reps; rep++) {
-            double s = now_s(), cs = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+            double s = llmrt_now_s(), cs = llmrt_cpu_s();
             at_awq()->linear_forward(q, l, y, x, n, &err);
-            t[rep] = now_s() - s;
-            c[rep] = clock_s(CLOCK_PROCESS_CPUTIME_ID) - cs;
+            t[rep] = llmrt_now_s() - s;
+            c[rep] = llmrt_cpu_s() - cs;
         }
-        qsort(c, (size_t)reps, sizeof c[0], cmp_double);
-        qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-        double med = t[reps / 2];
-        printf("%4d %10.3f %10.3f %14.2f %16.2f %10.2f\n", n, med * 1e3, c[reps / 2] * 1e3,
+        double med = llmrt_stats_median_inplace(t, (size_t)reps);
+        double cpu_med = llmrt_stats_median_inplace(c, (size_t)reps);
+        printf("%4d %10.3f %10.3f %14.2f %16.2f %10.2f\n", n, med * 1e3, cpu_med * 1e3,
                packed / med * 1e-9,
                repacked / med * 1e-9, 2.0 * n * in * out / med * 1e-9);
         free(x);

@@ -2,16 +2,23 @@
  * field named; linears packed by the test's own AutoAWQ packer load and dequantise to exactly
  * the source weights; the CPU kernel matches a double-precision reference for group sizes
  * 32/64/128 and n = 1, 3, 17, identically on 1 and 2 threads and on the baseline and AVX2
- * kernels; malformed tensors give errors
- * naming the tensor and what was expected. */
+ * kernels; malformed tensors give errors naming the tensor and what was expected; [quant.awq]
+ * declares tune and refuses unknown keys; the kernels are chosen by what the backend offers
+ * (host memory: the CPU kernels, in the "llmrt.cpu" extension's vector path; the "llmrt.cuda"
+ * extension: the CUDA kernels; neither: refused), never by the backend's name. */
 #include <check.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <llmrt/ext/cpu.h>
+
 #include "awq_test_common.h"
 
+#include "mock_backend.h"
 #include "test_util.h"
 
 static void *xmalloc(size_t n)
@@ -464,43 +471,276 @@ START_TEST(malformed_tensors_named)
 }
 END_TEST
 
-START_TEST(create_checks_backend_and_section)
+START_TEST(create_checks_section)
 {
-    const char *cfg = "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 128, "
-                      "\"version\": \"gemm\", \"zero_point\": true}";
+    const char *cfg = at_config(128);
     llmrt_backend_ref be = at_cpu_backend(1);
     llmrt_quant *q = NULL;
     llmrt_error err = {0};
-    /* a backend without AWQ kernels */
-    llmrt_backend_ref metal = {be.vt, be.b, "metal"};
-    ck_assert_int_eq(at_awq()->create(NULL, NULL, cfg, &metal, &q, &err), LLMRT_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(err.msg, "metal"));
-    /* [quant.awq] has no keys */
-    const char *keys[] = {"kernel"}, *vals[] = {"fast"}, *where[] = {"conf/x.ini:9"};
-    llmrt_section sec = {"quant.awq", 1, keys, vals, where};
+    /* [quant.awq] declares one key, tune, a developer's knob */
+    const llmrt_plugin_desc *d = at_awq_desc();
+    ck_assert_uint_ge(d->struct_size, offsetof(llmrt_plugin_desc, n_keys) + sizeof d->n_keys);
+    ck_assert_uint_eq(d->n_keys, 1);
+    ck_assert_str_eq(d->keys[0].name, "tune");
+    ck_assert_int_eq(d->keys[0].type, LLMRT_KEY_STRING);
+    ck_assert_str_eq(d->keys[0].def, "");
+    ck_assert(d->keys[0].flags & LLMRT_KEY_DEVELOPER);
+    /* an unknown key is refused naming it and where it was (a host that passes the section as
+     * written) */
+    const char *keys[] = {"tune", "kernel"}, *vals[] = {"kw=4", "fast"},
+               *where[] = {"conf/x.ini:8", "conf/x.ini:9"};
+    llmrt_section sec = {"quant.awq", 2, keys, vals, where};
     ck_assert_int_eq(at_awq()->create(NULL, &sec, cfg, &be, &q, &err), LLMRT_ERR_INVALID_ARG);
-    AT_CHECK(strstr(err.msg, "conf/x.ini:9") && strstr(err.msg, "'kernel'"), "message: %s",
-             err.msg);
+    AT_CHECK(strstr(err.msg, "conf/x.ini:9") && strstr(err.msg, "'kernel'") &&
+                 strstr(err.msg, "tune"),
+             "message: %s", err.msg);
+    /* tune alone is accepted (its knobs steer the CUDA kernels; the CPU ignores them) */
+    sec.n = 1;
+    ck_assert_int_eq(at_awq()->create(NULL, &sec, cfg, &be, &q, &err), LLMRT_OK);
+    at_awq()->destroy(q);
     /* an unsupported config is refused by create as by probe */
     ck_assert_int_eq(at_awq()->create(NULL, NULL, "{\"quant_method\": \"awq\", \"bits\": 3}", &be,
                                       &q, &err),
                      LLMRT_ERR_UNSUPPORTED);
-#ifndef AWQ_TEST_HAVE_CUDA
-    /* without CUDA support, a cuda backend is refused when a linear is loaded */
-    llmrt_backend_ref cuda = {be.vt, be.b, "cuda"};
-    ck_assert_int_eq(at_awq()->create(NULL, NULL, cfg, &cuda, &q, &err), LLMRT_OK);
-    at_linear src = at_linear_random(128, 8, 128, 1);
+    be.vt->destroy(be.b);
+}
+END_TEST
+
+/* ---- kernels chosen by what the backend offers ---- */
+
+/* A host whose log keeps the last line: create reports the kernels it chose. */
+static char last_log[1024];
+static void keep_log(void *ctx, llmrt_log_level level, const char *who, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_log, sizeof last_log, fmt, ap);
+    va_end(ap);
+}
+static const llmrt_host log_host = {sizeof(llmrt_host), LLMRT_ABI_VERSION, NULL, keep_log, NULL};
+
+/* backend-cpu behind a vtable of its own: its extension() offers a "llmrt.cpu" table whose
+ * simd() answers fake.simd (fake.offer_cpu = 0: no such table), and, with fake.offer_cuda, a
+ * "llmrt.cuda" table whose members count their calls; every other extension is
+ * backend-cpu's. fake.caps_mask clears capability bits. */
+static struct {
+    llmrt_backend_vtable vt;
+    const llmrt_backend_vtable *cpu;
+    int offer_cpu, offer_cuda;
+    const char *simd;
+    uint32_t caps_mask;
+    int simd_calls, cuda_calls;
+} fake;
+
+static const char *fake_simd(llmrt_backend *b)
+{
+    fake.simd_calls++;
+    return fake.simd;
+}
+static int32_t fake_threads(llmrt_backend *b) { return 1; }
+static const llmrt_cpu_ext fake_cpu_ext = {sizeof(llmrt_cpu_ext), fake_simd, fake_threads};
+
+/* The "llmrt.cuda" table: its members are opaque here (this file is built without CUDA
+ * headers); a table of the right size and members that count their calls. */
+static void *fake_cuda_member(llmrt_backend *b)
+{
+    fake.cuda_calls++;
+    return NULL;
+}
+static int fake_cuda_int(llmrt_backend *b)
+{
+    fake.cuda_calls++;
+    return 0;
+}
+static const struct {
+    uint32_t struct_size;
+    void *(*stream)(llmrt_backend *);
+    int (*device)(llmrt_backend *);
+    int (*pdl)(llmrt_backend *);
+} fake_cuda_ext = {sizeof fake_cuda_ext, fake_cuda_member, fake_cuda_int, fake_cuda_int};
+
+static const void *fake_extension(llmrt_backend *b, const char *name, uint32_t version)
+{
+    if (name && strcmp(name, LLMRT_EXT_CPU) == 0)
+        return fake.offer_cpu ? &fake_cpu_ext : NULL;
+    if (name && strcmp(name, "llmrt.cuda") == 0)
+        return fake.offer_cuda && version <= 1 ? &fake_cuda_ext : NULL;
+    return llmrt_backend_extension(fake.cpu, b, name, version);
+}
+
+static uint32_t fake_caps(llmrt_backend *b) { return fake.cpu->caps(b) & ~fake.caps_mask; }
+
+/* `name` over a backend-cpu instance, through the fake vtable. */
+static llmrt_backend_ref fake_backend(const llmrt_backend_ref *cpu, const char *name)
+{
+    fake.cpu = cpu->vt;
+    fake.vt = *cpu->vt;
+    fake.vt.extension = fake_extension;
+    fake.vt.caps = fake_caps;
+    fake.simd_calls = fake.cuda_calls = 0;
+    return (llmrt_backend_ref){&fake.vt, cpu->b, name};
+}
+
+/* y = x · Wᵀ of a small linear through the quant instance q, against the exact weights. */
+/* q's forward against the f64 reference: within f32 rounding, or on an int8 path (x in
+ * [-1, 1], so a step of at most 1/127 per span) within half a step per weight more. */
+static void check_forward(llmrt_quant *q, const char *what, int int8)
+{
+    at_linear src = at_linear_random(256, 48, 128, 9);
     at_ckpt *ck = at_ckpt_new();
     at_linear_add(ck, "p", &src);
     llmrt_qlinear *l = NULL;
-    ck_assert_int_eq(at_awq()->linear_load(q, at_ckpt_view(ck), "p", 128, 8, &l, &err),
-                     LLMRT_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(err.msg, "quant-awq was built without CUDA"));
-    at_awq()->destroy(q);
+    llmrt_error err = {0};
+    ck_assert_int_eq(at_awq()->linear_load(q, at_ckpt_view(ck), "p", 256, 48, &l, &err), LLMRT_OK);
+    float x[3 * 256], y[3 * 48];
+    at_rng r = {5};
+    for (int i = 0; i < 3 * 256; i++)
+        x[i] = at_uniform(&r, -1.0f, 1.0f);
+    ck_assert_int_eq(at_awq()->linear_forward(q, l, y, x, 3, &err), LLMRT_OK);
+    for (int t = 0; t < 3; t++)
+        for (int o = 0; o < 48; o++) {
+            double ref = 0, bound = 0;
+            for (int i = 0; i < 256; i++) {
+                ref += (double)x[t * 256 + i] * src.w[o * 256 + i];
+                bound += int8 ? 1.0 / 127.0 / 2.0 * fabs(src.w[o * 256 + i]) : 0.0;
+            }
+            ck_assert_msg(fabs(y[t * 48 + o] - ref) <= 1.0001 * bound + 1e-4 * (1 + fabs(ref)),
+                          "%s: y[%d][%d] = %g, reference %g", what, t, o, y[t * 48 + o], ref);
+        }
+    at_awq()->linear_free(q, l);
     at_ckpt_free(ck);
     at_linear_free(&src);
+}
+
+/* A backend with neither host-addressable memory nor the "llmrt.cuda" extension (the mock
+ * backend: device memory apart from host memory) is refused, naming both. */
+START_TEST(refuses_backend_without_kernels)
+{
+    llmrt_backend_ref mock = mock_backend_new(-1, 1);
+    llmrt_quant *q = NULL;
+    llmrt_error err = {0};
+    ck_assert_int_eq(at_awq()->create(NULL, NULL, at_config(128), &mock, &q, &err),
+                     LLMRT_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(q);
+    ck_assert_msg(strstr(err.msg, "'mock'") && strstr(err.msg, "\"llmrt.cuda\"") &&
+                      strstr(err.msg, "LLMRT_BACKEND_CAP_HOST_IS_DEVICE"),
+                  "message: %s", err.msg);
+    mock_backend_free(&mock);
+    /* the same for backend-cpu with its host memory capability hidden */
+    llmrt_backend_ref cpu = at_cpu_backend(1);
+    llmrt_backend_ref be = fake_backend(&cpu, "cpu-without-host");
+    fake.offer_cpu = 1;
+    fake.caps_mask = LLMRT_BACKEND_CAP_HOST_IS_DEVICE;
+    ck_assert_int_eq(at_awq()->create(NULL, NULL, at_config(128), &be, &q, &err),
+                     LLMRT_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "'cpu-without-host'") && strstr(err.msg, "neither"), "message: %s",
+                  err.msg);
+    fake.caps_mask = 0;
+    cpu.vt->destroy(cpu.b);
+}
+END_TEST
+
+/* backend-cpu gets the CPU kernels whatever it is called (the name decides nothing). */
+START_TEST(cpu_kernels_on_backend_cpu)
+{
+    llmrt_backend_ref cpu = at_cpu_backend(2);
+    const char *names[] = {"cpu", "metal", "cuda"};
+    for (int i = 0; i < 3; i++) {
+        llmrt_backend_ref be = {cpu.vt, cpu.b, names[i]};
+        llmrt_quant *q = NULL;
+        llmrt_error err = {0};
+        last_log[0] = 0;
+        ck_assert_msg(at_awq()->create(&log_host, NULL, at_config(128), &be, &q, &err) == LLMRT_OK,
+                      "backend-cpu named '%s': %s", names[i], err.msg);
+        ck_assert_msg(strstr(last_log, "CPU"), "backend-cpu named '%s': %s", names[i], last_log);
+        check_forward(q, names[i], 0);
+        at_awq()->destroy(q);
+    }
+    cpu.vt->destroy(cpu.b);
+}
+END_TEST
+
+/* The CPU kernel path follows the backend's "llmrt.cpu" simd: the int8 kernels on avx2
+ * (where this CPU has AVX2, FMA and F16C), baseline when it says baseline, exact when it says
+ * exact, names a path not known here, or the backend has no such extension. */
+START_TEST(cpu_kernels_follow_llmrt_cpu_simd)
+{
+    llmrt_backend_ref cpu = at_cpu_backend(1);
+#if defined(__x86_64__) && defined(__GNUC__)
+    const int have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+#else
+    const int have_avx2 = 0;
 #endif
-    be.vt->destroy(be.b);
+    static const struct {
+        int offer;
+        const char *simd, *want;
+        int avx2; /* needs the AVX2 kernel to run; its activations are int8 */
+    } cases[] = {
+        {1, "avx2", "CPU (avx2)", 1},
+        {1, "baseline", "CPU (baseline)", 0},
+        {1, "exact", "CPU (exact)", 0},
+        {1, "sve2", "CPU (exact)", 0},
+        {0, NULL, "CPU (exact)", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].avx2 && !have_avx2)
+            continue;
+        llmrt_backend_ref be = fake_backend(&cpu, "cpu");
+        fake.offer_cpu = cases[i].offer;
+        fake.simd = cases[i].simd;
+        llmrt_quant *q = NULL;
+        llmrt_error err = {0};
+        last_log[0] = 0;
+        ck_assert_msg(at_awq()->create(&log_host, NULL, at_config(128), &be, &q, &err) == LLMRT_OK,
+                      "simd %s: %s", cases[i].simd ? cases[i].simd : "(no extension)", err.msg);
+        ck_assert_msg(strstr(last_log, cases[i].want), "simd %s: log '%s', want '%s'",
+                      cases[i].simd ? cases[i].simd : "(no extension)", last_log, cases[i].want);
+        ck_assert_int_eq(fake.simd_calls > 0, cases[i].offer);
+        check_forward(q, cases[i].simd ? cases[i].simd : "(no extension)", cases[i].avx2);
+        at_awq()->destroy(q);
+    }
+    cpu.vt->destroy(cpu.b);
+}
+END_TEST
+
+/* A backend that offers "llmrt.cuda" gets the CUDA kernels: this build asks the extension for
+ * the stream and device (on this fake, with no GPU behind it, that may fail, but not as "no
+ * kernels"); a build without CUDA refuses it, saying so — unless the backend's memory is host
+ * memory too, where the CPU kernels run. */
+START_TEST(cuda_extension_chooses_cuda_kernels)
+{
+    llmrt_backend_ref cpu = at_cpu_backend(1);
+    llmrt_backend_ref be = fake_backend(&cpu, "gpu");
+    fake.offer_cpu = 1;
+    fake.simd = "baseline";
+    fake.offer_cuda = 1;
+    fake.caps_mask = LLMRT_BACKEND_CAP_HOST_IS_DEVICE;
+    llmrt_quant *q = NULL;
+    llmrt_error err = {0};
+    llmrt_status st = at_awq()->create(NULL, NULL, at_config(128), &be, &q, &err);
+#ifdef AWQ_TEST_HAVE_CUDA
+    ck_assert_msg(fake.cuda_calls > 0, "the CUDA kernels were not chosen (%s)", err.msg);
+    ck_assert_msg(!strstr(err.msg, "built without CUDA") && !strstr(err.msg, "neither"), "%s",
+                  err.msg);
+    if (st == LLMRT_OK)
+        at_awq()->destroy(q);
+#else
+    ck_assert_int_eq(st, LLMRT_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "quant-awq was built without CUDA") && strstr(err.msg, "'gpu'"),
+                  "message: %s", err.msg);
+    ck_assert_int_eq(fake.cuda_calls, 0);
+    /* host-addressable memory as well: the CPU kernels */
+    fake.caps_mask = 0;
+    ck_assert_int_eq(at_awq()->create(&log_host, NULL, at_config(128), &be, &q, &err), LLMRT_OK);
+    ck_assert_msg(strstr(last_log, "CPU"), "%s", last_log);
+    check_forward(q, "cuda extension and host memory, no CUDA build", 0);
+    at_awq()->destroy(q);
+#endif
+    (void)st;
+    fake.caps_mask = 0;
+    fake.offer_cuda = 0;
+    cpu.vt->destroy(cpu.b);
 }
 END_TEST
 
@@ -516,7 +756,11 @@ static Suite *suite(void)
     tcase_add_test(tc, forward_matches_reference);
     tcase_add_test(tc, int8_paths_within_bound);
     tcase_add_test(tc, malformed_tensors_named);
-    tcase_add_test(tc, create_checks_backend_and_section);
+    tcase_add_test(tc, create_checks_section);
+    tcase_add_test(tc, refuses_backend_without_kernels);
+    tcase_add_test(tc, cpu_kernels_on_backend_cpu);
+    tcase_add_test(tc, cpu_kernels_follow_llmrt_cpu_simd);
+    tcase_add_test(tc, cuda_extension_chooses_cuda_kernels);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,17 +1,32 @@
-/* engine_create.c — llmrt_engine_create: runtime.ini → a running engine. Loads the model
- * through the model loader (model.path, plugins, backend), opens memory.plugin on that
- * backend, loads the folder's tokenizer when it has one, merges the eos ids of config.json,
- * generation_config.json and tokenizer_config.json, and hands everything to the engine
- * (engine_parts.h), which owns it from then on. */
+/* open.c — llmrt_engine_create: runtime.ini → parts → a running engine. Reads the [cache]
+ * and [scheduler] keys into engine settings, loads the model through the model loader
+ * (model.path, plugins, backend), opens memory.plugin on that backend, loads the folder's
+ * tokenizer when it has one, opens its chat format, merges the eos ids of config.json,
+ * generation_config.json and tokenizer_config.json, and hands everything to
+ * llmrt_engine_create_from_parts (create.c), which owns it from then on. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "clock.h"
 #include "engine_parts.h"
 #include "error.h"
 #include "log.h"
 #include "model_loader.h"
+#include "scheduler.h"
+
+void llmrt_engine_settings_default(llmrt_engine_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->block_size = 16;
+    s->gpu_memory_utilization = 0.80;
+    s->kv_dtype = LLMRT_DTYPE_INVALID;
+    s->prefix_caching = 1;
+    s->max_num_seqs = LLMRT_SCHED_CPU_MAX_SEQS; /* the keys' 0 = by backend: see create */
+    s->max_num_batched_tokens = LLMRT_SCHED_CPU_MAX_TOKENS;
+    s->async_scheduling = 1;
+    s->cuda_graphs = 1;
+}
 
 void llmrt_engine_settings_from_config(const llmrt_config *cfg, llmrt_engine_settings *s)
 {
@@ -26,6 +41,7 @@ void llmrt_engine_settings_from_config(const llmrt_config *cfg, llmrt_engine_set
                   : !strcmp(dt, "f16")       ? LLMRT_DTYPE_F16
                   : !strcmp(dt, "bf16")      ? LLMRT_DTYPE_BF16
                                              : LLMRT_DTYPE_INVALID;
+    s->prefix_caching = llmrt_config_bool(cfg, "cache.prefix_caching");
     s->max_num_seqs = (int32_t)llmrt_config_int(cfg, "scheduler.max_num_seqs");
     s->max_num_batched_tokens = (int32_t)llmrt_config_int(cfg, "scheduler.max_num_batched_tokens");
     s->async_scheduling = llmrt_config_bool(cfg, "scheduler.async_scheduling");
@@ -53,13 +69,6 @@ static void release_owned(void *ctx)
     free(o);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int add_eos(int32_t *ids, int n, int cap, int32_t id)
 {
     if (id < 0)
@@ -81,7 +90,7 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
         o = *opts;
     else
         llmrt_engine_options_init(&o);
-    double t0 = now_s();
+    double t0 = llmrt_now_s();
     owned *own = calloc(1, sizeof *own);
     if (!own)
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory");
@@ -104,6 +113,17 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
                 llmrt_error_prefix(err, "loading the tokenizer of %s", lm->dir);
                 goto cleanup;
             }
+            /* ids the tokenizer can produce must be rows of the embedding (which may be
+             * padded past the tokenizer's size, as Qwen3's 151936 is): a mismatch is found
+             * here, not on the first prompt that happens to hold a high id */
+            int32_t tv = llmrt_tokenizer_vocab_size(own->tok);
+            if (tv > lm->info.vocab)
+                FAIL(err, LLMRT_ERR_INVALID_ARG,
+                     "%s: tokenizer.json has ids up to %d but the model's vocabulary "
+                     "(config.json vocab_size) has %d rows: this tokenizer is not the model's "
+                     "(copy the tokenizer of the checkpoint it was trained with, or remove "
+                     "tokenizer.json to work with token ids)",
+                     lm->dir, tv - 1, lm->info.vocab);
         } else if (!o.quiet) {
             LOG_INFO("%s has no tokenizer.json: token ids only (no text prompts, text output "
                      "or stop strings)",
@@ -141,7 +161,8 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
     parts.n_eos = n_eos;
     parts.model_path = lm->dir;
     parts.quant_name = lm->quant.vt ? lm->quant.name : NULL;
-    parts.load_time_s = now_s() - t0;
+    parts.load_time_s = llmrt_now_s() - t0;
+    parts.sampling = lm->hf.gen;
     parts.release = release_owned;
     parts.release_ctx = own;
     if (lo.quiet && !o.quiet) /* otherwise the loader said it */
