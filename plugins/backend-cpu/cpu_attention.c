@@ -86,22 +86,8 @@ typedef struct {
     const float *q;
     const llmrt_attn_params *p;
     int32_t group; /* query heads per kv head */
+    cpu_isa isa;
 } attn_ctx;
-
-static float dot(const float *restrict a, const float *restrict b, int64_t n)
-{
-    float acc[LANES] = {0};
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int l = 0; l < LANES; l++)
-            acc[l] += a[i + l] * b[i + l];
-    for (int l = 0; i < n; i++, l++)
-        acc[l] += a[i] * b[i];
-    float s = 0.0f;
-    for (int l = 0; l < LANES; l++)
-        s += acc[l];
-    return s;
-}
 
 /* The sequence whose query rows contain token t (query_start is non-decreasing). */
 static int32_t seq_of(const int32_t *qs, int32_t n_seqs, int32_t t)
@@ -117,102 +103,151 @@ static int32_t seq_of(const int32_t *qs, int32_t n_seqs, int32_t t)
     return lo;
 }
 
-/* `count` cache rows of one kv head (first element, then every row_stride), converted from
- * f16/bf16 into buf as [count, head_dim] f32. */
-static const float *cache_rows(const void *cache, llmrt_dtype dt, int64_t first_elem,
-                               int64_t row_stride, int count, int head_dim, float *buf)
-{
-    const char *base = cache;
-    size_t es = llmrt_dtype_size(dt);
-    for (int r = 0; r < count; r++)
-        cpu_row_to_f32(buf + (int64_t)r * head_dim, base + (size_t)(first_elem + r * row_stride) * es,
-                       dt, head_dim);
-    return buf;
+/* DEFINE_ATTN(SUF, ATTR): attn_items_<SUF>, the item function compiled for one ISA. The
+ * arithmetic is written once: sums in 16 lanes added in a fixed order, so every ISA gives
+ * the same bits (the vectorizer maps the lanes onto its registers). */
+#define DEFINE_ATTN(SUF, ATTR)                                                                 \
+ATTR static inline ALWAYS_INLINE float dot_##SUF(const float *restrict a,                      \
+                                                 const float *restrict b, int64_t n)           \
+{                                                                                              \
+    float acc[LANES] = {0};                                                                    \
+    int64_t i = 0;                                                                             \
+    for (; i + LANES <= n; i += LANES)                                                         \
+        for (int l = 0; l < LANES; l++)                                                        \
+            acc[l] += a[i + l] * b[i + l];                                                     \
+    for (int l = 0; i < n; i++, l++)                                                           \
+        acc[l] += a[i] * b[i];                                                                 \
+    float s = 0.0f;                                                                            \
+    for (int l = 0; l < LANES; l++)                                                            \
+        s += acc[l];                                                                           \
+    return s;                                                                                  \
+}                                                                                              \
+                                                                                               \
+/* `count` cache rows of one kv head (first element, then every row_stride), converted from    \
+ * f16/bf16 into buf as [count, head_dim] f32. */                                              \
+ATTR static inline ALWAYS_INLINE const float *cache_rows_##SUF(                                \
+    const void *cache, llmrt_dtype dt, int64_t first_elem, int64_t row_stride, int count,      \
+    int head_dim, float *buf)                                                                  \
+{                                                                                              \
+    const char *base = cache;                                                                  \
+    size_t es = llmrt_dtype_size(dt);                                                          \
+    for (int r = 0; r < count; r++)                                                            \
+        cpu_row_to_f32(buf + (int64_t)r * head_dim,                                            \
+                       base + (size_t)(first_elem + r * row_stride) * es, dt, head_dim);       \
+    return buf;                                                                                \
+}                                                                                              \
+                                                                                               \
+ATTR static void attn_items_##SUF(void *c, int64_t i0, int64_t i1)                             \
+{                                                                                              \
+    const attn_ctx *a = c;                                                                     \
+    const llmrt_attn_params *p = a->p;                                                         \
+    const int D = p->head_dim, G = a->group, bs = p->block_size;                               \
+    const int64_t row_stride = (int64_t)p->n_kv_heads * D; /* elements between cache rows */   \
+    /* heads of the group processed together, and keys per chunk, so buffers fit ATT_BUF */    \
+    int GB = G < ATT_BUF / D ? G : ATT_BUF / D;                                                \
+    if (GB > ATT_MAX_GROUP)                                                                    \
+        GB = ATT_MAX_GROUP;                                                                    \
+    const int CH = ATT_MAX_CHUNK < ATT_BUF / D ? ATT_MAX_CHUNK : ATT_BUF / D;                  \
+    float acc[ATT_BUF], kbuf[ATT_BUF], vbuf[ATT_BUF];                                          \
+    float scores[ATT_MAX_CHUNK], m[ATT_MAX_GROUP], l[ATT_MAX_GROUP];                           \
+                                                                                               \
+    for (int64_t item = i0; item < i1; item++) {                                               \
+        const int32_t t = (int32_t)(item / p->n_kv_heads);                                     \
+        const int32_t kvh = (int32_t)(item % p->n_kv_heads);                                   \
+        const int32_t s = seq_of(p->query_start, p->n_seqs, t);                                \
+        const int32_t qlen = p->query_start[s + 1] - p->query_start[s];                        \
+        const int32_t pos = p->seq_lens[s] - qlen + (t - p->query_start[s]);                   \
+        const int32_t *table = p->block_tables + (int64_t)s * p->max_blocks_per_seq;           \
+                                                                                               \
+        for (int h0 = 0; h0 < G; h0 += GB) {                                                   \
+            const int nh = G - h0 < GB ? G - h0 : GB;                                          \
+            for (int h = 0; h < nh; h++) {                                                     \
+                m[h] = -INFINITY;                                                              \
+                l[h] = 0.0f;                                                                   \
+                for (int d = 0; d < D; d++)                                                    \
+                    acc[h * D + d] = 0.0f;                                                     \
+            }                                                                                  \
+            for (int32_t j0 = 0; j0 <= pos;) {                                                 \
+                /* a chunk of keys inside one block */                                         \
+                int32_t row0 = j0 % bs, cnt = bs - row0;                                       \
+                if (cnt > CH)                                                                  \
+                    cnt = CH;                                                                  \
+                if (cnt > pos + 1 - j0)                                                        \
+                    cnt = pos + 1 - j0;                                                        \
+                int64_t first =                                                                \
+                    ((int64_t)table[j0 / bs] * bs + row0) * row_stride + (int64_t)kvh * D;     \
+                const float *kr =                                                              \
+                    p->kv_dtype == LLMRT_DTYPE_F32 ? (const float *)p->k_cache + first         \
+                                                   : cache_rows_##SUF(p->k_cache,              \
+                                                         p->kv_dtype, first, row_stride,       \
+                                                         cnt, D, kbuf);                        \
+                const float *vr =                                                              \
+                    p->kv_dtype == LLMRT_DTYPE_F32 ? (const float *)p->v_cache + first         \
+                                                   : cache_rows_##SUF(p->v_cache,              \
+                                                         p->kv_dtype, first, row_stride,       \
+                                                         cnt, D, vbuf);                        \
+                const int64_t kstride = p->kv_dtype == LLMRT_DTYPE_F32 ? row_stride : D;       \
+                for (int h = 0; h < nh; h++) {                                                 \
+                    const int qh = kvh * G + h0 + h;                                           \
+                    const float *qv = a->q + ((int64_t)t * p->n_heads + qh) * D;               \
+                    float cmax = -INFINITY;                                                    \
+                    for (int r = 0; r < cnt; r++) {                                            \
+                        scores[r] = dot_##SUF(qv, kr + r * kstride, D) * p->scale;             \
+                        if (scores[r] > cmax)                                                  \
+                            cmax = scores[r];                                                  \
+                    }                                                                          \
+                    float mnew = cmax > m[h] ? cmax : m[h];                                    \
+                    float corr = expf(m[h] - mnew);                                            \
+                    float *ac = acc + h * D;                                                   \
+                    if (corr != 1.0f) {                                                        \
+                        l[h] *= corr;                                                          \
+                        for (int d = 0; d < D; d++)                                            \
+                            ac[d] *= corr;                                                     \
+                    }                                                                          \
+                    m[h] = mnew;                                                               \
+                    for (int r = 0; r < cnt; r++) {                                            \
+                        float pr = expf(scores[r] - mnew);                                     \
+                        const float *vv = vr + r * kstride;                                    \
+                        l[h] += pr;                                                            \
+                        for (int d = 0; d < D; d++)                                            \
+                            ac[d] += pr * vv[d];                                               \
+                    }                                                                          \
+                }                                                                              \
+                j0 += cnt;                                                                     \
+            }                                                                                  \
+            for (int h = 0; h < nh; h++) {                                                     \
+                const int qh = kvh * G + h0 + h;                                               \
+                float *o = a->out + ((int64_t)t * p->n_heads + qh) * D;                        \
+                float inv = 1.0f / l[h];                                                       \
+                for (int d = 0; d < D; d++)                                                    \
+                    o[d] = acc[h * D + d] * inv;                                               \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
 }
+
+#define ALWAYS_INLINE __attribute__((always_inline))
+DEFINE_ATTN(base, )
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CPU_HAVE_X86_ATTN 1
+DEFINE_ATTN(avx2, __attribute__((target("avx2,f16c"))))
+DEFINE_ATTN(avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c"))))
+#endif
 
 static void attn_items(void *c, int64_t i0, int64_t i1)
 {
     const attn_ctx *a = c;
-    const llmrt_attn_params *p = a->p;
-    const int D = p->head_dim, G = a->group, bs = p->block_size;
-    const int64_t row_stride = (int64_t)p->n_kv_heads * D; /* elements between cache rows */
-    /* heads of the group processed together, and keys per chunk, so buffers fit ATT_BUF */
-    int GB = G < ATT_BUF / D ? G : ATT_BUF / D;
-    if (GB > ATT_MAX_GROUP)
-        GB = ATT_MAX_GROUP;
-    const int CH = ATT_MAX_CHUNK < ATT_BUF / D ? ATT_MAX_CHUNK : ATT_BUF / D;
-    float acc[ATT_BUF], kbuf[ATT_BUF], vbuf[ATT_BUF];
-    float scores[ATT_MAX_CHUNK], m[ATT_MAX_GROUP], l[ATT_MAX_GROUP];
-
-    for (int64_t item = i0; item < i1; item++) {
-        const int32_t t = (int32_t)(item / p->n_kv_heads), kvh = (int32_t)(item % p->n_kv_heads);
-        const int32_t s = seq_of(p->query_start, p->n_seqs, t);
-        const int32_t qlen = p->query_start[s + 1] - p->query_start[s];
-        const int32_t pos = p->seq_lens[s] - qlen + (t - p->query_start[s]);
-        const int32_t *table = p->block_tables + (int64_t)s * p->max_blocks_per_seq;
-
-        for (int h0 = 0; h0 < G; h0 += GB) {
-            const int nh = G - h0 < GB ? G - h0 : GB;
-            for (int h = 0; h < nh; h++) {
-                m[h] = -INFINITY;
-                l[h] = 0.0f;
-                for (int d = 0; d < D; d++)
-                    acc[h * D + d] = 0.0f;
-            }
-            for (int32_t j0 = 0; j0 <= pos;) {
-                /* a chunk of keys inside one block */
-                int32_t row0 = j0 % bs, cnt = bs - row0;
-                if (cnt > CH)
-                    cnt = CH;
-                if (cnt > pos + 1 - j0)
-                    cnt = pos + 1 - j0;
-                int64_t first = ((int64_t)table[j0 / bs] * bs + row0) * row_stride + (int64_t)kvh * D;
-                const float *kr =
-                    p->kv_dtype == LLMRT_DTYPE_F32 ? (const float *)p->k_cache + first
-                                                   : cache_rows(p->k_cache, p->kv_dtype, first,
-                                                                row_stride, cnt, D, kbuf);
-                const float *vr =
-                    p->kv_dtype == LLMRT_DTYPE_F32 ? (const float *)p->v_cache + first
-                                                   : cache_rows(p->v_cache, p->kv_dtype, first,
-                                                                row_stride, cnt, D, vbuf);
-                const int64_t kstride = p->kv_dtype == LLMRT_DTYPE_F32 ? row_stride : D;
-                for (int h = 0; h < nh; h++) {
-                    const int qh = kvh * G + h0 + h;
-                    const float *qv = a->q + ((int64_t)t * p->n_heads + qh) * D;
-                    float cmax = -INFINITY;
-                    for (int r = 0; r < cnt; r++) {
-                        scores[r] = dot(qv, kr + r * kstride, D) * p->scale;
-                        if (scores[r] > cmax)
-                            cmax = scores[r];
-                    }
-                    float mnew = cmax > m[h] ? cmax : m[h];
-                    float corr = expf(m[h] - mnew);
-                    float *ac = acc + h * D;
-                    if (corr != 1.0f) {
-                        l[h] *= corr;
-                        for (int d = 0; d < D; d++)
-                            ac[d] *= corr;
-                    }
-                    m[h] = mnew;
-                    for (int r = 0; r < cnt; r++) {
-                        float pr = expf(scores[r] - mnew);
-                        const float *vv = vr + r * kstride;
-                        l[h] += pr;
-                        for (int d = 0; d < D; d++)
-                            ac[d] += pr * vv[d];
-                    }
-                }
-                j0 += cnt;
-            }
-            for (int h = 0; h < nh; h++) {
-                const int qh = kvh * G + h0 + h;
-                float *o = a->out + ((int64_t)t * p->n_heads + qh) * D;
-                float inv = 1.0f / l[h];
-                for (int d = 0; d < D; d++)
-                    o[d] = acc[h * D + d] * inv;
-            }
-        }
+#ifdef CPU_HAVE_X86_ATTN
+    if (a->isa == CPU_ISA_AVX512) {
+        attn_items_avx512(c, i0, i1);
+        return;
     }
+    if (a->isa == CPU_ISA_AVX2) {
+        attn_items_avx2(c, i0, i1);
+        return;
+    }
+#endif
+    attn_items_base(c, i0, i1);
 }
 
 llmrt_status cpu_attention(llmrt_backend *b, float *out, const float *q,
@@ -251,7 +286,9 @@ llmrt_status cpu_attention(llmrt_backend *b, float *out, const float *q,
                     p->block_tables[(int64_t)s * p->max_blocks_per_seq + blk]);
     }
 #undef BAD
-    attn_ctx c = {out, q, p, p->n_heads / p->n_kv_heads};
+    if (cpu_attention_fast_takes(b, p))
+        return cpu_attention_fast(b, out, q, p, err);
+    attn_ctx c = {out, q, p, p->n_heads / p->n_kv_heads, b->isa};
     int64_t items = (int64_t)p->n_tokens * p->n_kv_heads;
     int64_t cost = (int64_t)(p->max_seq_len > 0 ? p->max_seq_len : 1) * p->head_dim * 2 * c.group;
     cpu_parallel(b, items, cost, 1, attn_items, &c);

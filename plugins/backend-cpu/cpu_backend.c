@@ -6,11 +6,14 @@
  * plus a persistent thread pool, graphs and on-device sampling are absent (NULL).
  *
  * [backend.cpu]: its keys are the table cpu_keys below, which the host validates (names,
- * values) and fills in with defaults before create() sees the section. simd also serves
- * quant plugins with CPU kernels, which ask for it through the "llmrt.cpu" extension. */
+ * values) and fills in with defaults before create() sees the section. simd names the kernel
+ * path (cpu_simd.c: exact and baseline give the reference bits, avx2, avx512 and amx are the
+ * fast paths within documented bounds of them); it also serves plugins with CPU kernels of
+ * their own, which ask for it through the "llmrt.cpu" extension. */
 #include "cpu_internal.h"
 
 #include <llmrt/ext/collective.h>
+#include <llmrt/ext/argmax_head.h>
 #include <llmrt/ext/cpu.h>
 #include <llmrt/ext/fused.h>
 #include <llmrt/ext/logits_mask.h>
@@ -33,24 +36,58 @@ static const llmrt_key cpu_keys[] = {
      "Worker threads for the CPU backend, the calling thread included (0: one per core this "
      "process may run on).",
      0},
-    {"simd", LLMRT_KEY_ENUM, "auto", "auto|avx2|baseline",
-     "Vector kernels of the CPU GEMMs (dense, and AWQ's through native_handle(\"cpu.simd\")); "
-     "all give identical results: baseline exists to check that and to measure the gain.",
+    {"simd", LLMRT_KEY_ENUM, "auto", "auto|amx|avx512|avx2|exact|baseline",
+     "Kernel path of the CPU ops and of other plugins' CPU kernels (AWQ, FP8). exact and "
+     "baseline give the reference f32 bits (exact with the widest vectors here, baseline with "
+     "SSE2); avx2, avx512 and amx are the fast paths (AWQ with int8 activations, amx: prefill "
+     "GEMMs of bf16 weights on AMX tiles), within documented bounds of exact; auto = the "
+     "fastest this CPU has.",
      LLMRT_KEY_DEVELOPER},
 };
 #define N_CPU_KEYS ((uint32_t)(sizeof cpu_keys / sizeof cpu_keys[0]))
 
-/* Cores this process may run on (affinity mask), else online cores. */
+/* The CPU quota of this process's cgroup in whole cores, rounded up (a container given
+ * "--cpus=2" on a 16-core host sees 16 cores in its affinity mask); 0 when there is none.
+ * cgroup v2 cpu.max ("max 100000" or "200000 100000"), else v1 cpu.cfs_quota_us / period. */
+static int cgroup_quota_cores(void)
+{
+    long long quota = -1, period = 0;
+    char buf[128];
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    if (f) {
+        if (fgets(buf, sizeof buf, f) && strncmp(buf, "max", 3) != 0)
+            sscanf(buf, "%lld %lld", &quota, &period);
+        fclose(f);
+    } else if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r"))) {
+        if (fscanf(f, "%lld", &quota) != 1)
+            quota = -1;
+        fclose(f);
+        if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r"))) {
+            if (fscanf(f, "%lld", &period) != 1)
+                period = 0;
+            fclose(f);
+        }
+    }
+    if (quota <= 0 || period <= 0)
+        return 0;
+    long long cores = (quota + period - 1) / period;
+    return cores > CPU_MAX_THREADS ? CPU_MAX_THREADS : (int)cores;
+}
+
+/* Cores this process may run on (affinity mask, else online cores), no more than its cgroup's
+ * CPU quota: threads = 0 must not start more busy threads than the process may run at once. */
 static int available_cores(void)
 {
+    int n = 0;
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0)
-            return n;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = CPU_COUNT(&set);
+    if (n <= 0) {
+        long on = sysconf(_SC_NPROCESSORS_ONLN);
+        n = on > 0 ? (int)on : 1;
     }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    int quota = cgroup_quota_cores();
+    return quota > 0 && quota < n ? quota : n;
 }
 
 /* Where the section's `key` came from ("conf/x.ini:4", "default"). */
@@ -80,36 +117,33 @@ static llmrt_status parse_config(const llmrt_section *cfg, int *threads, cpu_sim
                           "%d; 0 = one thread per available core)",
                           where_of(cfg, "threads"), name, tv, CPU_MAX_THREADS);
     *threads = (int)v;
-    if (strcmp(sv, "auto") == 0) {
-        *simd = cpu_simd_detect();
-    } else if (strcmp(sv, "baseline") == 0) {
-        *simd = CPU_SIMD_BASELINE;
-    } else if (strcmp(sv, "avx2") == 0) {
-        if (cpu_simd_detect() != CPU_SIMD_AVX2)
-            return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                              "%s: [%s] simd = avx2, but this CPU (or this build) has no AVX2 + "
-                              "F16C; use simd = auto or baseline",
-                              where_of(cfg, "simd"), name);
-        *simd = CPU_SIMD_AVX2;
-    } else {
-        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "%s: [%s] simd = '%s' is not valid (expected auto, avx2 or baseline)",
-                          where_of(cfg, "simd"), name, sv);
-    }
+    /* the host checked the name; whether this CPU has the path is for the backend to say */
+    const char *why;
+    int rc = cpu_simd_parse(sv, simd, &why);
+    if (rc == -2)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "%s: [%s] simd = %s, but %s; use simd = auto, exact or baseline",
+                          where_of(cfg, "simd"), name, sv, why);
+    if (rc != 0)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "%s: [%s] simd = '%s' is not valid (%s)",
+                          where_of(cfg, "simd"), name, sv, why);
     return LLMRT_OK;
 }
 
-static void device_name(char *out, size_t n, int threads)
+/* "x86_64 CPU (2 threads, amx)": every report names the thread count and the kernel path. */
+static void device_name(char *out, size_t n, int threads, cpu_simd simd)
 {
     struct utsname u;
     const char *arch = uname(&u) == 0 ? u.machine : "unknown";
-    snprintf(out, n, "%s CPU (%d thread%s)", arch, threads, threads == 1 ? "" : "s");
+    snprintf(out, n, "%s CPU (%d thread%s, %s)", arch, threads, threads == 1 ? "" : "s",
+             cpu_simd_name(simd));
 }
 
-static llmrt_status fill_info(llmrt_device_info *out, int threads, llmrt_error *err)
+static llmrt_status fill_info(llmrt_device_info *out, int threads, cpu_simd simd,
+                              llmrt_error *err)
 {
     memset(out, 0, sizeof *out);
-    device_name(out->name, sizeof out->name, threads);
+    device_name(out->name, sizeof out->name, threads, simd);
     out->multiprocessors = threads;
     return cpu_meminfo(&out->mem_total, &out->mem_free, err);
 }
@@ -118,7 +152,7 @@ static llmrt_status cpu_probe(llmrt_device_info *out, int32_t max, int32_t *coun
 {
     *count = 1;
     if (max >= 1 && out)
-        return fill_info(&out[0], available_cores(), err);
+        return fill_info(&out[0], available_cores(), cpu_simd_detect(), err);
     return LLMRT_OK;
 }
 
@@ -149,6 +183,7 @@ static llmrt_status cpu_create(const llmrt_host *host, const llmrt_section *cfg,
     b->host = host;
     b->n_threads = threads;
     b->simd = simd;
+    b->isa = cpu_simd_isa(simd);
     pthread_mutex_init(&b->mem_mu, NULL);
     st = cpu_pool_create(threads, &b->pool, err);
     if (st != LLMRT_OK) {
@@ -169,7 +204,7 @@ static uint32_t cpu_caps(llmrt_backend *b)
 
 static llmrt_status cpu_device_info(llmrt_backend *b, llmrt_device_info *out, llmrt_error *err)
 {
-    return fill_info(out, b->n_threads, err);
+    return fill_info(out, b->n_threads, b->simd, err);
 }
 
 static llmrt_status cpu_synchronize(llmrt_backend *b, llmrt_error *err)
@@ -207,10 +242,17 @@ static const llmrt_fused_ops fused_ext = {
     .swiglu = cpu_swiglu,
 };
 
-/* "llmrt.cpu" (the vector path and thread count, for other plugins' CPU kernels),
- * "llmrt.fused" (cpu_fused.c), "llmrt.logits_mask" (cpu_logits_mask.c) and
- * "llmrt.collective" (cpu_collective.c: tensor-parallel ranks as threads), each at its
- * version or older. */
+static const llmrt_argmax_head_ops argmax_head_ext = {
+    .struct_size = sizeof(llmrt_argmax_head_ops),
+    .create = cpu_argmax_head_create,
+    .forward = cpu_argmax_head_forward,
+    .destroy = cpu_argmax_head_destroy,
+};
+
+/* "llmrt.cpu" (the kernel path and thread count, for other plugins' CPU kernels),
+ * "llmrt.fused" (cpu_fused.c), "llmrt.argmax_head" (cpu_argmax_head.c),
+ * "llmrt.logits_mask" (cpu_logits_mask.c) and "llmrt.collective" (cpu_collective.c:
+ * tensor-parallel ranks as threads), each at its version or older. */
 static const void *cpu_extension(llmrt_backend *b, const char *name, uint32_t version)
 {
     (void)b;
@@ -218,6 +260,8 @@ static const void *cpu_extension(llmrt_backend *b, const char *name, uint32_t ve
         return version <= LLMRT_EXT_CPU_VERSION ? &cpu_ext : NULL;
     if (name && strcmp(name, LLMRT_EXT_FUSED) == 0)
         return version <= LLMRT_EXT_FUSED_VERSION ? &fused_ext : NULL;
+    if (name && strcmp(name, LLMRT_EXT_ARGMAX_HEAD) == 0)
+        return version <= LLMRT_EXT_ARGMAX_HEAD_VERSION ? &argmax_head_ext : NULL;
     if (name && strcmp(name, LLMRT_EXT_LOGITS_MASK) == 0)
         return version <= LLMRT_EXT_LOGITS_MASK_VERSION ? &cpu_logits_mask_ext : NULL;
     if (name && strcmp(name, LLMRT_EXT_COLLECTIVE) == 0)
@@ -260,8 +304,8 @@ static const llmrt_backend_vtable cpu_vtable = {
     .gemm = cpu_gemm,
     .argmax = cpu_argmax,
     .sample = NULL,
-    /* native_handle and the deprecated fused slots stay NULL: the same services are the
-     * extensions above (backend.h) */
+    /* native_handle and the deprecated fused and argmax_head slots stay NULL: the same
+     * services are the extensions above (backend.h) */
     .native_handle = NULL,
     .parallel_for = cpu_parallel_for,
     .mem_info = cpu_mem_info,
@@ -274,7 +318,8 @@ static const llmrt_plugin_desc cpu_desc = {
     .kind = LLMRT_PLUGIN_BACKEND,
     .name = "cpu",
     .version = "1.0.0",
-    .description = "Reference CPU backend: f32 ops on a thread pool, mlock for pinned memory",
+    .description = "CPU backend: the exact f32 reference ops and AVX2 / AVX-512 / AMX fast paths "
+                   "on a thread pool, mlock for pinned memory",
     .license = "MIT",
     .vtable = &cpu_vtable,
     .init = NULL,

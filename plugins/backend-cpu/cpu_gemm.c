@@ -6,11 +6,14 @@
  * GEMM_ROW_BLOCK rows, R_MAX rows at a time, so a weight row loaded from memory stays in L1
  * while it meets every row of the block.
  *
- * The kernels use GNU C vector types (GCC, Clang) with VW floats per vector: an AVX2+F16C
- * kernel (VW 8) picked at run time and a baseline one (VW 4: SSE2, NEON). Accumulation runs in 16
- * lanes, lane l taking elements i ≡ l (mod 16) in increasing i, lanes added in a fixed order:
- * every y element gets the same f32 operations in the same order whatever the ISA, the
- * thread count, the block it falls in, or n. (-std=c11 keeps mul and add separate: no FMA.) */
+ * These are the exact kernels: GNU C vector types (GCC, Clang) with VW floats per vector, an
+ * AVX-512 kernel (VW 16) and an AVX2+F16C one (VW 8) picked at run time and a baseline one
+ * (VW 4: SSE2, NEON). Accumulation runs in 16 lanes, lane l taking elements i ≡ l (mod 16) in
+ * increasing i, lanes added in a fixed order: every y element gets the same f32 operations in
+ * the same order whatever the ISA, the thread count, the block it falls in, or n (mul and add
+ * stay separate: -ffp-contract=off). On the fast paths (cpu_simd.c) the same kernels run the
+ * decode GEMVs, which are bound by memory, not arithmetic; the amx path sends prefill-sized
+ * calls on bf16 weights to the AMX tiles (cpu_gemm_amx.c). */
 #include "cpu_internal.h"
 
 #define LANES 16
@@ -23,7 +26,7 @@ typedef struct {
     const void *w;     /* [out, in] */
     llmrt_dtype dt;
     int64_t n, in, out;
-    cpu_simd simd;
+    cpu_isa isa;
 } gemm_ctx;
 
 static inline float lane_sum(const float *acc)
@@ -118,20 +121,73 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
         }                                                                                      \
     }                                                                                          \
                                                                                                \
+    /* one row of x against C weight rows (w_stride elements apart): C independent chains of   \
+     * adds, so a single-row GEMV is not held up by the latency of one; each output still gets \
+     * its lanes' operations in the fixed order */                                             \
+    ATTR static inline ALWAYS_INLINE void dot1_##SUF(const void *w, int64_t w_stride,          \
+                                                     const float *restrict x, int64_t in,      \
+                                                     float *restrict y, const int C,           \
+                                                     const int DT)                             \
+    {                                                                                          \
+        enum { NV = LANES / VW };                                                              \
+        const size_t es = DT == LLMRT_DTYPE_F32 ? 4 : 2;                                       \
+        const f32v_##SUF zero = {0};                                                           \
+        f32v_##SUF acc[4][NV];                                                                 \
+        for (int c = 0; c < C; c++)                                                            \
+            for (int v = 0; v < NV; v++)                                                       \
+                acc[c][v] = zero;                                                              \
+        int64_t i = 0;                                                                         \
+        for (; i + LANES <= in; i += LANES) {                                                  \
+            f32v_##SUF xv[NV];                                                                 \
+            for (int v = 0; v < NV; v++)                                                       \
+                memcpy(&xv[v], x + i + v * VW, sizeof xv[v]);                                  \
+            for (int c = 0; c < C; c++) {                                                      \
+                const void *wc = (const char *)w + (size_t)(c * w_stride) * es;                \
+                for (int v = 0; v < NV; v++)                                                   \
+                    acc[c][v] += xv[v] * wvec_##SUF(wc, i + v * VW, DT);                       \
+            }                                                                                  \
+        }                                                                                      \
+        for (int c = 0; c < C; c++) {                                                          \
+            const void *wc = (const char *)w + (size_t)(c * w_stride) * es;                    \
+            float lanes[LANES];                                                                \
+            memcpy(lanes, acc[c], sizeof lanes);                                               \
+            for (int64_t j = i; j < in; j++)                                                   \
+                lanes[j - i] += x[j] * w_scalar(wc, j, DT);                                    \
+            y[c] = lane_sum(lanes);                                                            \
+        }                                                                                      \
+    }                                                                                          \
+                                                                                               \
+    /* outputs [o0, o1): R_MAX-row tiles per weight row (and one of R_MAX / 2), then the rows  \
+     * left over four weight rows at a time (which stay in L1 while they meet every leftover   \
+     * row) */                                                                                 \
     ATTR static inline ALWAYS_INLINE void cols_dt_##SUF(const gemm_ctx *g, int64_t o0,         \
                                                         int64_t o1, const int DT)              \
     {                                                                                          \
         const int64_t in = g->in, out = g->out;                                                \
         const size_t es = DT == LLMRT_DTYPE_F32 ? 4 : 2;                                       \
         for (int64_t r0 = 0; r0 < g->n; r0 += GEMM_ROW_BLOCK) {                                \
-            int64_t r1 = r0 + GEMM_ROW_BLOCK < g->n ? r0 + GEMM_ROW_BLOCK : g->n;              \
-            for (int64_t o = o0; o < o1; o++) {                                                \
+            const int64_t r1 = r0 + GEMM_ROW_BLOCK < g->n ? r0 + GEMM_ROW_BLOCK : g->n;        \
+            int64_t rfull = r0 + (r1 - r0) / R_MAX * R_MAX;                                    \
+            const int half = R_MAX >= 8 && r1 - rfull >= R_MAX / 2; /* one tile of R_MAX/2 */  \
+            for (int64_t o = o0; o < o1;) {                                                    \
+                const int C = o1 - o >= 4 ? 4 : 1;                                             \
+                for (int c = 0; c < C; c++) {                                                  \
+                    const void *wr = (const char *)g->w + (size_t)((o + c) * in) * es;         \
+                    for (int64_t r = r0; r < rfull; r += R_MAX)                                \
+                        dot_##SUF(wr, g->x + r * in, in, g->y + r * out + o + c, out, R_MAX,   \
+                                  DT);                                                         \
+                    if (half)                                                                  \
+                        dot_##SUF(wr, g->x + rfull * in, in, g->y + rfull * out + o + c, out,  \
+                                  R_MAX / 2, DT);                                              \
+                }                                                                              \
                 const void *wr = (const char *)g->w + (size_t)(o * in) * es;                   \
-                int64_t r = r0;                                                                \
-                for (; r + R_MAX <= r1; r += R_MAX)                                            \
-                    dot_##SUF(wr, g->x + r * in, in, g->y + r * out + o, out, R_MAX, DT);      \
-                for (; r < r1; r++)                                                            \
-                    dot_##SUF(wr, g->x + r * in, in, g->y + r * out + o, out, 1, DT);          \
+                for (int64_t r = rfull + (half ? R_MAX / 2 : 0); r < r1; r++) {                \
+                    if (C == 4)                                                                \
+                        dot1_##SUF(wr, in, g->x + r * in, in, g->y + r * out + o, 4, DT);      \
+                    else                                                                       \
+                        dot1_##SUF(wr, in, g->x + r * in, in, g->y + r * out + o, 1, DT);      \
+                }                                                                              \
+                o += C;                                                                        \
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
@@ -151,11 +207,10 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
 DEFINE_GEMM_KERNEL(base, 4, 2, )
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #include <immintrin.h>
-#define CPU_HAVE_AVX2_KERNEL 1
+#define CPU_HAVE_X86_KERNELS 1
 /* AVX2 + F16C: 32-byte vectors, four rows per weight pass, f16 by vcvtph2ps (exact, like the
- * formula); picked at run time. */
+ * formula). */
 __attribute__((target("avx2,f16c"))) static inline ALWAYS_INLINE int half_vec_f16c(void *out,
                                                                                  const uint16_t *p)
 {
@@ -175,35 +230,48 @@ __attribute__((target("avx2"))) static inline ALWAYS_INLINE int bf16_vec_avx2(vo
 #define HALF_VEC_avx2(out, p) half_vec_f16c(out, p)
 #define BF16_VEC_avx2(out, p) bf16_vec_avx2(out, p)
 DEFINE_GEMM_KERNEL(avx2, 8, 4, __attribute__((target("avx2,f16c"))))
-#endif
 
-cpu_simd cpu_simd_detect(void)
+/* AVX-512: one 64-byte vector holds the 16 lanes, eight rows per weight pass. */
+#define CPU_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
+CPU_AVX512_TARGET static inline ALWAYS_INLINE int half_vec_512(void *out, const uint16_t *p)
 {
-#ifdef CPU_HAVE_AVX2_KERNEL
-    /* AVX2 (the builtin also checks that the OS saves ymm registers) and F16C (CPUID.1:ECX
-     * bit 29; not every compiler's builtin knows the name) */
-    unsigned a, b, c, d;
-    if (__builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C))
-        return CPU_SIMD_AVX2;
+    __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    memcpy(out, &v, sizeof v);
+    return 1;
+}
+CPU_AVX512_TARGET static inline ALWAYS_INLINE int bf16_vec_512(void *out, const uint16_t *p)
+{
+    __m512i v =
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16);
+    memcpy(out, &v, sizeof v);
+    return 1;
+}
+#define HALF_VEC_avx512(out, p) half_vec_512(out, p)
+#define BF16_VEC_avx512(out, p) bf16_vec_512(out, p)
+DEFINE_GEMM_KERNEL(avx512, 16, 8, CPU_AVX512_TARGET)
 #endif
-    return CPU_SIMD_BASELINE;
-}
-
-const char *cpu_simd_name(cpu_simd s)
-{
-    return s == CPU_SIMD_AVX2 ? "avx2" : "baseline";
-}
 
 static void gemm_cols(void *c, int64_t o0, int64_t o1)
 {
     const gemm_ctx *g = c;
-#ifdef CPU_HAVE_AVX2_KERNEL
-    if (g->simd == CPU_SIMD_AVX2) {
+#ifdef CPU_HAVE_X86_KERNELS
+    if (g->isa == CPU_ISA_AVX512) {
+        cols_avx512(g, o0, o1);
+        return;
+    }
+    if (g->isa == CPU_ISA_AVX2) {
         cols_avx2(g, o0, o1);
         return;
     }
 #endif
     cols_base(g, o0, o1);
+}
+
+void cpu_gemm_exact_cols(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
+                         int32_t n, int64_t o0, int64_t o1)
+{
+    gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0], b->isa};
+    gemm_cols(&c, o0, o1);
 }
 
 llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
@@ -223,7 +291,9 @@ llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_te
         return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "cpu backend: gemm: n = %d", n);
     if (n == 0)
         return LLMRT_OK;
-    gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0], b->simd};
+    if (cpu_gemm_amx_takes(b, w, n))
+        return cpu_gemm_amx(b, y, x, w, n, err);
+    gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0], b->isa};
     /* four chunks per thread: balanced even when another process takes a core for a while,
      * few enough to amortise the hand-off */
     int64_t grain = (c.out + 4 * b->n_threads - 1) / (4 * b->n_threads);

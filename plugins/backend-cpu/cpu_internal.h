@@ -17,16 +17,33 @@
 typedef struct cpu_host_range cpu_host_range; /* cpu_memory.c */
 typedef struct cpu_group cpu_group;           /* cpu_collective.c */
 
-/* Which vector kernels the GEMM runs (cpu_gemm.c); results are identical for all. */
-typedef enum cpu_simd { CPU_SIMD_BASELINE = 0, CPU_SIMD_AVX2 = 1 } cpu_simd;
-cpu_simd cpu_simd_detect(void); /* the best this CPU and build support */
+/* The kernel path, [backend.cpu] simd (cpu_simd.c says what each one computes). baseline and
+ * exact give the reference bits; avx2, avx512 and amx are the fast paths, ordered: a CPU
+ * that has one has those below it. */
+typedef enum cpu_simd {
+    CPU_SIMD_BASELINE = 0,
+    CPU_SIMD_EXACT = 1,
+    CPU_SIMD_AVX2 = 2,
+    CPU_SIMD_AVX512 = 3,
+    CPU_SIMD_AMX = 4,
+} cpu_simd;
+/* The vector instructions a kernel of the exact arithmetic is compiled for (all give the
+ * same bits). */
+typedef enum cpu_isa { CPU_ISA_BASE = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 } cpu_isa;
+cpu_simd cpu_simd_detect(void); /* the fastest path this CPU and build support ("auto") */
+cpu_isa cpu_isa_detect(void);   /* the widest exact kernels this CPU and build support */
+cpu_isa cpu_simd_isa(cpu_simd s); /* the ISA of path s's vector code */
 const char *cpu_simd_name(cpu_simd s);
+/* A [backend.cpu] simd value: 0 and *out; -1 not a name, -2 a path this CPU lacks (*why
+ * says which and what is expected). */
+int cpu_simd_parse(const char *val, cpu_simd *out, const char **why);
 
 struct llmrt_backend {
     const llmrt_host *host; /* may be NULL (tests) */
     cpu_pool *pool;
     int n_threads;
-    cpu_simd simd;
+    cpu_simd simd; /* the path ([backend.cpu] simd) */
+    cpu_isa isa;   /* the vector instructions of its kernels */
     pthread_mutex_t mem_mu;   /* guards ranges */
     cpu_host_range *ranges;   /* host_alloc'd and registered host memory (uthash) */
     cpu_group *group;         /* the tensor-parallel group this instance is a rank of, or NULL */
@@ -49,6 +66,9 @@ static inline void cpu_parallel(llmrt_backend *b, int64_t n, int64_t cost, int64
 /* ---- memory mechanisms (cpu_memory.c) ---- */
 llmrt_status cpu_dev_alloc(llmrt_backend *b, size_t bytes, void **out, llmrt_error *err);
 void cpu_dev_free(llmrt_backend *b, void *p);
+/* Ask for transparent huge pages over the whole 2 MiB pages of [p, p + bytes), for memory
+ * about to be filled once and streamed (weights); nothing below 4 MiB. */
+void cpu_advise_huge(void *p, size_t bytes);
 llmrt_status cpu_host_alloc(llmrt_backend *b, size_t bytes, uint32_t flags, void **out,
                             llmrt_error *err);
 void cpu_host_free(llmrt_backend *b, void *p);
@@ -103,6 +123,23 @@ llmrt_status cpu_attention(llmrt_backend *b, float *out, const float *q,
                            const llmrt_attn_params *p, llmrt_error *err);
 llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
                       int32_t n, llmrt_error *err);
+/* The fast paths' tiled attention (cpu_attention_fast.c), for calls cpu_attention validated. */
+int cpu_attention_fast_takes(const llmrt_backend *b, const llmrt_attn_params *p);
+llmrt_status cpu_attention_fast(llmrt_backend *b, float *out, const float *q,
+                                const llmrt_attn_params *p, llmrt_error *err);
+/* The exact kernel for outputs [o0, o1) of every row, on the calling thread. */
+void cpu_gemm_exact_cols(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
+                         int32_t n, int64_t o0, int64_t o1);
+/* amx path (cpu_gemm_amx.c): whether it takes this call, and the call. */
+int cpu_gemm_amx_takes(const llmrt_backend *b, const llmrt_tensor *w, int32_t n);
+llmrt_status cpu_gemm_amx(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
+                          int32_t n, llmrt_error *err);
+/* the "llmrt.argmax_head" extension's ops (cpu_argmax_head.c) */
+llmrt_status cpu_argmax_head_create(llmrt_backend *b, const llmrt_tensor *w, int32_t max_rows,
+                                    llmrt_argmax_head **out, llmrt_error *err);
+llmrt_status cpu_argmax_head_forward(llmrt_backend *b, llmrt_argmax_head *h, int32_t *out,
+                                     const float *x, int32_t n, llmrt_error *err);
+void cpu_argmax_head_destroy(llmrt_backend *b, llmrt_argmax_head *h);
 /* the "llmrt.fused" extension's ops (cpu_fused.c) */
 llmrt_status cpu_add_rmsnorm(llmrt_backend *b, float *out, float *x, const float *res,
                              const llmrt_tensor *w, int32_t rows, int32_t d, float eps,

@@ -280,12 +280,13 @@ static llmrt_status awq_create(const llmrt_host *host, const llmrt_section *cfg,
         }
     }
 #endif
-    if (host && host->log)
+    if (host && host->log) {
+        char kernels[32] = "CUDA";
+        if (target == AWQ_ON_CPU)
+            snprintf(kernels, sizeof kernels, "CPU (%s)", awq_cpu_simd_name(q->simd));
         host->log(host->ctx, LLMRT_LOG_INFO, "awq", "backend '%s': %s kernels",
-                  backend->name ? backend->name : "?",
-                  target == AWQ_ON_CUDA ? "CUDA"
-                  : q->simd == AWQ_CPU_AVX2 ? "CPU (avx2)"
-                                            : "CPU (baseline)");
+                  backend->name ? backend->name : "?", kernels);
+    }
     *out = q;
     return LLMRT_OK;
 }

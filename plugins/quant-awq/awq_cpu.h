@@ -14,14 +14,23 @@
 
 typedef struct awq_cpu_linear awq_cpu_linear;
 
-/* The kernel family: AVX2 (32-byte vectors, four rows per pass) or the portable baseline
- * (16-byte vectors, two rows per pass); both give the same bits. */
-typedef enum awq_cpu_simd { AWQ_CPU_BASELINE = 0, AWQ_CPU_AVX2 = 1 } awq_cpu_simd;
+/* The kernel path, the backend's [backend.cpu] simd (awq_cpu.c says what each computes):
+ * exact (all f32 in a fixed order, the widest vectors this CPU has) and baseline (the same
+ * bits with 16-byte vectors), or a fast path with int8 activations: avx2, avx512 (VNNI), amx
+ * (avx512, and prefill-sized calls of group 128 on AMX-INT8 tiles). */
+typedef enum awq_cpu_simd {
+    AWQ_CPU_EXACT = 0,
+    AWQ_CPU_BASELINE,
+    AWQ_CPU_AVX2,
+    AWQ_CPU_AVX512,
+    AWQ_CPU_AMX,
+} awq_cpu_simd;
 
-/* The family for backend `be`: AVX2 when its "llmrt.cpu" extension says its kernels use
- * "avx2" (and this build has the AVX2 kernel), else the baseline — also for a backend without
- * the extension, or a vector path not known here. */
+/* The path for backend `be`: what its "llmrt.cpu" extension's simd() names, exact for
+ * "exact", a name not known here, or a backend without the extension. */
 awq_cpu_simd awq_cpu_choose_simd(const llmrt_backend_ref *be);
+/* "exact", "baseline", "avx2", "avx512" or "amx". */
+const char *awq_cpu_simd_name(awq_cpu_simd simd);
 
 /* Repack one linear into memory from the backend's dev_alloc (host memory on "cpu"), for
  * the kernel family `simd`.

@@ -50,7 +50,8 @@ static void run_parallel(const llmrt_backend_ref *be, int64_t n,
 }
 
 /* The backend's vector path: the "llmrt.cpu" extension, else its native handle "cpu.simd"
- * (1.0 backends), else what this CPU supports. */
+ * (1.0 backends), else what this CPU supports. Both kernels give the same bits, so every path
+ * but "baseline" (exact and the fast ones alike) runs the AVX2 kernel where the CPU has it. */
 static int want_avx2(const llmrt_backend_ref *be)
 {
 #ifdef FP8_HAVE_AVX2_KERNEL
@@ -61,7 +62,7 @@ static int want_avx2(const llmrt_backend_ref *be)
         simd = cx->simd(be->b);
     else if (LLMRT_VT_HAS(be->vt, llmrt_backend_vtable, native_handle))
         simd = be->vt->native_handle(be->b, "cpu.simd");
-    return simd ? strcmp(simd, "avx2") == 0 : __builtin_cpu_supports("avx2");
+    return (!simd || strcmp(simd, "baseline") != 0) && __builtin_cpu_supports("avx2");
 #else
     (void)be;
     return 0;

@@ -11,6 +11,12 @@
 # they differ only in summation order (blocked gemm, online softmax) and libm — about 1e-6
 # in practice. 1e-4 leaves two orders of magnitude of headroom, while a real mistake (a RoPE
 # variant, a missing norm, a wrong GQA head mapping, a wrong AWQ nibble order) is >= 1e-2.
+# That is backend-cpu's exact path ([backend.cpu] simd = exact), set here: its default (auto)
+# runs the fast kernels (AMX prefill GEMMs with x in bf16, AWQ with x in int8 per 32 inputs),
+# which are checked second, at 0.1: on these tiny random models (hidden 64, margins small)
+# the int8 activations move the logits by up to ~7% (bf16 activations: ~0.5%), while a wrong
+# kernel (a nibble order, a scale) moves them by ~100%; the kernels' own bounds are tested
+# exactly in backend-cpu.ops and quant-awq.cpu.
 # On another backend set LLMRT_LOGITS_BACKEND (e.g. cuda) and LLMRT_LOGITS_TOL (a bf16/f16
 # KV cache and reduced-precision kernels need ~2e-2).
 set -uo pipefail
@@ -28,5 +34,15 @@ if [[ ${#dirs[@]} -eq 0 ]]; then
 fi
 backend=${LLMRT_LOGITS_BACKEND:-cpu}
 tol=${LLMRT_LOGITS_TOL:-1e-4}
-exec python3 "$LLMRT_SOURCE_DIR/tests/integration/logits_check.py" --llmrt "$LLMRT" \
-  --backend "$backend" --tol "$tol" "${dirs[@]}"
+check="$LLMRT_SOURCE_DIR/tests/integration/logits_check.py"
+if [[ $backend != cpu ]]; then
+  exec python3 "$check" --llmrt "$LLMRT" --backend "$backend" --tol "$tol" "${dirs[@]}"
+fi
+python3 "$check" --llmrt "$LLMRT" --backend cpu --set backend.cpu.simd=exact --tol "$tol" \
+  "${dirs[@]}" || exit 1
+# the fast pass on the fixtures whose weights take the fast kernels (f16 and f32 ones share
+# only attention with them, which backend-cpu.ops checks)
+fast=()
+for d in "${dirs[@]}"; do [[ $d == *awq* || $d == *bf16* ]] && fast+=("$d"); done
+exec python3 "$check" --llmrt "$LLMRT" --backend cpu --tol "${LLMRT_LOGITS_FAST_TOL:-0.1}" \
+  --no-greedy "${fast[@]}"

@@ -46,8 +46,11 @@ out=$("$root/usr/bin/llmrt" plugins 2>&1) || { echo "$out"; fail "llmrt plugins 
 for p in "$LLMRT_PLUGIN_DIR"/*.so; do
   grep -q " $root/usr/bin/../lib/llmrt/plugins/$(basename "$p")$" <<<"$out" || { echo "$out"; fail "plugin $(basename "$p") not loaded from the package"; }
 done
-ldd "$root/usr/bin/llmrt" | grep -q "libllmrt.so.0 => $root/usr/bin/../lib/libllmrt.so.0" ||
-  { ldd "$root/usr/bin/llmrt"; fail "the packaged binary does not use the packaged libllmrt"; }
+# (ldd's output read whole first: grep -q stops at the match, and under pipefail the SIGPIPE
+# that ldd may then get would fail the check)
+libs=$(ldd "$root/usr/bin/llmrt")
+grep -q "libllmrt.so.0 => $root/usr/bin/../lib/libllmrt.so.0" <<<"$libs" ||
+  { echo "$libs"; fail "the packaged binary does not use the packaged libllmrt"; }
 # the system file: read (all commented: defaults), then an operator's change, below -c
 out=$("$root/usr/bin/llmrt" config 2>&1)
 grep -q "^; effective configuration (file: $root/etc/llmrt/runtime.ini)$" <<<"$out" && grep -q "^block_size = 16  *; default$" <<<"$out" ||

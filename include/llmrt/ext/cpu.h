@@ -18,8 +18,9 @@ extern "C" {
 
 typedef struct llmrt_cpu_ext {
     uint32_t struct_size; /* (required) */
-    /* (required) The vector path the backend's kernels use: "avx2" or "baseline" (more names
-     * may come; treat an unknown one as "baseline"). */
+    /* (required) The kernel path the backend runs ([backend.cpu] simd): "exact" or
+     * "baseline" (the reference f32 arithmetic), or a fast path, "avx2", "avx512" or "amx"
+     * (more names may come; treat an unknown one as "exact"). */
     const char *(*simd)(llmrt_backend *b);
     /* (required) Worker threads of the backend's pool (parallel_for splits across them). */
     int32_t (*threads)(llmrt_backend *b);

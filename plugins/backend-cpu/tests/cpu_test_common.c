@@ -25,10 +25,10 @@ const llmrt_backend_vtable *ct_vtable(void)
 
 llmrt_backend *ct_create(int threads)
 {
-    return ct_create_simd(threads, "auto");
+    return ct_create_simd(threads, "exact");
 }
 
-llmrt_backend *ct_create_simd(int threads, const char *simd)
+llmrt_backend *ct_try_create_simd(int threads, const char *simd)
 {
     char val[16];
     snprintf(val, sizeof val, "%d", threads);
@@ -36,8 +36,22 @@ llmrt_backend *ct_create_simd(int threads, const char *simd)
     llmrt_section sec = {"backend.cpu", 2, keys, vals, where};
     llmrt_backend *b = NULL;
     llmrt_error err = {0};
-    if (ct_vtable()->create(NULL, &sec, &b, &err) != LLMRT_OK) {
-        fprintf(stderr, "cpu backend create(threads=%d): %s\n", threads, err.msg);
+    llmrt_status st = ct_vtable()->create(NULL, &sec, &b, &err);
+    if (st == LLMRT_ERR_UNSUPPORTED)
+        return NULL;
+    if (st != LLMRT_OK) {
+        fprintf(stderr, "cpu backend create(threads=%d, simd=%s): %s\n", threads, simd, err.msg);
+        abort();
+    }
+    return b;
+}
+
+llmrt_backend *ct_create_simd(int threads, const char *simd)
+{
+    llmrt_backend *b = ct_try_create_simd(threads, simd);
+    if (!b) {
+        fprintf(stderr, "cpu backend create(threads=%d, simd=%s): this CPU lacks the path\n",
+                threads, simd);
         abort();
     }
     return b;
@@ -61,6 +75,11 @@ const llmrt_cpu_ext *ct_cpu_ext(llmrt_backend *b)
 const llmrt_fused_ops *ct_fused(llmrt_backend *b)
 {
     return extension(b, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION);
+}
+
+const llmrt_argmax_head_ops *ct_argmax_head(llmrt_backend *b)
+{
+    return extension(b, LLMRT_EXT_ARGMAX_HEAD, LLMRT_EXT_ARGMAX_HEAD_VERSION);
 }
 
 void ct_poison(float *p, int64_t n)

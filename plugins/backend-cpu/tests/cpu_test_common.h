@@ -6,18 +6,24 @@
 #include <stdint.h>
 
 #include <llmrt/backend.h>
+#include <llmrt/ext/argmax_head.h>
 #include <llmrt/ext/cpu.h>
 #include <llmrt/ext/fused.h>
 
 /* The backend-cpu vtable from $LLMRT_PLUGIN_DIR/backend-cpu.so (loaded once). */
 const llmrt_backend_vtable *ct_vtable(void);
-/* An instance with [backend.cpu] threads = n (aborts the test on failure). */
+/* An instance with [backend.cpu] threads = n and simd = exact, the reference arithmetic
+ * (aborts the test on failure). */
 llmrt_backend *ct_create(int threads);
-/* The same with simd = "auto", "avx2" or "baseline". */
+/* The same with another simd path ("auto", "amx", "avx512", "avx2", "exact", "baseline"). */
 llmrt_backend *ct_create_simd(int threads, const char *simd);
-/* b's "llmrt.cpu" and "llmrt.fused" extension tables (abort the test when absent). */
+/* The same, NULL when this CPU lacks the path. */
+llmrt_backend *ct_try_create_simd(int threads, const char *simd);
+/* b's "llmrt.cpu", "llmrt.fused" and "llmrt.argmax_head" extension tables (abort the test
+ * when absent). */
 const llmrt_cpu_ext *ct_cpu_ext(llmrt_backend *b);
 const llmrt_fused_ops *ct_fused(llmrt_backend *b);
+const llmrt_argmax_head_ops *ct_argmax_head(llmrt_backend *b);
 
 /* xorshift64*: same sequence on every machine. */
 typedef struct ct_rng {
@@ -42,5 +48,13 @@ static inline int ct_int(ct_rng *r, int n)
 
 /* Fill with a quiet NaN so an element an op forgets to write fails every comparison. */
 void ct_poison(float *p, int64_t n);
+
+/* ck_assert_msg without Check's record of each passing assertion (one write to its log file
+ * per call, which made the element-by-element checks most of a test's time). */
+#define CT_CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond))                                                                       \
+            ck_assert_msg(cond, __VA_ARGS__);                                              \
+    } while (0)
 
 #endif

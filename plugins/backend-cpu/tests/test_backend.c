@@ -2,8 +2,10 @@
  * info, memory mechanisms (dev/host alloc, pinned with mlock and its RLIMIT_MEMLOCK failure,
  * mapped and registered memory), copies, events, and the thread pool's parallel_for. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <linux/capability.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -34,12 +36,43 @@ static llmrt_status create_with(const char *const *kv, llmrt_backend **out, llmr
     return ct_vtable()->create(NULL, &sec, out, err);
 }
 
+/* What threads = 0 means: the affinity mask's cores, capped by a cgroup CPU quota. */
 static int cores(void)
 {
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        return CPU_COUNT(&set);
-    return (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                        : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    long long quota = -1, period = 0;
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    if (f) {
+        if (fscanf(f, "%lld %lld", &quota, &period) != 2)
+            quota = -1; /* "max": no quota */
+        fclose(f);
+    } else if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r"))) {
+        if (fscanf(f, "%lld", &quota) != 1)
+            quota = -1;
+        fclose(f);
+        if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r"))) {
+            if (fscanf(f, "%lld", &period) != 1)
+                period = 0;
+            fclose(f);
+        }
+    }
+    if (quota > 0 && period > 0 && (quota + period - 1) / period < n)
+        n = (int)((quota + period - 1) / period);
+    return n;
+}
+
+/* Threads of this process, from /proc/self/task. */
+static int process_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
 }
 
 START_TEST(config_threads_validated)
@@ -60,7 +93,10 @@ START_TEST(config_threads_validated)
     ck_assert_int_eq(create_with(two, &b, &err), LLMRT_OK);
     llmrt_device_info info;
     ck_assert_int_eq(vt->device_info(b, &info, &err), LLMRT_OK);
-    ck_assert_msg(strstr(info.name, "CPU (2 threads)") != NULL, "name: %s", info.name);
+    /* the name says the thread count and the kernel path */
+    char want2[64];
+    snprintf(want2, sizeof want2, "CPU (2 threads, %s)", ct_cpu_ext(b)->simd(b));
+    ck_assert_msg(strstr(info.name, want2) != NULL, "name: %s", info.name);
     ck_assert_int_eq(info.multiprocessors, 2);
     ck_assert_int_eq(info.is_gpu, 0);
     vt->destroy(b);
@@ -76,15 +112,34 @@ START_TEST(config_threads_validated)
     ck_assert_int_eq(create_with(base, &b, &err), LLMRT_OK);
     ck_assert_str_eq(ct_cpu_ext(b)->simd(b), "baseline");
     vt->destroy(b);
-    const char *badsimd[] = {"simd", "avx512", NULL};
+    const char *badsimd[] = {"simd", "avx1024", NULL};
     ck_assert_int_eq(create_with(badsimd, &b, &err), LLMRT_ERR_INVALID_ARG);
-    ck_assert_msg(strstr(err.msg, "conf/test.ini:3") && strstr(err.msg, "avx512") &&
-                      strstr(err.msg, "auto, avx2 or baseline"),
+    ck_assert_msg(strstr(err.msg, "conf/test.ini:3") && strstr(err.msg, "avx1024") &&
+                      strstr(err.msg, "auto, amx, avx512, avx2, exact or baseline"),
                   "message: %s", err.msg);
+    /* every named path either runs (and is reported by its name) or is refused as
+     * unsupported on this CPU, naming what is missing; the fast paths are ordered */
+    const char *paths[] = {"exact", "avx2", "avx512", "amx"};
+    int have_prev = 1;
+    for (int p = 0; p < 4; p++) {
+        const char *kv[] = {"simd", paths[p], NULL};
+        llmrt_status st = create_with(kv, &b, &err);
+        if (st == LLMRT_OK) {
+            ck_assert_msg(have_prev, "simd = %s runs but a path below it does not", paths[p]);
+            ck_assert_str_eq(ct_cpu_ext(b)->simd(b), paths[p]);
+            vt->destroy(b);
+        } else {
+            ck_assert_int_eq(st, LLMRT_ERR_UNSUPPORTED);
+            ck_assert_msg(strstr(err.msg, "this CPU has no") && strstr(err.msg, paths[p]),
+                          "message: %s", err.msg);
+            have_prev = 0;
+        }
+    }
     const char *autosimd[] = {"simd", "auto", NULL};
     ck_assert_int_eq(create_with(autosimd, &b, &err), LLMRT_OK);
     const char *simd = ct_cpu_ext(b)->simd(b);
-    ck_assert(strcmp(simd, "avx2") == 0 || strcmp(simd, "baseline") == 0);
+    ck_assert(strcmp(simd, "amx") == 0 || strcmp(simd, "avx512") == 0 ||
+              strcmp(simd, "avx2") == 0 || strcmp(simd, "baseline") == 0);
     vt->destroy(b);
 
     /* no section at all: defaults */
@@ -142,9 +197,9 @@ START_TEST(config_keys_declared)
 }
 END_TEST
 
-/* The extensions: "llmrt.cpu" (simd, threads) and "llmrt.fused" at their version or older,
- * nothing else (not "llmrt.cuda", not a newer version); the deprecated 1.0 slots and
- * native_handle are left NULL. */
+/* The extensions: "llmrt.cpu" (simd, threads), "llmrt.fused" and "llmrt.argmax_head" at
+ * their version or older, nothing else (not "llmrt.cuda", not a newer version); the
+ * deprecated 1.0 slots and native_handle are left NULL. */
 START_TEST(extensions_offered)
 {
     const llmrt_backend_vtable *vt = ct_vtable();
@@ -171,7 +226,14 @@ START_TEST(extensions_offered)
     ck_assert(f->add_rmsnorm && f->qk_norm_rope_store && f->swiglu);
     ck_assert_ptr_null(llmrt_backend_extension(vt, b, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION + 1));
     ck_assert_ptr_null(llmrt_backend_extension(vt, b, "llmrt.cuda", 1));
-    ck_assert_ptr_null(llmrt_backend_extension(vt, b, "llmrt.argmax_head", 1));
+    const llmrt_argmax_head_ops *ah =
+        llmrt_backend_extension(vt, b, LLMRT_EXT_ARGMAX_HEAD, LLMRT_EXT_ARGMAX_HEAD_VERSION);
+    ck_assert_ptr_nonnull(ah);
+    ck_assert_uint_ge(ah->struct_size, sizeof(llmrt_argmax_head_ops));
+    ck_assert(ah->create && ah->forward && ah->destroy);
+    ck_assert_ptr_eq(llmrt_backend_extension(vt, b, LLMRT_EXT_ARGMAX_HEAD, 0), ah);
+    ck_assert_ptr_null(llmrt_backend_extension(vt, b, LLMRT_EXT_ARGMAX_HEAD,
+                                               LLMRT_EXT_ARGMAX_HEAD_VERSION + 1));
     ck_assert_ptr_null(llmrt_backend_extension(vt, b, "", 1));
     ck_assert_ptr_null(vt->extension(b, NULL, 1));
     vt->destroy(b);
@@ -400,6 +462,48 @@ START_TEST(parallel_for_covers_range_once)
 }
 END_TEST
 
+/* threads = N is N threads in all: the caller of each op is one of them, so a backend adds
+ * N - 1 workers (the serving stepper plus the pool never exceed N busy threads), and every
+ * chunk runs on one of those N. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_t seen[64];
+    int n_seen;
+} who_ctx;
+
+static void note_thread(void *c, int64_t begin, int64_t end)
+{
+    who_ctx *w = c;
+    pthread_t me = pthread_self();
+    pthread_mutex_lock(&w->mu);
+    int known = 0;
+    for (int i = 0; i < w->n_seen; i++)
+        known |= pthread_equal(w->seen[i], me);
+    if (!known && w->n_seen < 64)
+        w->seen[w->n_seen++] = me;
+    pthread_mutex_unlock(&w->mu);
+    for (volatile int64_t i = 0; i < (end - begin) * 20; i++) /* some work, so all may join */
+        ;
+}
+
+START_TEST(pool_adds_threads_minus_one)
+{
+    const llmrt_backend_vtable *vt = ct_vtable();
+    for (int threads = 1; threads <= 4; threads++) {
+        const int before = process_threads();
+        llmrt_backend *b = ct_create(threads);
+        ck_assert_int_eq(process_threads(), before + threads - 1);
+        who_ctx w = {PTHREAD_MUTEX_INITIALIZER, {0}, 0};
+        for (int rep = 0; rep < 20; rep++)
+            vt->parallel_for(b, 4096, note_thread, &w);
+        ck_assert_msg(w.n_seen >= 1 && w.n_seen <= threads, "%d threads ran chunks with threads = %d",
+                      w.n_seen, threads);
+        vt->destroy(b);
+        ck_assert_int_eq(process_threads(), before);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("backend-cpu.backend");
@@ -413,6 +517,7 @@ static Suite *suite(void)
     tcase_add_test(tc, pinned_alloc_over_memlock_limit);
     tcase_add_test(tc, events_measure_host_time);
     tcase_add_test(tc, parallel_for_covers_range_once);
+    tcase_add_test(tc, pool_adds_threads_minus_one);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,7 +1,8 @@
 /* test_ops.c — every op of backend-cpu against a naive double-precision reference written
  * here, on random inputs of several shapes (odd sizes included), outputs poisoned with NaN
- * before each run, and with 1 and 2 threads giving bit-identical results (and, for the GEMM,
- * the baseline vector kernels giving the bits of the AVX2 ones). */
+ * before each run, and with 1 and 2 threads giving bit-identical results (and the baseline
+ * vector kernels giving the bits of the exact path's widest ones). The fast paths the CPU has
+ * (avx2, avx512, amx) are checked against the same reference within their documented bounds. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -12,7 +13,7 @@
 #include "test_util.h"
 
 static const llmrt_backend_vtable *vt;
-static llmrt_backend *b1, *b2, *bb; /* 1 and 2 threads; 2 threads on the baseline kernels */
+static llmrt_backend *b1, *b2, *bb; /* exact path, 1 and 2 threads; 2 threads on baseline */
 
 static void setup(void)
 {
@@ -93,18 +94,18 @@ static void check_gemm(int64_t n, int64_t in, int64_t out, llmrt_dtype dt, uint6
                 mag += fabs((double)x[i * in + k] * w.ref[o * in + k]);
             }
             double got = y1[i * out + o];
-            ck_assert_msg(fabs(got - ref) <= 1e-6 * mag + 1e-7,
-                          "gemm %s n=%lld in=%lld out=%lld: y[%lld][%lld] = %.9g, reference %.9g",
-                          llmrt_dtype_name(dt), (long long)n, (long long)in, (long long)out,
-                          (long long)i, (long long)o, got, ref);
+            CT_CHECK(fabs(got - ref) <= 1e-6 * mag + 1e-7,
+                     "gemm %s n=%lld in=%lld out=%lld: y[%lld][%lld] = %.9g, reference %.9g",
+                     llmrt_dtype_name(dt), (long long)n, (long long)in, (long long)out,
+                     (long long)i, (long long)o, got, ref);
         }
-    ck_assert_msg(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
-                  "gemm %s n=%lld: 1 and 2 threads differ", llmrt_dtype_name(dt), (long long)n);
+    CT_CHECK(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
+             "gemm %s n=%lld: 1 and 2 threads differ", llmrt_dtype_name(dt), (long long)n);
     ct_poison(y2, n * out);
     ck_assert_int_eq(vt->gemm(bb, y2, x, &w.t, (int32_t)n, &err), LLMRT_OK);
-    ck_assert_msg(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
-                  "gemm %s n=%lld: baseline and %s kernels differ", llmrt_dtype_name(dt),
-                  (long long)n, ct_cpu_ext(b1)->simd(b1));
+    CT_CHECK(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
+             "gemm %s n=%lld: baseline and %s kernels differ", llmrt_dtype_name(dt),
+             (long long)n, ct_cpu_ext(b1)->simd(b1));
     free_weights(&w);
     free(x);
     free(y1);
@@ -135,14 +136,78 @@ START_TEST(gemm_rows_independent_of_batch)
     for (int64_t i = 0; i < n; i++) {
         ct_poison(y1, out);
         ck_assert_int_eq(vt->gemm(b2, y1, x + i * in, &w.t, 1, &err), LLMRT_OK);
-        ck_assert_msg(memcmp(y1, yall + i * out, (size_t)out * sizeof(float)) == 0,
-                      "row %lld alone differs from row %lld in a batch of %lld", (long long)i,
-                      (long long)i, (long long)n);
+        CT_CHECK(memcmp(y1, yall + i * out, (size_t)out * sizeof(float)) == 0,
+                 "row %lld alone differs from row %lld in a batch of %lld", (long long)i,
+                 (long long)i, (long long)n);
     }
     free_weights(&w);
     free(x);
     free(yall);
     free(y1);
+}
+END_TEST
+
+/* The fastest path this CPU has (auto; the dense GEMM of avx2 and avx512 is the exact kernels,
+ * tested above): the GEMV shapes (n < 16) run the exact kernels, so their bits are the exact
+ * path's; prefill shapes may run other kernels (amx: x rounded to bf16), within
+ * |y - y_exact| <= 2^-8 sum_i |x_i w_i| (cpu_gemm_amx.c). Either way 1 and 2 threads agree. */
+START_TEST(gemm_fast_paths_within_bound)
+{
+    const char *paths[] = {"auto"};
+    const int64_t shapes[][3] = {{1, 256, 48},  {3, 1000, 67}, {16, 64, 48},  {17, 96, 130},
+                                 {33, 256, 47}, {70, 32, 41},  {40, 512, 100}, {16, 33, 20},
+                                 {64, 128, 16}, {31, 64, 15}};
+    for (int p = 0; p < 1; p++) {
+        llmrt_backend *f1 = ct_try_create_simd(1, paths[p]), *f2 = ct_try_create_simd(2, paths[p]);
+        if (!f1)
+            continue;
+        for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+            for (int d = 0; d < 3; d++) {
+                const int64_t n = shapes[sh][0], in = shapes[sh][1], out = shapes[sh][2];
+                const llmrt_dtype dt = float_types[d];
+                ct_rng r = {900 + sh * 3 + d};
+                wbuf w = make_weights(&r, dt, out, in, 0.5f);
+                float *x = rand_f32(&r, n * in, -1.0f, 1.0f);
+                float *y1 = xmalloc((size_t)(n * out) * sizeof(float));
+                float *y2 = xmalloc((size_t)(n * out) * sizeof(float));
+                float *ye = xmalloc((size_t)(n * out) * sizeof(float));
+                ct_poison(y1, n * out);
+                ct_poison(y2, n * out);
+                llmrt_error err = {0};
+                ck_assert_int_eq(vt->gemm(f1, y1, x, &w.t, (int32_t)n, &err), LLMRT_OK);
+                ck_assert_int_eq(vt->gemm(f2, y2, x, &w.t, (int32_t)n, &err), LLMRT_OK);
+                ck_assert_int_eq(vt->gemm(b2, ye, x, &w.t, (int32_t)n, &err), LLMRT_OK);
+                for (int64_t i = 0; i < n; i++)
+                    for (int64_t o = 0; o < out; o++) {
+                        double ref = 0, mag = 0;
+                        for (int64_t k = 0; k < in; k++) {
+                            ref += (double)x[i * in + k] * w.ref[o * in + k];
+                            mag += fabs((double)x[i * in + k] * w.ref[o * in + k]);
+                        }
+                        double got = y1[i * out + o];
+                        CT_CHECK(fabs(got - ref) <= 0x1p-8 * mag + 1e-6 * mag + 1e-7,
+                                 "gemm on %s, %s n=%lld in=%lld out=%lld: y[%lld][%lld] = "
+                                 "%.9g, reference %.9g (sum |x w| %.3g)",
+                                 paths[p], llmrt_dtype_name(dt), (long long)n,
+                                 (long long)in, (long long)out, (long long)i, (long long)o,
+                                 got, ref, mag);
+                    }
+                CT_CHECK(memcmp(y1, y2, (size_t)(n * out) * sizeof(float)) == 0,
+                         "gemm on %s, %s n=%lld: 1 and 2 threads differ", paths[p],
+                         llmrt_dtype_name(dt), (long long)n);
+                if (n < 16)
+                    CT_CHECK(memcmp(y1, ye, (size_t)(n * out) * sizeof(float)) == 0,
+                             "gemm on %s, %s n=%lld: a GEMV differs from the exact path",
+                             paths[p], llmrt_dtype_name(dt), (long long)n);
+                free_weights(&w);
+                free(x);
+                free(y1);
+                free(y2);
+                free(ye);
+            }
+        vt->destroy(f1);
+        vt->destroy(f2);
+    }
 }
 END_TEST
 
@@ -156,6 +221,106 @@ START_TEST(gemm_rejects_bad_weights)
     ck_assert_ptr_nonnull(strstr(err.msg, "I32"));
     llmrt_tensor w3 = {LLMRT_DTYPE_F32, 3, {1, 2, 2}, data};
     ck_assert_int_eq(vt->gemm(b1, y, x, &w3, 1, &err), LLMRT_ERR_INVALID_ARG);
+}
+END_TEST
+
+/* ---- argmax_head ---- */
+
+/* The "llmrt.argmax_head" extension gives the ids of gemm + argmax, bit for bit, on every
+ * path: random w in each dtype, 1..8 rows, odd d; duplicated rows of w (ties: the lowest
+ * index), a row of w with a NaN (never the argmax), a row of x with a NaN (id 0, as argmax of
+ * NaN logits gives); each row alone gets the id it got in the batch. */
+START_TEST(argmax_head_equals_gemm_argmax)
+{
+    /* exact, avx2 and baseline run the three screen kernels (AVX-512, AVX2, SSE2) */
+    const char *paths[] = {"exact", "avx2", "baseline"};
+    const int64_t shapes[][2] = {{1000, 64}, {517, 33}, {1501, 96}};
+    for (int p = 0; p < 3; p++) {
+        llmrt_backend *b = ct_try_create_simd(2, paths[p]);
+        if (!b)
+            continue;
+        const llmrt_argmax_head_ops *ah = ct_argmax_head(b);
+        for (size_t sh = 0; sh < 3; sh++)
+            for (int d = 0; d < 3; d++) {
+                const int64_t vocab = shapes[sh][0], dim = shapes[sh][1];
+                ct_rng r = {1300 + sh * 3 + d};
+                wbuf w = make_weights(&r, float_types[d], vocab, dim, 0.5f);
+                size_t es = llmrt_dtype_size(float_types[d]);
+                /* ties: row 400 repeats row 7; row 11 is row 7 with its smallest positive
+                 * weight raised a little (the same int8 copy, so the screen cannot tell the
+                 * two apart: only the exact logits can); a NaN in row 3 */
+                memcpy((char *)w.t.data + 400 * dim * es, (char *)w.t.data + 7 * dim * es,
+                       (size_t)dim * es);
+                memcpy((char *)w.t.data + 11 * dim * es, (char *)w.t.data + 7 * dim * es,
+                       (size_t)dim * es);
+                int64_t small = -1;
+                for (int64_t i = 0; i < dim; i++) {
+                    double v = llmrt_load_f(w.t.data, float_types[d], 7 * dim + i);
+                    if (v > 0.01 && (small < 0 ||
+                                     v < llmrt_load_f(w.t.data, float_types[d], 7 * dim + small)))
+                        small = i;
+                }
+                ck_assert(small >= 0);
+                double ws = llmrt_load_f(w.t.data, float_types[d], 7 * dim + small);
+                llmrt_store_f(w.t.data, float_types[d], 11 * dim + small, (float)(ws * 1.03));
+                ck_assert(llmrt_load_f(w.t.data, float_types[d], 11 * dim + small) > ws);
+                llmrt_store_f(w.t.data, float_types[d], 3 * dim + 1, NAN);
+                llmrt_argmax_head *h = NULL;
+                llmrt_error err = {0};
+                CT_CHECK(ah->create(b, &w.t, 8, &h, &err) == LLMRT_OK, "%s",
+                         err.msg);
+                const int32_t ns[] = {1, 3, 8};
+                for (int k = 0; k < 3; k++) {
+                    const int32_t n = ns[k];
+                    float *x = rand_f32(&r, n * dim, -1.0f, 1.0f);
+                    /* row 0 of x along row 7 of w: row 11 just ahead of rows 7 and 400 */
+                    for (int64_t i = 0; i < dim; i++)
+                        x[i] = 4.0f * (float)llmrt_load_f(w.t.data, float_types[d], 7 * dim + i);
+                    if (n > 1)
+                        x[dim + 2] = NAN;
+                    float *logits = xmalloc((size_t)(n * vocab) * sizeof(float));
+                    int32_t ids_g[8], ids_h[8];
+                    ck_assert_int_eq(vt->gemm(b, logits, x, &w.t, n, &err), LLMRT_OK);
+                    ck_assert_int_eq(vt->argmax(b, ids_g, logits, n, (int32_t)vocab, &err),
+                                     LLMRT_OK);
+                    for (int32_t i = 0; i < n; i++)
+                        ids_h[i] = -1;
+                    CT_CHECK(ah->forward(b, h, ids_h, x, n, &err) == LLMRT_OK, "%s", err.msg);
+                    for (int32_t i = 0; i < n; i++)
+                        CT_CHECK(ids_h[i] == ids_g[i],
+                                 "argmax_head on %s, %s [%lld, %lld], n=%d: row %d id %d, "
+                                 "gemm + argmax %d",
+                                 paths[p], llmrt_dtype_name(float_types[d]),
+                                 (long long)vocab, (long long)dim, n, i, ids_h[i], ids_g[i]);
+                    for (int32_t i = 0; i < n && n > 1; i++) {
+                        int32_t alone = -1;
+                        ck_assert_int_eq(ah->forward(b, h, &alone, x + i * dim, 1, &err),
+                                         LLMRT_OK);
+                        CT_CHECK(alone == ids_h[i],
+                                 "argmax_head on %s, n=%d: row %d alone gives %d, in the batch %d",
+                                 paths[p], n, i, alone, ids_h[i]);
+                    }
+                    ck_assert_int_eq(ids_g[0], 11);
+                    if (n > 1)
+                        ck_assert_int_eq(ids_h[1], 0);
+                    free(x);
+                    free(logits);
+                }
+                int32_t id;
+                float x1[200] = {0};
+                ck_assert_int_eq(ah->forward(b, h, &id, x1, 9, &err), LLMRT_ERR_INVALID_ARG);
+                ah->destroy(b, h);
+                free_weights(&w);
+            }
+        vt->destroy(b);
+    }
+    llmrt_argmax_head *h = NULL;
+    llmrt_error err = {0};
+    float wd[4] = {0};
+    llmrt_tensor w = {LLMRT_DTYPE_F32, 2, {2, 2}, wd};
+    /* more rows than the head takes: unsupported (qwen3 then asks for 8) */
+    ck_assert_int_eq(ct_argmax_head(b1)->create(b1, &w, 9, &h, &err), LLMRT_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(h);
 }
 END_TEST
 
@@ -177,13 +342,13 @@ START_TEST(embedding_matches_reference)
         ck_assert_int_eq(vt->embedding(b2, o2, &t.t, ids, n, &err), LLMRT_OK);
         for (int i = 0; i < n; i++)
             for (int64_t k = 0; k < dim; k++)
-                ck_assert_msg((double)o1[i * dim + k] == t.ref[ids[i] * dim + k],
-                              "embedding %s row %d col %lld", llmrt_dtype_name(float_types[d]), i,
-                              (long long)k);
+                CT_CHECK((double)o1[i * dim + k] == t.ref[ids[i] * dim + k],
+                         "embedding %s row %d col %lld", llmrt_dtype_name(float_types[d]), i,
+                         (long long)k);
         ck_assert(memcmp(o1, o2, n * dim * sizeof(float)) == 0);
         int32_t bad[2] = {3, 37};
         ck_assert_int_eq(vt->embedding(b1, o1, &t.t, bad, 2, &err), LLMRT_ERR_INVALID_ARG);
-        ck_assert_msg(strstr(err.msg, "37") != NULL, "message: %s", err.msg);
+        CT_CHECK(strstr(err.msg, "37") != NULL, "message: %s", err.msg);
         free_weights(&t);
         free(o1);
         free(o2);
@@ -207,11 +372,11 @@ START_TEST(half_conversion_exhaustive)
         for (int i = 0; i < 65536; i++) {
             float want = llmrt_load_f(table, float_types[d], i);
             if (isnan(want))
-                ck_assert_msg(isnan(out[i]), "%s 0x%04x should be NaN",
-                              llmrt_dtype_name(float_types[d]), i);
+                CT_CHECK(isnan(out[i]), "%s 0x%04x should be NaN",
+                         llmrt_dtype_name(float_types[d]), i);
             else
-                ck_assert_msg(memcmp(&want, &out[i], 4) == 0, "%s 0x%04x: got %a want %a",
-                              llmrt_dtype_name(float_types[d]), i, (double)out[i], (double)want);
+                CT_CHECK(memcmp(&want, &out[i], 4) == 0, "%s 0x%04x: got %a want %a",
+                         llmrt_dtype_name(float_types[d]), i, (double)out[i], (double)want);
         }
         free(table);
         free(out);
@@ -239,12 +404,12 @@ START_TEST(gemm_half_conversion_exhaustive)
             for (int64_t o = 0; o < rows; o++) {
                 float want = llmrt_load_f(w, float_types[d], o * in + o % in);
                 if (isnan(want))
-                    ck_assert_msg(isnan(y[o]), "%s 0x%04x should be NaN",
-                                  llmrt_dtype_name(float_types[d]), (unsigned)o);
+                    CT_CHECK(isnan(y[o]), "%s 0x%04x should be NaN",
+                             llmrt_dtype_name(float_types[d]), (unsigned)o);
                 else
-                    ck_assert_msg(y[o] == want, "%s 0x%04x (%s kernels): got %a want %a",
-                                  llmrt_dtype_name(float_types[d]), (unsigned)o,
-                                  k ? "baseline" : "default", (double)y[o], (double)want);
+                    CT_CHECK(y[o] == want, "%s 0x%04x (%s kernels): got %a want %a",
+                             llmrt_dtype_name(float_types[d]), (unsigned)o,
+                             k ? "baseline" : "default", (double)y[o], (double)want);
             }
             free(w);
             free(y);
@@ -278,10 +443,10 @@ START_TEST(rmsnorm_matches_reference)
                 double inv = 1.0 / sqrt(ss / dim + eps);
                 for (int k = 0; k < dim; k++) {
                     double ref = (double)x[i * dim + k] * inv * w.ref[k];
-                    ck_assert_msg(fabs(o1[i * dim + k] - ref) <= 2e-6 * fabs(ref) + 1e-7,
-                                  "rmsnorm rows=%d d=%d %s [%d][%d]: %.9g vs %.9g", rows, dim,
-                                  llmrt_dtype_name(float_types[d]), i, k, (double)o1[i * dim + k],
-                                  ref);
+                    CT_CHECK(fabs(o1[i * dim + k] - ref) <= 2e-6 * fabs(ref) + 1e-7,
+                             "rmsnorm rows=%d d=%d %s [%d][%d]: %.9g vs %.9g", rows, dim,
+                             llmrt_dtype_name(float_types[d]), i, k, (double)o1[i * dim + k],
+                             ref);
                 }
             }
             ck_assert(memcmp(o1, o2, (size_t)rows * dim * sizeof(float)) == 0);
@@ -328,9 +493,9 @@ START_TEST(rope_matches_reference)
                         double lo = v[k] * cos(ang) - v[k + half] * sin(ang);
                         double hi = v[k + half] * cos(ang) + v[k] * sin(ang);
                         const float *g = x1 + ((int64_t)i * heads + h) * hd;
-                        ck_assert_msg(fabs(g[k] - lo) <= 1e-5 && fabs(g[k + half] - hi) <= 1e-5,
-                                      "rope n=%d h=%d d=%d pos=%d k=%d: (%g, %g) vs (%g, %g)", n,
-                                      heads, hd, pos[i], k, (double)g[k], (double)g[k + half], lo, hi);
+                        CT_CHECK(fabs(g[k] - lo) <= 1e-5 && fabs(g[k + half] - hi) <= 1e-5,
+                                 "rope n=%d h=%d d=%d pos=%d k=%d: (%g, %g) vs (%g, %g)", n,
+                                 heads, hd, pos[i], k, (double)g[k], (double)g[k + half], lo, hi);
                     }
             ck_assert(memcmp(x1, x2, total * sizeof(float)) == 0);
             free(x);
@@ -362,14 +527,15 @@ START_TEST(elementwise_match_reference)
         ck_assert_int_eq(vt->silu_mul(b2, o2, g, u, n, &err), LLMRT_OK);
         for (int64_t i = 0; i < n; i++) {
             double ref = (double)g[i] / (1.0 + exp(-(double)g[i])) * u[i];
-            ck_assert_msg(fabs(o1[i] - ref) <= 1e-6 * fabs(ref) + 1e-30, "silu_mul[%lld]: %g vs %g",
-                          (long long)i, (double)o1[i], ref);
+            CT_CHECK(fabs(o1[i] - ref) <= 1e-6 * fabs(ref) + 1e-30, "silu_mul[%lld]: %g vs %g",
+                     (long long)i, (double)o1[i], ref);
         }
         ck_assert(memcmp(o1, o2, n * sizeof(float)) == 0);
         ct_poison(o1, n);
         ck_assert_int_eq(vt->add(b2, o1, g, u, n, &err), LLMRT_OK);
         for (int64_t i = 0; i < n; i++)
-            ck_assert((double)o1[i] == (double)(float)((double)g[i] + u[i]));
+            CT_CHECK((double)o1[i] == (double)(float)((double)g[i] + u[i]), "add element %lld",
+                (long long)i);
         /* out aliasing an input */
         memcpy(o2, g, n * sizeof(float));
         ck_assert_int_eq(vt->add(b2, o2, o2, u, n, &err), LLMRT_OK);
@@ -445,16 +611,16 @@ START_TEST(kv_store_writes_only_mapped_slots)
             for (int64_t e = 0; e < row; e++) {
                 size_t off = (size_t)(s * row + e) * es;
                 if (t < 0) {
-                    ck_assert_msg(memcmp(kc + off, kc0 + off, es) == 0 &&
-                                      memcmp(vc + off, kc0 + off, es) == 0,
-                                  "%s slot %lld was not mapped but was written", llmrt_dtype_name(dt),
-                                  (long long)s);
+                    CT_CHECK(memcmp(kc + off, kc0 + off, es) == 0 &&
+                                 memcmp(vc + off, kc0 + off, es) == 0,
+                             "%s slot %lld was not mapped but was written", llmrt_dtype_name(dt),
+                             (long long)s);
                 } else {
                     unsigned char want[4];
                     llmrt_store_f(want, dt, 0, k[t * row + e]);
-                    ck_assert(memcmp(kc + off, want, es) == 0);
+                    CT_CHECK(memcmp(kc + off, want, es) == 0, "k slot %lld", (long long)s);
                     llmrt_store_f(want, dt, 0, v[t * row + e]);
-                    ck_assert(memcmp(vc + off, want, es) == 0);
+                    CT_CHECK(memcmp(vc + off, want, es) == 0, "v slot %lld", (long long)s);
                 }
             }
         }
@@ -528,10 +694,11 @@ static void check_attention(const attn_case *c, llmrt_dtype dt, uint64_t seed)
         .max_seq_len = max_len, .max_query_len = max_q, .kv_dtype = dt, .k_cache = kc,
         .v_cache = vc};
     llmrt_error err = {0};
-    ck_assert_msg(vt->attention(b1, o1, q, &p, &err) == LLMRT_OK, "%s", err.msg);
-    ck_assert_msg(vt->attention(b2, o2, q, &p, &err) == LLMRT_OK, "%s", err.msg);
+    CT_CHECK(vt->attention(b1, o1, q, &p, &err) == LLMRT_OK, "%s", err.msg);
+    CT_CHECK(vt->attention(b2, o2, q, &p, &err) == LLMRT_OK, "%s", err.msg);
 
     double *sc = xmalloc((size_t)max_len * sizeof(double));
+    double *ref_out = xmalloc((size_t)on * sizeof(double));
     for (int s = 0; s < c->n_seqs; s++)
         for (int t = qs[s]; t < qs[s + 1]; t++) {
             int pos = lens[s] - c->qlen[s] + (t - qs[s]);
@@ -557,15 +724,43 @@ static void check_attention(const attn_case *c, llmrt_dtype dt, uint64_t seed)
                             ((int64_t)tables[s * mbps + j / bs] * bs + j % bs) * row + kh * D;
                         ref += sc[j] / sum * llmrt_load_f(vc, dt, base + d);
                     }
+                    ref_out[((int64_t)t * H + h) * D + d] = ref;
                     double got = o1[((int64_t)t * H + h) * D + d];
-                    ck_assert_msg(fabs(got - ref) <= 2e-5,
-                                  "attention %s H=%d KVH=%d D=%d bs=%d: seq %d token %d head %d "
-                                  "dim %d: %.8g vs %.8g",
-                                  llmrt_dtype_name(dt), H, KVH, D, bs, s, t, h, d, got, ref);
+                    CT_CHECK(fabs(got - ref) <= 2e-5,
+                             "attention %s H=%d KVH=%d D=%d bs=%d: seq %d token %d head %d "
+                             "dim %d: %.8g vs %.8g",
+                             llmrt_dtype_name(dt), H, KVH, D, bs, s, t, h, d, got, ref);
                 }
             }
         }
-    ck_assert_msg(memcmp(o1, o2, on * sizeof(float)) == 0, "attention: 1 and 2 threads differ");
+    CT_CHECK(memcmp(o1, o2, on * sizeof(float)) == 0, "attention: 1 and 2 threads differ");
+    /* the fastest path (auto: on avx512 and amx the tiled kernel, FMAs, a vector exp) against
+     * the same reference, at the same tolerance, with 1 and 2 threads agreeing */
+    const char *paths[] = {"auto"};
+    for (int fp = 0; fp < 1; fp++) {
+        llmrt_backend *f1 = ct_try_create_simd(1, paths[fp]);
+        llmrt_backend *f2 = ct_try_create_simd(2, paths[fp]);
+        if (!f1)
+            continue;
+        float *f1o = xmalloc(on * sizeof(float)), *f2o = xmalloc(on * sizeof(float));
+        ct_poison(f1o, on);
+        ct_poison(f2o, on);
+        CT_CHECK(vt->attention(f1, f1o, q, &p, &err) == LLMRT_OK, "%s", err.msg);
+        CT_CHECK(vt->attention(f2, f2o, q, &p, &err) == LLMRT_OK, "%s", err.msg);
+        for (int64_t i = 0; i < on; i++)
+            CT_CHECK(fabs((double)f1o[i] - ref_out[i]) <= 2e-5,
+                     "attention on %s, %s H=%d KVH=%d D=%d bs=%d: element %lld: %.8g vs "
+                     "%.8g",
+                     paths[fp], llmrt_dtype_name(dt), H, KVH, D, bs, (long long)i,
+                     f1o[i], ref_out[i]);
+        CT_CHECK(memcmp(f1o, f2o, on * sizeof(float)) == 0,
+                 "attention on %s: 1 and 2 threads differ", paths[fp]);
+        free(f1o);
+        free(f2o);
+        vt->destroy(f1);
+        vt->destroy(f2);
+    }
+    free(ref_out);
     free(sc);
     free(perm);
     free(tables);
@@ -625,7 +820,9 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, gemm_matches_reference);
     tcase_add_test(tc, gemm_rows_independent_of_batch);
+    tcase_add_test(tc, gemm_fast_paths_within_bound);
     tcase_add_test(tc, gemm_rejects_bad_weights);
+    tcase_add_test(tc, argmax_head_equals_gemm_argmax);
     tcase_add_test(tc, embedding_matches_reference);
     tcase_add_test(tc, half_conversion_exhaustive);
     tcase_add_test(tc, gemm_half_conversion_exhaustive);

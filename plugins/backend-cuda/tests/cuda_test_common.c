@@ -79,7 +79,11 @@ void ct_open(int need_cpu)
         if (!d)
             exit(1);
         CT.cpu_vt = d->vtable;
-        if (CT.cpu_vt->create(&CT.host, NULL, &CT.cpu.b, &err) != LLMRT_OK) {
+        /* the reference: backend-cpu's exact path (its default, auto, may run the fast
+         * kernels, which are only within bounds of it) */
+        const char *keys[] = {"simd"}, *vals[] = {"exact"};
+        llmrt_section exact = {"backend.cpu", 1, keys, vals, NULL};
+        if (CT.cpu_vt->create(&CT.host, &exact, &CT.cpu.b, &err) != LLMRT_OK) {
             fprintf(stderr, "creating the CPU backend failed: %s\n", err.msg);
             exit(1);
         }

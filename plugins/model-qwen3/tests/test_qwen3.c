@@ -412,9 +412,11 @@ static int find_cpu(void)
 static void cpu_open(void)
 {
     llmrt_error err = {0};
-    llmrt_section empty = {.name = "backend.cpu"};
+    /* the exact path: the double-precision reference's tolerances assume f32 arithmetic */
+    const char *keys[] = {"simd"}, *vals[] = {"exact"};
+    llmrt_section exact = {"backend.cpu", 1, keys, vals, NULL};
     cpu = (llmrt_backend_ref){cpu_vt, NULL, "cpu"};
-    ck_assert_msg(cpu_vt->create(&host, &empty, &cpu.b, &err) == LLMRT_OK, "backend-cpu: %s", err.msg);
+    ck_assert_msg(cpu_vt->create(&host, &exact, &cpu.b, &err) == LLMRT_OK, "backend-cpu: %s", err.msg);
 }
 
 static void cpu_close(void)

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <llmrt/ext/cpu.h>
+
 #include "test_util.h"
 
 static const llmrt_plugin_desc *load_desc(const char *file, llmrt_plugin_kind kind)
@@ -47,7 +49,25 @@ const llmrt_backend_vtable *at_cpu(void)
 
 llmrt_backend_ref at_cpu_backend(int threads)
 {
-    return at_cpu_backend_simd(threads, "auto");
+    return at_cpu_backend_simd(threads, "exact");
+}
+
+int at_try_cpu_backend_simd(int threads, const char *simd, llmrt_backend_ref *out)
+{
+    char val[16];
+    snprintf(val, sizeof val, "%d", threads);
+    const char *keys[] = {"threads", "simd"}, *vals[] = {val, simd}, *where[] = {"test", "test"};
+    llmrt_section sec = {"backend.cpu", 2, keys, vals, where};
+    *out = (llmrt_backend_ref){at_cpu(), NULL, "cpu"};
+    llmrt_error err = {0};
+    llmrt_status st = out->vt->create(NULL, &sec, &out->b, &err);
+    if (st == LLMRT_ERR_UNSUPPORTED)
+        return 0;
+    if (st != LLMRT_OK) {
+        fprintf(stderr, "backend-cpu create: %s\n", err.msg);
+        abort();
+    }
+    return 1;
 }
 
 llmrt_backend_ref at_cpu_backend_simd(int threads, const char *simd)
@@ -63,6 +83,13 @@ llmrt_backend_ref at_cpu_backend_simd(int threads, const char *simd)
         abort();
     }
     return ref;
+}
+
+const char *at_cpu_simd(const llmrt_backend_ref *be)
+{
+    const llmrt_cpu_ext *cx =
+        llmrt_backend_extension(be->vt, be->b, LLMRT_EXT_CPU, LLMRT_EXT_CPU_VERSION);
+    return cx ? cx->simd(be->b) : "?";
 }
 
 const char *at_config(int group)

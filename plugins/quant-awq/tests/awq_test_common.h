@@ -11,10 +11,15 @@
 const llmrt_quant_vtable *at_awq(void);
 const llmrt_plugin_desc *at_awq_desc(void);
 const llmrt_backend_vtable *at_cpu(void);
-/* A cpu backend with [backend.cpu] threads = n (aborts on failure). */
+/* A cpu backend with [backend.cpu] threads = n and simd = exact (the reference kernels;
+ * aborts on failure). */
 llmrt_backend_ref at_cpu_backend(int threads);
-/* The same with [backend.cpu] simd = "auto", "avx2" or "baseline". */
+/* The same with another [backend.cpu] simd ("auto", "amx", "avx512", "avx2", "baseline"). */
 llmrt_backend_ref at_cpu_backend_simd(int threads, const char *simd);
+/* The same: 0 when this CPU lacks the path, 1 with *out created. */
+int at_try_cpu_backend_simd(int threads, const char *simd, llmrt_backend_ref *out);
+/* The path a cpu backend runs (its "llmrt.cpu" extension's simd()). */
+const char *at_cpu_simd(const llmrt_backend_ref *be);
 /* An awq instance over `be` for an AWQ config with this group size (aborts on failure). */
 llmrt_quant *at_quant(const llmrt_backend_ref *be, int group);
 /* The same with [quant.awq] tune = `tune` (NULL: no section). */
@@ -55,5 +60,13 @@ typedef struct at_rng {
 } at_rng;
 uint64_t at_next(at_rng *r);
 float at_uniform(at_rng *r, float lo, float hi);
+
+/* ck_assert_msg without Check's record of each passing assertion (one write to its log file
+ * per call, which made the element-by-element checks most of a test's time). */
+#define AT_CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond))                                                                       \
+            ck_assert_msg(cond, __VA_ARGS__);                                              \
+    } while (0)
 
 #endif

@@ -12,7 +12,7 @@
 const llmrt_quant_vtable *ft_fp8(void);
 const llmrt_plugin_desc *ft_fp8_desc(void);
 const llmrt_backend_vtable *ft_cpu(void);
-/* A cpu backend with [backend.cpu] threads = n, simd = "auto" | "avx2" | "baseline". */
+/* A cpu backend with [backend.cpu] threads = n, simd = simd ("auto", "exact", "baseline", ...). */
 llmrt_backend_ref ft_cpu_backend(int threads, const char *simd);
 /* The quantization_config Qwen3-*-FP8 ships. */
 extern const char *const FT_QWEN_CONFIG;

@@ -477,7 +477,7 @@ int main(void)
         return 1;
     }
     printf("device: %s (cc %d.%d)\n", INFO.name, INFO.cc_major, INFO.cc_minor);
-    CPU = ft_cpu_backend(0, "auto");
+    CPU = ft_cpu_backend(0, "exact"); /* the reference: backend-cpu's exact path */
     Suite *s = suite_create("quant-fp8 cuda");
     TCase *tc = tcase_create("cuda");
     tcase_set_timeout(tc, 900);
