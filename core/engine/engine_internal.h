@@ -156,7 +156,13 @@ struct llmrt_engine {
     eseq **zombies;          /* finished sequences still referenced by a flight */
     int32_t n_zombies, cap_zombies;
     uint64_t step_no;
-    double t_prev_out;
+    double t_prev_out;       /* when the last collected step's outputs reached the host (0:
+                                none since the engine was last idle) */
+    int prev_left_work;      /* that collect left work behind (running or queued requests):
+                                the next step's period starts at t_prev_out; else at the
+                                arrival of the next work (t_arrival) */
+    double t_arrival;        /* submit time of the oldest request of the last drained inbox
+                                (0: none since the last collect) */
     uint64_t seed_base;
     char *text;
     size_t text_len, text_cap;
@@ -169,6 +175,7 @@ struct llmrt_engine {
     pthread_cond_t cv;
     eseq *by_id;
     eseq *inbox, *inbox_tail;
+    double t_inbox_first;    /* submit time of the oldest request in the inbox (0: empty) */
     eseq **cancels;
     int32_t n_cancels, cap_cancels;
     uint64_t next_id;

@@ -437,7 +437,15 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
     rec.compute_ms = elapsed_ms(e, e->ev[h][EV_INPUTS_DONE], e->ev[h][EV_COMPUTE_DONE]);
     rec.d2h_ms = elapsed_ms(e, e->ev[h][EV_COMPUTE_DONE], e->ev[h][EV_OUTPUTS_DONE]);
     rec.gpu_busy_ms = rec.h2d_ms + rec.compute_ms + rec.d2h_ms;
-    double from = e->t_prev_out > 0 ? e->t_prev_out : f->t_start;
+    /* The step's period: from the previous step's outputs when work was waiting since then;
+     * after the engine ran out of work, from when new work arrived (an idle server's pause
+     * between requests is nobody's idle device time). */
+    double from = f->t_start;
+    if (e->t_prev_out > 0 && e->prev_left_work)
+        from = e->t_prev_out;
+    else if (e->t_prev_out > 0 && e->t_arrival > 0)
+        from = e->t_arrival > e->t_prev_out ? e->t_arrival : e->t_prev_out;
+    e->t_arrival = 0;
     rec.wall_ms = (t_out - from) * 1e3;
     rec.idle_ms = rec.wall_ms > rec.gpu_busy_ms ? rec.wall_ms - rec.gpu_busy_ms : 0;
     rec.h2d_bytes = f->h2d_bytes;
@@ -462,6 +470,9 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
                      e->top_lps + (size_t)i * LLMRT_MAX_TOP_LOGPROBS);
     }
     engine_reap_zombies(e, REAP_UNREFERENCED);
+    pthread_mutex_lock(&e->mu);
+    e->prev_left_work = e->active_count > 0 || e->inbox != NULL;
+    pthread_mutex_unlock(&e->mu);
     if (e->on_step)
         e->on_step(e->step_user, &rec);
 cleanup:

@@ -149,9 +149,11 @@ typedef struct llmrt_step_record {
     double compute_ms;          /* forward + sampling on the device stream */
     double d2h_ms;              /* output copies on the device stream (0 for zero-copy) */
     double gpu_busy_ms;         /* h2d + compute + d2h: the stream's time on this step */
-    double wall_ms;             /* this step's period: from the previous step's outputs being
-                                   on the host (or from this step's start after an idle
-                                   engine) to this step's outputs being on the host */
+    double wall_ms;             /* this step's period, until its outputs are on the host:
+                                   from the previous step's outputs being on the host when
+                                   work was waiting since then; when the engine had run out
+                                   of work, from the arrival of the next request (a pause
+                                   without requests is nobody's idle time) */
     double idle_ms;             /* wall − busy (>= 0): device time lost to the host */
     uint64_t h2d_bytes;         /* bytes of step inputs moved host → device */
     uint64_t d2h_bytes;         /* bytes of step outputs moved device → host */

@@ -8,7 +8,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "clock.h"
 #include "mock_model.h"
 #include "sampler.h"
 #include "test_util.h"
@@ -371,6 +373,57 @@ START_TEST(test_async_steps_are_chained)
     /* chained steps read the previous step's sampled ids in place: no device copy */
     ck_assert_int_eq(mock_ops_get_stats(&r.be).d2d_copies, 0);
     mock_rig_close(&r);
+}
+END_TEST
+
+/* The most wall and idle time of any step. */
+typedef struct step_max {
+    double wall, idle;
+    int n;
+} step_max;
+
+static void on_step_max(void *user, const llmrt_step_record *rec)
+{
+    step_max *m = user;
+    m->wall = fmax(m->wall, rec->wall_ms);
+    m->idle = fmax(m->idle, rec->idle_ms);
+    m->n++;
+}
+
+/* A pause without requests is nobody's idle time: after the engine ran out of work, the next
+ * step's period starts when the next request arrives, not at the last step's outputs (an idle
+ * server once reported 26 s without requests as 497 ms of device idle per step). A request
+ * queued while another runs is work waiting: its steps keep counting from the last outputs. */
+START_TEST(test_idle_engine_is_not_idle_device)
+{
+    for (int v = 0; v < 2; v++) { /* synchronous, and async with graphs */
+        mock_rig r;
+        step_max mx = {0};
+        mock_rig_opts o = v ? variant_opts(&VARIANTS[8]) : mock_rig_default_opts();
+        o.on_step = on_step_max;
+        o.step_user = &mx;
+        open_ok(&r, &o);
+        int32_t p[6];
+        make_prompt(p, 6, 11, o.model.vocab);
+        out_t a = {0}, b = {0};
+        submit_greedy(r.e, p, 6, 5, &a);
+        run_ok(r.e);
+        ck_assert_int_eq(llmrt_engine_has_work(r.e), 0);
+        double t0 = llmrt_now_s();
+        struct timespec pause = {0, 300 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        memset(&mx, 0, sizeof mx);
+        submit_greedy(r.e, p, 6, 5, &b);
+        run_ok(r.e);
+        check_reference(&o.model, p, 6, 5, &b, "after a pause");
+        ck_assert_int_eq(mx.n >= 5, 1);
+        ck_assert_msg(llmrt_now_s() - t0 >= 0.3, "the pause did not happen");
+        ck_assert_msg(mx.wall < 150 && mx.idle < 150,
+                      "variant %d: after 300 ms without requests a step reports wall %.1f ms, "
+                      "idle %.1f ms",
+                      v, mx.wall, mx.idle);
+        mock_rig_close(&r);
+    }
 }
 END_TEST
 
@@ -841,6 +894,7 @@ int main(void)
     tcase_add_loop_test(tc, test_graph_greedy_then_host_rows, 0, 4);
     tcase_add_test(tc, test_chunked_prefill_and_step_records);
     tcase_add_test(tc, test_async_steps_are_chained);
+    tcase_add_test(tc, test_idle_engine_is_not_idle_device);
     tcase_add_test(tc, test_limits_and_validation);
     tcase_add_test(tc, test_capacity_settings);
     tcase_add_test(tc, test_eos_stop_ids_min_tokens);
