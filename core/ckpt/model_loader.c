@@ -228,6 +228,12 @@ llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *op
                            llmrt_config_get(rt->cfg, "model.plugin"),
                            llmrt_config_get(rt->cfg, "model.quant"), &me, &qe, err));
     TRY(llmrt_runtime_backend_open(rt, &lm->backend, err));
+    if (lm->backend.vt->mem_info) { /* what this model's engine takes is measured from here */
+        uint64_t fr = 0, tot = 0;
+        llmrt_error merr = {0};
+        if (lm->backend.vt->mem_info(lm->backend.b, &fr, &tot, &merr) == LLMRT_OK)
+            lm->device_free_before = fr;
+    }
 
     if (qe) {
         const llmrt_quant_vtable *qvt = qe->desc->vtable;

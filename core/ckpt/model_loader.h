@@ -38,6 +38,8 @@ typedef struct llmrt_loaded_model {
     char *dir;                         /* the model folder, as given */
     llmrt_model_params params;         /* what the model was created for */
     double load_seconds;               /* wall time of open + create, checkpoint close included */
+    uint64_t device_free_before;       /* device memory free just before the weights loaded
+                                          (backend mem_info; 0: unknown) */
 } llmrt_loaded_model;
 
 /* Load the model named by rt's config (model.path, model.plugin, model.quant, runtime.backend,

@@ -254,6 +254,8 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
         uint64_t fr = 0, tot = 0;
         if (e->bvt->mem_info(e->b, &fr, &tot, &merr) == LLMRT_OK)
             P->device_mem_total = tot, P->device_mem_free = fr;
+        if (parts->device_free_before > fr && P->device_mem_total)
+            P->device_mem_engine = parts->device_free_before - fr;
     } else {
         P->device_mem_total = e->dev.mem_total;
         P->device_mem_free = e->dev.mem_free;

@@ -150,6 +150,7 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
     parts.model_path = lm->dir;
     parts.quant_name = lm->quant.vt ? lm->quant.name : NULL;
     parts.load_time_s = llmrt_now_s() - t0;
+    parts.device_free_before = lm->device_free_before;
     parts.release = release_owned;
     parts.release_ctx = own;
     if (lo.quiet && !o.quiet) /* otherwise the loader said it */

@@ -256,6 +256,10 @@ typedef struct llmrt_engine_stats {
     uint64_t prefix_cache_queries;   /* tokens looked up, since create */
     uint64_t prefix_cache_hits;      /* of them, found cached (not computed) */
     uint64_t prefix_cache_evictions; /* cached blocks reclaimed for other tokens */
+    /* device memory this engine took: weights, KV cache, buffers (device free memory just
+     * before its weights loaded minus after create), unlike device_mem_total − free, which
+     * is the whole device's (every engine of the process, other processes); 0: unknown */
+    uint64_t device_mem_engine;
 } llmrt_engine_stats;
 
 /* A consistent snapshot. Thread-safe. */

@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 struct llmrt_memory {
     memc_policy pol;
+    int64_t delay_ns;    /* [memory.<name>] delay_us */
     const llmrt_host *host;
     llmrt_backend_ref be;
     int fallback_error;  /* memory.fallback = error */
@@ -38,30 +40,63 @@ static int parse_bool(const char *v, int *out)
     return 0;
 }
 
-const llmrt_key memc_double_buffer_keys[1] = {
+#define DELAY_KEY                                                                            \
+    {"delay_us", LLMRT_KEY_INT, "0", "0..1000000",                                            \
+     "Host time in microseconds added to each step's input transfer: a planted slowdown for "  \
+     "testing A/B verdicts, never for use.",                                                   \
+     LLMRT_KEY_DEVELOPER}
+/* Where the section set `key` ("file:line"), or "default". */
+static const char *where_of(const llmrt_section *cfg, const char *key)
+{
+    const char *where = "default";
+    for (size_t i = 0; cfg && cfg->where && i < cfg->n; i++)
+        if (strcmp(cfg->keys[i], key) == 0 && cfg->where[i])
+            where = cfg->where[i];
+    return where;
+}
+
+/* delay_us: spin until the monotonic clock has moved on by ns (a sleep would add the
+ * scheduler's wake-up latency, which is neither fixed nor small). */
+static void spin_ns(int64_t ns)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((int64_t)(t.tv_sec - t0.tv_sec) * 1000000000 + (t.tv_nsec - t0.tv_nsec) < ns);
+}
+
+const llmrt_key memc_double_buffer_keys[MEMC_N_DOUBLE_BUFFER_KEYS] = {
     {"double_buffer", LLMRT_KEY_BOOL, "true", NULL,
      "Two host buffers per step buffer, so the host fills step N+1 while step N runs.", 0},
+    DELAY_KEY,
 };
-const llmrt_key memc_no_keys[1] = {{0}}; /* n_keys 0: only its address is used */
+const llmrt_key memc_plain_keys[MEMC_N_PLAIN_KEYS] = {DELAY_KEY};
 
 llmrt_status memc_create(const memc_policy *policy, const llmrt_host *host,
                          const llmrt_section *cfg, const llmrt_backend_ref *backend,
                          llmrt_memory **out, llmrt_error *err)
 {
     memc_policy pol = *policy;
+    const llmrt_key *keys = policy->double_buffer ? memc_double_buffer_keys : memc_plain_keys;
+    const uint32_t n_keys =
+        policy->double_buffer ? MEMC_N_DOUBLE_BUFFER_KEYS : MEMC_N_PLAIN_KEYS;
     if (policy->double_buffer) { /* validated by the host; absent (no host): the default */
-        const char *v = llmrt_key_value(cfg, memc_double_buffer_keys, 1, "double_buffer");
+        const char *v = llmrt_key_value(cfg, keys, n_keys, "double_buffer");
         if (!parse_bool(v, &pol.double_buffer)) {
-            const char *where = "default";
-            for (size_t i = 0; cfg && cfg->where && i < cfg->n; i++)
-                if (strcmp(cfg->keys[i], "double_buffer") == 0)
-                    where = cfg->where[i];
             return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
                               "%s: [memory.%s] double_buffer = '%s' is not a boolean (use true "
                               "or false)",
-                              where, pol.name, v);
+                              where_of(cfg, "double_buffer"), pol.name, v);
         }
     }
+    const char *dv = llmrt_key_value(cfg, keys, n_keys, "delay_us");
+    char *end = NULL;
+    long long delay_us = strtoll(dv, &end, 10);
+    if (!dv[0] || *end || delay_us < 0 || delay_us > 1000000)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "%s: [memory.%s] delay_us = '%s' is not an integer from 0 to 1000000",
+                          where_of(cfg, "delay_us"), pol.name, dv);
     if ((pol.host_flags & LLMRT_HOST_MAPPED) &&
         !(backend->vt->caps(backend->b) & LLMRT_BACKEND_CAP_MAPPED_HOST) && host)
         host->log(host->ctx, LLMRT_LOG_WARN, pol.name,
@@ -70,6 +105,7 @@ llmrt_status memc_create(const memc_policy *policy, const llmrt_host *host,
     if (!m)
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory");
     m->pol = pol;
+    m->delay_ns = (int64_t)delay_us * 1000;
     m->host = host;
     m->be = *backend;
     const char *fb = host && host->config_get ? host->config_get(host->ctx, "memory.fallback") : NULL;
@@ -219,6 +255,8 @@ llmrt_status memc_to_device(llmrt_memory *m, llmrt_mem_buffer *buf, int half, si
                             llmrt_error *err)
 {
     llmrt_status st = check_args(m, buf, half, bytes, err);
+    if (st == LLMRT_OK && m->delay_ns > 0 && buf->dir == LLMRT_MEM_TO_DEVICE)
+        spin_ns(m->delay_ns);
     if (st || ((buf_priv *)buf->priv)->zero_copy || bytes == 0)
         return st;
     st = m->be.vt->copy(m->be.b, buf->device[half], buf->host[half], bytes, LLMRT_COPY_H2D, err);

@@ -17,14 +17,21 @@ typedef struct memc_policy {
     int copies_capturable;  /* copies from this memory may be captured in a graph */
 } memc_policy;
 
-/* The keys of a memory plugin's section: double_buffer (memc_double_buffer_keys, for the
- * policies that double-buffer) or none (memc_no_keys, n_keys 0: the host then rejects every
- * key in the section). The host validates them and fills in the defaults. */
-extern const llmrt_key memc_double_buffer_keys[1];
-extern const llmrt_key memc_no_keys[1];
+/* The keys of a memory plugin's section: double_buffer and delay_us (memc_double_buffer_keys,
+ * for the policies that double-buffer) or delay_us alone (memc_plain_keys). The host
+ * validates them and fills in the defaults.
+ *   delay_us (developer): host time added to every to_device call of a step-input buffer —
+ *   one per step (on a backend whose copies run inside a replayed graph, only while
+ *   capturing). A planted, known slowdown for testing A/B verdicts (tests/integration/
+ *   test_bench_ab.sh): a developer key, so configs that differ in it are a fair A/B. */
+#define MEMC_N_DOUBLE_BUFFER_KEYS 2
+#define MEMC_N_PLAIN_KEYS 1
+extern const llmrt_key memc_double_buffer_keys[MEMC_N_DOUBLE_BUFFER_KEYS];
+extern const llmrt_key memc_plain_keys[MEMC_N_PLAIN_KEYS];
 
-/* Create an instance following `policy`; reads double_buffer from the section (when the
- * policy double-buffers; absent: the default) and memory.fallback from the host. */
+/* Create an instance following `policy`; reads double_buffer (when the policy
+ * double-buffers) and delay_us from the section (absent: the defaults) and memory.fallback
+ * from the host. */
 llmrt_status memc_create(const memc_policy *policy, const llmrt_host *host,
                          const llmrt_section *cfg, const llmrt_backend_ref *backend,
                          llmrt_memory **out, llmrt_error *err);

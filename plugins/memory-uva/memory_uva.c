@@ -15,4 +15,4 @@ static const memc_policy policy = {
 
 MEMC_PLUGIN(policy,
             "Zero-copy mapped host memory: kernels read step inputs and write sampled ids through the bus; no copies.",
-            memc_double_buffer_keys, 1)
+            memc_double_buffer_keys, MEMC_N_DOUBLE_BUFFER_KEYS)

@@ -18,6 +18,7 @@
 
 #include <llmrt/memory.h>
 
+#include "clock.h"
 #include "config.h"
 #include "mock_backend.h"
 #include "test_util.h"
@@ -168,13 +169,15 @@ START_TEST(test_fallback_error)
 }
 END_TEST
 
-/* The section's keys are declared in the descriptor (double_buffer, or none for a policy that
- * does not double-buffer), so the host rejects a misspelt key naming file:line; the plugin
- * reads what the host filled in. */
+/* The section's keys are declared in the descriptor (double_buffer for a policy that
+ * double-buffers, and the developer key delay_us), so the host rejects a misspelt key naming
+ * file:line; the plugin reads what the host filled in. */
 START_TEST(test_section_keys)
 {
     ck_assert_ptr_nonnull(desc->keys);
-    ck_assert_uint_eq(desc->n_keys, ex->halves == 2 ? 1 : 0);
+    ck_assert_uint_eq(desc->n_keys, ex->halves == 2 ? 2 : 1);
+    ck_assert_str_eq(desc->keys[desc->n_keys - 1].name, "delay_us");
+    ck_assert_uint_eq(desc->keys[desc->n_keys - 1].flags, LLMRT_KEY_DEVELOPER);
     llmrt_error err = {0};
     ck_assert_msg(llmrt_key_table_check("memory." PLUGIN_NAME, desc->keys, desc->n_keys, &err) ==
                       LLMRT_OK,
@@ -215,6 +218,26 @@ START_TEST(test_section_keys)
         ck_assert_msg(strstr(err.msg, "conf/x.ini:7") && strstr(err.msg, "not a boolean"), "%s",
                       err.msg);
     }
+    /* delay_us: each step-input transfer takes at least that long; outputs are not delayed */
+    keys[0] = "delay_us";
+    vals[0] = "20000";
+    ck_assert_int_eq(vt->create(&host, &sec, &be, &m, &err), LLMRT_OK);
+    llmrt_mem_buffer in, out;
+    ck_assert_int_eq(vt->buffer_alloc(m, 64, LLMRT_MEM_TO_DEVICE, &in, &err), LLMRT_OK);
+    ck_assert_int_eq(vt->buffer_alloc(m, 64, LLMRT_MEM_TO_HOST, &out, &err), LLMRT_OK);
+    double t0 = llmrt_now_s();
+    ck_assert_int_eq(vt->to_device(m, &in, 0, 64, &err), LLMRT_OK);
+    double t1 = llmrt_now_s();
+    ck_assert_int_eq(vt->to_host(m, &out, 0, 64, &err), LLMRT_OK);
+    double t2 = llmrt_now_s();
+    ck_assert_msg(t1 - t0 >= 0.020, "to_device took %.4f s with delay_us = 20000", t1 - t0);
+    ck_assert_msg(t2 - t1 < 0.020, "to_host is not delayed (%.4f s)", t2 - t1);
+    vt->buffer_free(m, &in);
+    vt->buffer_free(m, &out);
+    vt->destroy(m);
+    vals[0] = "-3";
+    ck_assert_int_eq(vt->create(&host, &sec, &be, &m, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "conf/x.ini:7") && strstr(err.msg, "delay_us"), "%s", err.msg);
     mock_backend_free(&be);
 }
 END_TEST
