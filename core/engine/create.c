@@ -219,6 +219,10 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
                    e->bvt->graph_destroy;
     e->copies_in_graph = (mc & LLMRT_MEM_CAP_COPIES_CAPTURABLE) &&
                          (mc & LLMRT_MEM_CAP_DOUBLE_BUFFERED);
+    e->outputs_in_place = (mc & LLMRT_MEM_CAP_ZERO_COPY) != 0;
+    e->inputs_in_place = e->outputs_in_place && !(mc & LLMRT_MEM_CAP_INPUTS_GATHERED);
+    e->graph_events = e->graphs_on && e->copies_in_graph &&
+                      (e->be_caps & LLMRT_BACKEND_CAP_GRAPH_EVENTS);
     e->graph_max_rows = S->max_num_seqs < S->max_num_batched_tokens ? S->max_num_seqs
                                                                      : S->max_num_batched_tokens;
     {

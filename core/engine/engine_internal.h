@@ -41,9 +41,11 @@ typedef enum device_op {
  * step.c). A step's h2d, compute and d2h times are the spans between consecutive ones. */
 typedef enum step_event {
     EV_START,        /* before the inputs' copy */
-    EV_INPUTS_DONE,  /* after the inputs' copy; when a graph holds the copies, before the
-                        graph (the copies then count as compute) */
-    EV_COMPUTE_DONE, /* after the forward and the device sampling */
+    EV_INPUTS_DONE,  /* after the inputs' copy; when a graph holds the copies, inside the
+                        graph after them (graph_events), else before the graph (the copies
+                        then count as compute) */
+    EV_COMPUTE_DONE, /* after the forward and the device sampling (inside the graph, before
+                        its output copy, with graph_events) */
     EV_OUTPUTS_DONE, /* after the sampled ids' copy to the host: collect waits for it */
     EV_COUNT
 } step_event;
@@ -128,6 +130,11 @@ struct llmrt_engine {
     int32_t max_bt_width;
     int32_t graph_max_rows;
     int async_on, graphs_on, copies_in_graph;
+    int inputs_in_place;     /* kernels read the step inputs in host memory (zero-copy
+                                without a gather) */
+    int outputs_in_place;    /* the device writes the sampled ids in host memory */
+    int graph_events;        /* a graph holding the copies also records the events after
+                                them (backend CAP_GRAPH_EVENTS): its h2d/d2h time is timed */
     int out_shared;          /* out.host[0] == out.host[1] */
     int in_shared_async;     /* in.host shared and its copies are truly asynchronous */
     char capacity_source[64];

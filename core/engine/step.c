@@ -53,10 +53,18 @@ static float row_uniform(const eseq *s, int32_t len)
     return llmrt_sampler_uniform(s->seed, (uint64_t)(len - s->n_prompt));
 }
 
-/* Bytes a copy really moves: none when the device reads host memory in place (zero-copy). */
-static uint64_t moved_bytes(const llmrt_engine *e, size_t bytes)
+/* Bytes of step inputs over the bus: copied, or gathered by the device from mapped memory;
+ * none counted when kernels read them in place (how often is theirs to know). */
+static uint64_t in_bus_bytes(const llmrt_engine *e, size_t bytes)
 {
-    return (e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY) ? 0 : bytes;
+    return e->inputs_in_place ? 0 : bytes;
+}
+
+/* Bytes of outputs over the bus: copied, or written by the device into mapped memory; none
+ * where device memory is host memory and nothing is copied. */
+static uint64_t out_bus_bytes(const llmrt_engine *e, size_t bytes)
+{
+    return e->outputs_in_place && (e->be_caps & LLMRT_BACKEND_CAP_HOST_IS_DEVICE) ? 0 : bytes;
 }
 
 /* The outputs' copy is enqueued (on its own or inside a graph): count its bytes. */
@@ -64,7 +72,7 @@ static void outputs_enqueued(const llmrt_engine *e, flight *f)
 {
     f->d2h_done = 1;
     if (f->device_op != DEVICE_OP_NONE)
-        f->d2h_bytes = moved_bytes(e, sizeof(int32_t) * (size_t)f->n_rows);
+        f->d2h_bytes = out_bus_bytes(e, sizeof(int32_t) * (size_t)f->n_rows);
 }
 
 /* Fill half f->half's inputs for flight f (items set). */
@@ -216,7 +224,8 @@ static graph_entry *find_graph(llmrt_engine *e, const flight *f)
 {
     /* A graph bakes in addresses: those of the device buffers, and with the copies inside
      * it those of the host halves too. One graph per half when they differ. */
-    int per_half = e->sb.in.device[0] != e->sb.in.device[1] ||
+    int per_half = e->graph_events || /* it records the events of its half */
+                   e->sb.in.device[0] != e->sb.in.device[1] ||
                    e->sb.out.device[0] != e->sb.out.device[1] ||
                    (e->copies_in_graph &&
                     (e->sb.in.host[0] != e->sb.in.host[1] || e->sb.out.host[0] != e->sb.out.host[1]));
@@ -260,7 +269,7 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
     batch.max_seq_len = max_seq_len;
     batch.max_query_len = max_q;
     batch.all_logits = 0;
-    f->h2d_bytes = moved_bytes(e, L->bytes);
+    f->h2d_bytes = in_bus_bytes(e, L->bytes);
     f->d2h_bytes = 0;
     f->d2h_done = 0;
     TRY(e->bvt->event_record(e->b, e->ev[h][EV_START], err));
@@ -268,9 +277,12 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
     if (f->graph && !g)
         f->graph = 0;
     const int in_graph_copies = f->graph && e->copies_in_graph;
+    /* the graph records the events after its copies itself */
+    const int in_graph_events = in_graph_copies && e->graph_events;
     if (!in_graph_copies)
         TRY(enqueue_inputs(e, f, err));
-    TRY(e->bvt->event_record(e->b, e->ev[h][EV_INPUTS_DONE], err));
+    if (!in_graph_events)
+        TRY(e->bvt->event_record(e->b, e->ev[h][EV_INPUTS_DONE], err));
     if (f->graph) {
         if (!g->g) { /* capture this shape once */
             llmrt_error gerr = {0};
@@ -278,8 +290,12 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
             if (gs == LLMRT_OK) {
                 if (in_graph_copies)
                     gs = enqueue_inputs(e, f, &gerr);
+                if (gs == LLMRT_OK && in_graph_events)
+                    gs = e->bvt->event_record(e->b, e->ev[h][EV_INPUTS_DONE], &gerr);
                 if (gs == LLMRT_OK)
                     gs = enqueue_device_work(e, f, &batch, &gerr);
+                if (gs == LLMRT_OK && in_graph_events)
+                    gs = e->bvt->event_record(e->b, e->ev[h][EV_COMPUTE_DONE], &gerr);
                 if (gs == LLMRT_OK && in_graph_copies)
                     gs = enqueue_outputs(e, f, &gerr);
                 llmrt_graph *cg = NULL;
@@ -305,6 +321,8 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
                 f->graph = 0;
                 if (in_graph_copies)
                     TRY(enqueue_inputs(e, f, err));
+                if (in_graph_events)
+                    TRY(e->bvt->event_record(e->b, e->ev[h][EV_INPUTS_DONE], err));
                 TRY(enqueue_device_work(e, f, &batch, err));
                 TRY(e->bvt->event_record(e->b, e->ev[h][EV_COMPUTE_DONE], err));
                 goto outputs;
@@ -317,6 +335,8 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
         }
         if (in_graph_copies)
             outputs_enqueued(e, f);
+        if (in_graph_events)
+            goto cleanup; /* EV_COMPUTE_DONE is the graph's */
     } else {
         TRY(enqueue_device_work(e, f, &batch, err));
     }
@@ -364,7 +384,7 @@ static llmrt_status host_sample(llmrt_engine *e, flight *f, llmrt_error *err)
                              bytes, LLMRT_COPY_D2D, err));
             TRY(e->parts.memory.vt->to_host(e->parts.memory.m, &e->sb.staging, 0, bytes, err));
             TRY(e->bvt->synchronize(e->b, err));
-            f->d2h_bytes += moved_bytes(e, bytes);
+            f->d2h_bytes += out_bus_bytes(e, bytes);
             rows = e->sb.staging.host[0];
         }
         for (int32_t i = r0; i < r1; i++) {
@@ -582,8 +602,7 @@ static llmrt_status launch_chained(llmrt_engine *e, flight *p, llmrt_error *err)
     /* Inputs shared between halves and copied asynchronously: wait until p consumed them
      * (its copy did, or with zero-copy its compute, which reads them in place). */
     if (e->in_shared_async) {
-        step_event used = (e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY) ? EV_COMPUTE_DONE
-                                                                     : EV_INPUTS_DONE;
+        step_event used = e->inputs_in_place ? EV_COMPUTE_DONE : EV_INPUTS_DONE;
         TRY(e->bvt->event_sync(e->b, e->ev[p->half][used], err));
     }
     f->t_prepared = llmrt_now_s();

@@ -53,7 +53,11 @@ enum {
     LLMRT_BACKEND_CAP_HOST_IS_DEVICE = 1u << 0, /* device pointers are host pointers (CPU) */
     LLMRT_BACKEND_CAP_ASYNC = 1u << 1,          /* ops run asynchronously to the host */
     LLMRT_BACKEND_CAP_GRAPHS = 1u << 2,         /* graph_begin/end/launch work */
-    LLMRT_BACKEND_CAP_MAPPED_HOST = 1u << 3     /* host_alloc(MAPPED) gives device-readable memory */
+    LLMRT_BACKEND_CAP_MAPPED_HOST = 1u << 3,    /* host_alloc(MAPPED) gives device-readable memory */
+    /* (since 1.2) event_record during a graph capture is captured: the event is recorded at
+     * that point of the graph each time it is launched (and can be timed like any other), so
+     * a step replayed from a graph can still tell its input copies from its compute. */
+    LLMRT_BACKEND_CAP_GRAPH_EVENTS = 1u << 4
 };
 
 /* host_alloc / host_register flags. */

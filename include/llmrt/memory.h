@@ -34,7 +34,13 @@ typedef enum llmrt_mem_path {
 enum {
     LLMRT_MEM_CAP_ZERO_COPY = 1u << 0,         /* device reads/writes host memory; no copies */
     LLMRT_MEM_CAP_COPIES_CAPTURABLE = 1u << 1, /* to_device/to_host may be captured in a graph */
-    LLMRT_MEM_CAP_DOUBLE_BUFFERED = 1u << 2    /* host[0] and host[1] are distinct halves */
+    LLMRT_MEM_CAP_DOUBLE_BUFFERED = 1u << 2,   /* host[0] and host[1] are distinct halves */
+    /* (since 1.2) With ZERO_COPY: TO_DEVICE buffers are not read in place but gathered once
+     * per step: device[] is a device mirror, and to_device enqueues the device's read of the
+     * mapped memory into it (a kernel or copy, capturable), so the step's kernels read device
+     * memory and never cross the bus layer after layer (vLLM's Model Runner V2). TO_HOST
+     * buffers stay zero-copy: the device writes them in place. */
+    LLMRT_MEM_CAP_INPUTS_GATHERED = 1u << 3
 };
 
 /* A per-step buffer, allocated once at a fixed address. The engine writes inputs into

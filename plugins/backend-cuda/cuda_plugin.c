@@ -360,7 +360,7 @@ cleanup:
 
 static uint32_t cuda_caps(llmrt_backend *b)
 {
-    uint32_t c = LLMRT_BACKEND_CAP_ASYNC | LLMRT_BACKEND_CAP_GRAPHS;
+    uint32_t c = LLMRT_BACKEND_CAP_ASYNC | LLMRT_BACKEND_CAP_GRAPHS | LLMRT_BACKEND_CAP_GRAPH_EVENTS;
     if (b->can_map_host)
         c |= LLMRT_BACKEND_CAP_MAPPED_HOST;
     return c;

@@ -9,7 +9,7 @@
 #include <time.h>
 
 struct llmrt_memory {
-    memc_policy pol;
+    memc_policy pol;      /* gather_inputs cleared where device memory is host memory */
     int64_t delay_ns;    /* [memory.<name>] delay_us */
     const llmrt_host *host;
     llmrt_backend_ref be;
@@ -101,6 +101,9 @@ llmrt_status memc_create(const memc_policy *policy, const llmrt_host *host,
         !(backend->vt->caps(backend->b) & LLMRT_BACKEND_CAP_MAPPED_HOST) && host)
         host->log(host->ctx, LLMRT_LOG_WARN, pol.name,
                   "backend '%s' cannot map host memory for the device", backend->name);
+    /* the mapped address is the host address: a gather would copy memory onto itself */
+    if (backend->vt->caps(backend->b) & LLMRT_BACKEND_CAP_HOST_IS_DEVICE)
+        pol.gather_inputs = 0;
     llmrt_memory *m = calloc(1, sizeof *m);
     if (!m)
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory");
@@ -161,7 +164,7 @@ llmrt_status memc_buffer_alloc(llmrt_memory *m, size_t bytes, llmrt_mem_dir dir,
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory");
     p->halves = m->pol.double_buffer ? 2 : 1;
     p->host_flags = m->pol.host_flags;
-    p->zero_copy = m->pol.zero_copy;
+    p->zero_copy = m->pol.zero_copy && !(dir == LLMRT_MEM_TO_DEVICE && m->pol.gather_inputs);
     llmrt_status st = alloc_halves(m, bytes, p->host_flags, p->halves, out->host, err);
     if (st != LLMRT_OK && p->host_flags != 0) {
         if (m->fallback_error) {
@@ -288,6 +291,10 @@ uint32_t memc_caps(llmrt_memory *m)
         caps |= LLMRT_MEM_CAP_COPIES_CAPTURABLE;
     if (m->pol.double_buffer)
         caps |= LLMRT_MEM_CAP_DOUBLE_BUFFERED;
+    if (m->pol.zero_copy && m->pol.gather_inputs)
+        caps |= LLMRT_MEM_CAP_INPUTS_GATHERED;
+    if (m->pol.zero_copy && !m->pol.gather_inputs)
+        caps &= ~(uint32_t)LLMRT_MEM_CAP_COPIES_CAPTURABLE; /* nothing to capture */
     return caps;
 }
 

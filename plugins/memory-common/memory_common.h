@@ -15,6 +15,9 @@ typedef struct memc_policy {
     int double_buffer;      /* two host halves, so the host fills step N+1 while N runs */
     int zero_copy;          /* kernels use the mapped device address of the host memory */
     int copies_capturable;  /* copies from this memory may be captured in a graph */
+    int gather_inputs;      /* with zero_copy: step inputs are read once per step into a
+                               device mirror (LLMRT_MEM_CAP_INPUTS_GATHERED) instead of in
+                               place by every kernel; not where device memory is host memory */
 } memc_policy;
 
 /* The keys of a memory plugin's section: double_buffer and delay_us (memc_double_buffer_keys,

@@ -66,7 +66,8 @@ int32_t mock_model_greedy(const mock_model_cfg *cfg, const int32_t *prompt, int3
 /* ======================================================================= the ops backend */
 
 typedef struct rec_op {
-    int kind; /* 1 copy, 2 argmax, 3 sample, 4 forward, 5 forward_argmax */
+    int kind; /* 1 copy, 2 argmax, 3 sample, 4 forward, 5 forward_argmax, 6 event record */
+    llmrt_event *ev;
     void *dst;
     const void *src;
     size_t bytes;
@@ -139,6 +140,8 @@ static uint32_t o_caps(llmrt_backend *b)
     uint32_t c = LLMRT_BACKEND_CAP_MAPPED_HOST;
     if (o->async)
         c |= LLMRT_BACKEND_CAP_ASYNC;
+    if (o->graphs && o->graph_events)
+        c |= LLMRT_BACKEND_CAP_GRAPH_EVENTS;
     if (o->graphs)
         c |= LLMRT_BACKEND_CAP_GRAPHS;
     if (o->host_is_device)
@@ -212,6 +215,11 @@ static llmrt_status o_ev_create(llmrt_backend *b, llmrt_event **out, llmrt_error
 static void o_ev_destroy(llmrt_backend *b, llmrt_event *e) { free(e); }
 static llmrt_status o_ev_record(llmrt_backend *b, llmrt_event *e, llmrt_error *err)
 {
+    if (M(b)->capture && M(b)->o.graph_events) {
+        rec_op op = {.kind = 6, .ev = e};
+        record(b, &op);
+        return LLMRT_OK;
+    }
     if (M(b)->capture)
         return llmrt_fail(err, LLMRT_ERR_STATE, "mock ops: event_record during graph capture");
     e->t = now();
@@ -327,6 +335,11 @@ static llmrt_status o_graph_launch(llmrt_backend *b, llmrt_graph *g, llmrt_error
         case 3: st = host_sample(M(b), op->out, op->logits, op->params, op->rows, op->vocab, err); break;
         case 4: st = run_forward(op->model, &op->batch, op->kv, op->flogits, err); break;
         case 5: st = run_forward_argmax(op->model, &op->batch, op->kv, op->flogits, op->out, err); break;
+        case 6:
+            op->ev->t = now();
+            op->ev->recorded = 1;
+            M(b)->st.graph_event_records++;
+            break;
         }
         if (st)
             return st;
@@ -396,6 +409,7 @@ struct llmrt_model {
     llmrt_model_params params;
     int64_t forwards;
     int64_t argmax_forwards; /* of them through forward_argmax */
+    int64_t host_input_forwards; /* of them reading step inputs in host memory */
     int32_t max_rows, max_seqs;
     int32_t *ctx; /* scratch [max_position] */
     float *tmp;   /* scratch [vocab] */
@@ -428,6 +442,7 @@ void mock_model_destroy(llmrt_model *m)
 }
 
 int64_t mock_model_argmax_forwards(llmrt_model *m) { return m->argmax_forwards; }
+int64_t mock_model_host_input_forwards(llmrt_model *m) { return m->host_input_forwards; }
 
 void mock_model_counts(llmrt_model *m, int64_t *forwards, int32_t *max_rows, int32_t *max_seqs)
 {
@@ -499,6 +514,8 @@ static llmrt_status run_forward(llmrt_model *m, const llmrt_batch *b, const llmr
     const mock_model_cfg *cfg = &m->cfg;
     const int32_t T = b->n_tokens, S = b->n_seqs;
     m->forwards++;
+    if (is_ops_backend(&m->be) && mock_backend_is_host_memory(&M(m->be.b)->inner, b->positions))
+        m->host_input_forwards++;
     if (T > m->max_rows)
         m->max_rows = T;
     if (S > m->max_seqs)

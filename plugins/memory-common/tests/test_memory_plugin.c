@@ -32,15 +32,21 @@ typedef struct expect {
     const char *name;
     uint32_t caps;
     llmrt_mem_path path;
-    int copies; /* to_device/to_host copy (0 for zero-copy) */
+    int copies_in;  /* to_device copies (0: the device reads the host memory in place) */
+    int copies_out; /* to_host copies (0: the device writes the host memory in place) */
     int halves;
 } expect;
 
+/* uva gathers step inputs into a device mirror once per step (on a backend whose device
+ * memory is not host memory: the mock's) and writes outputs in place. */
 static const expect expectations[] = {
-    {"pageable", 0, LLMRT_MEM_PATH_PAGEABLE, 1, 1},
+    {"pageable", 0, LLMRT_MEM_PATH_PAGEABLE, 1, 1, 1},
     {"pinned", LLMRT_MEM_CAP_COPIES_CAPTURABLE | LLMRT_MEM_CAP_DOUBLE_BUFFERED,
-     LLMRT_MEM_PATH_PINNED, 1, 2},
-    {"uva", LLMRT_MEM_CAP_ZERO_COPY | LLMRT_MEM_CAP_DOUBLE_BUFFERED, LLMRT_MEM_PATH_MAPPED, 0, 2},
+     LLMRT_MEM_PATH_PINNED, 1, 1, 2},
+    {"uva",
+     LLMRT_MEM_CAP_ZERO_COPY | LLMRT_MEM_CAP_DOUBLE_BUFFERED | LLMRT_MEM_CAP_COPIES_CAPTURABLE |
+         LLMRT_MEM_CAP_INPUTS_GATHERED,
+     LLMRT_MEM_PATH_MAPPED, 1, 0, 2},
 };
 static const expect *ex;
 
@@ -71,11 +77,13 @@ START_TEST(test_policy_roundtrip)
         ck_assert_ptr_ne(in.host[0], in.host[1]);
     else
         ck_assert_ptr_eq(in.host[0], in.host[1]);
-    if (ex->copies) {
-        ck_assert_ptr_ne(in.device[0], in.host[0]); /* a separate device copy */
-        ck_assert_ptr_eq(in.device[0], in.device[1]);
+    ck_assert_ptr_ne(in.device[0], in.host[0]); /* a device mirror, read once per step */
+    ck_assert_ptr_eq(in.device[0], in.device[1]);
+    if (ex->copies_out) {
+        ck_assert_ptr_ne(out.device[0], out.host[0]);
+        ck_assert_ptr_eq(out.device[0], out.device[1]);
     } else {
-        ck_assert_ptr_ne(in.device[0], in.device[1]); /* each half mapped on its own */
+        ck_assert_ptr_ne(out.device[0], out.device[1]); /* each half mapped on its own */
     }
     for (int h = 0; h < 2; h++) {
         memset(in.host[h], 0x10 + h, 256);
@@ -89,23 +97,23 @@ START_TEST(test_policy_roundtrip)
     ck_assert_int_eq(((unsigned char *)out.host[1])[63], 0x7f);
 
     mock_backend_stats bs = mock_backend_get_stats(&be);
-    ck_assert_int_eq(bs.copies_h2d, ex->copies ? 2 : 0);
-    ck_assert_int_eq(bs.copies_d2h, ex->copies ? 1 : 0);
+    ck_assert_int_eq(bs.copies_h2d, ex->copies_in ? 2 : 0);
+    ck_assert_int_eq(bs.copies_d2h, ex->copies_out ? 1 : 0);
     ck_assert_int_eq(bs.host_alloc_pinned, ex->path == LLMRT_MEM_PATH_PAGEABLE ? 0 : 2 * ex->halves);
     ck_assert_int_eq(bs.host_alloc_mapped, ex->path == LLMRT_MEM_PATH_MAPPED ? 2 * ex->halves : 0);
 
     llmrt_mem_stats s;
     vt->stats(m, &s);
     ck_assert_str_eq(s.path_in_use, ex->name);
-    ck_assert_uint_eq(s.h2d_copies, ex->copies ? 2 : 0);
-    ck_assert_uint_eq(s.h2d_bytes, ex->copies ? 400 : 0);
-    ck_assert_uint_eq(s.d2h_bytes, ex->copies ? 64 : 0);
+    ck_assert_uint_eq(s.h2d_copies, ex->copies_in ? 2 : 0);
+    ck_assert_uint_eq(s.h2d_bytes, ex->copies_in ? 400 : 0);
+    ck_assert_uint_eq(s.d2h_bytes, ex->copies_out ? 64 : 0);
     uint64_t host_bytes = (256 + 64) * (uint64_t)ex->halves;
     uint64_t *slot = ex->path == LLMRT_MEM_PATH_MAPPED   ? &s.host_mapped_bytes
                      : ex->path == LLMRT_MEM_PATH_PINNED ? &s.host_pinned_bytes
                                                          : &s.host_pageable_bytes;
     ck_assert_uint_eq(*slot, host_bytes);
-    ck_assert_uint_eq(s.device_bytes, ex->copies ? 320 : 0);
+    ck_assert_uint_eq(s.device_bytes, (ex->copies_in ? 256 : 0) + (ex->copies_out ? 64 : 0));
     ck_assert_uint_eq(s.fallbacks, 0);
 
     /* a copy larger than the buffer is refused, not performed */
@@ -274,6 +282,16 @@ static void roundtrip_real(llmrt_backend_ref *be, const char *const *kv)
     const size_t n = 1 << 20;
     ck_assert_msg(vt->buffer_alloc(m, n, LLMRT_MEM_TO_DEVICE, &in, &err) == LLMRT_OK, "%s", err.msg);
     ck_assert_msg(vt->buffer_alloc(m, n, LLMRT_MEM_TO_HOST, &out, &err) == LLMRT_OK, "%s", err.msg);
+    if (strcmp(PLUGIN_NAME, "uva") == 0) {
+        /* where device memory is host memory the mapped address is the host address: inputs
+         * are read in place (a gather would copy them onto themselves); elsewhere gathered */
+        int host_mem = (be->vt->caps(be->b) & LLMRT_BACKEND_CAP_HOST_IS_DEVICE) != 0;
+        ck_assert_int_eq((vt->caps(m) & LLMRT_MEM_CAP_INPUTS_GATHERED) != 0, !host_mem);
+        if (host_mem)
+            ck_assert_ptr_eq(in.device[1], in.host[1]);
+        else
+            ck_assert_ptr_eq(in.device[0], in.device[1]);
+    }
     for (int h = 0; h < 2; h++) {
         unsigned char *src = in.host[h];
         for (size_t i = 0; i < n; i++)
