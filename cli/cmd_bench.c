@@ -250,7 +250,7 @@ static int parse(int argc, char **argv, options *o)
             o->b.plot = optarg;
             break;
         default:
-            return cli_bad_option("bench", usage);
+            return cli_bad_option("bench", long_opts, argv);
         }
     }
     if (optind < argc)

@@ -9,6 +9,10 @@
 
 static const char usage[] =
     "usage: llmrt config [-c FILE] [--set K=V] [--show | --template]\n\n"
+    "Values come, lowest first, from the defaults, the system file (etc/llmrt/runtime.ini of\n"
+    "the installation: /etc/llmrt/runtime.ini for /usr/bin/llmrt; LLMRT_SYSTEM_CONFIG=PATH\n"
+    "reads another, LLMRT_SYSTEM_CONFIG= none), -c FILE, LLMRT_<SECTION>_<KEY> variables,\n"
+    "the short flags (--model, --max-model-len, ...) and --set.\n\n"
     "  --show      print every effective value and where it came from (default, file:line,\n"
     "              env, --set), the installed plugins' keys too; validates the file: errors\n"
     "              exit 1\n"
@@ -36,7 +40,7 @@ int cmd_config(int argc, char **argv)
         if (r < 0)
             return 2;
         if (r == 0)
-            return cli_bad_option("config", usage);
+            return cli_bad_option("config", opts, argv);
     }
     if (optind < argc)
         return cli_usage_error("config", usage, "unexpected argument '%s'", argv[optind]);
@@ -47,8 +51,11 @@ int cmd_config(int argc, char **argv)
         llmrt_config_write_template(rt->cfg, stdout);
     } else {
         const char *path = llmrt_config_path(rt->cfg);
-        if (path)
-            printf("; effective configuration (file: %s)\n", path);
+        const char *sys = llmrt_config_system_file(rt->cfg);
+        if (path && sys)
+            printf("; effective configuration (files: %s, then %s)\n", sys, path);
+        else if (path || sys)
+            printf("; effective configuration (file: %s)\n", path ? path : sys);
         else
             printf("; effective configuration (no file: defaults, environment and --set)\n");
         llmrt_config_show(rt->cfg, stdout);

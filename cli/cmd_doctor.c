@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "commands.h"
 #include "common.h"
+#include "config.h"
 
 static const char usage[] =
     "usage: llmrt doctor [-c FILE] [--set K=V] [--pin-cap-gb N] [--no-probe]\n\n"
@@ -137,6 +138,59 @@ static void format_limit(rlim_t v, char *buf, size_t n)
         snprintf(buf, n, "%.1f MiB", (double)v / (1024.0 * 1024.0));
 }
 
+/* 1 when this process may lock memory beyond RLIMIT_MEMLOCK (CAP_IPC_LOCK: root has it). */
+static int has_cap_ipc_lock(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long eff = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "CapEff: %llx", &eff) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (eff >> 14) & 1; /* CAP_IPC_LOCK is capability 14 */
+}
+
+/* Why the probe pinned what it did, against RLIMIT_MEMLOCK: mlock (CPU backend) counts
+ * against the limit unless the process has CAP_IPC_LOCK; cudaHostAlloc pins through the
+ * NVIDIA driver, which does not count against it at all. */
+static void explain_memlock(const char *backend, rlim_t limit, double pinned, int refused)
+{
+    char lim[64];
+    format_limit(limit, lim, sizeof lim);
+    int cuda = strcmp(backend, "cuda") == 0;
+    if (cuda) {
+        finding("info", "memlock", NULL,
+                "RLIMIT_MEMLOCK %s does not bound cudaHostAlloc: the NVIDIA driver pins "
+                "memory itself (%s)",
+                lim, refused ? "what refused it is the driver or WSL2's cap"
+                             : "the probe stopped at its cap, not at a limit");
+    } else if (limit == RLIM_INFINITY) {
+        finding("info", "memlock", NULL,
+                "RLIMIT_MEMLOCK is unlimited: mlock may pin as much as memory allows%s",
+                refused ? " (what refused it is the memory itself)" : "");
+    } else if (pinned > (double)limit && has_cap_ipc_lock()) {
+        finding("info", "memlock", NULL,
+                "pinned %.2f GiB although RLIMIT_MEMLOCK is %s: this process has CAP_IPC_LOCK "
+                "(root has it), which lifts the limit; an unprivileged user (a systemd "
+                "service's User=) gets %s at most unless LimitMEMLOCK= raises it",
+                gib(pinned), lim, lim);
+    } else if (refused) {
+        finding("warn", "memlock",
+                "raise it (ulimit -l unlimited; docker: --ulimit memlock=-1; systemd: "
+                "LimitMEMLOCK=infinity) or use memory.plugin = pageable",
+                "mlock stopped %s: RLIMIT_MEMLOCK %s is the limit (without CAP_IPC_LOCK "
+                "every mlock'ed byte counts against it)",
+                pinned > 0 ? "after the blocks above" : "at the first 256 MiB block", lim);
+    } else {
+        finding("info", "memlock", NULL,
+                "RLIMIT_MEMLOCK %s: the probe's %.2f GiB fit under it (mlock counts against "
+                "it; the step buffers need a few MiB)",
+                lim, gib(pinned));
+    }
+}
+
 /* Pin host memory through the backend in 256 MiB steps up to `cap` bytes.
  * Returns bytes pinned; *seconds = time spent pinning. */
 static double probe_pinned(const llmrt_backend_ref *be, double cap, double *seconds, char *why,
@@ -190,7 +244,7 @@ int cmd_doctor(int argc, char **argv)
         if (r < 0)
             return 2;
         if (r == 0)
-            return cli_bad_option("doctor", usage);
+            return cli_bad_option("doctor", opts, argv);
     }
     if (optind < argc)
         return cli_usage_error("doctor", usage, "unexpected argument '%s'", argv[optind]);
@@ -283,6 +337,7 @@ int cmd_doctor(int argc, char **argv)
                         "pinned %.2f GiB via %s in %.2f s (%.2f s/GiB)%s%s; RLIMIT_MEMLOCK %s",
                         gib(pinned), how, secs, secs / gib(pinned),
                         why[0] ? ", then refused: " : " (probe cap reached)", why, lim);
+            explain_memlock(be.name, rl.rlim_cur, pinned, why[0] != 0);
         } else {
             finding("info", "pinned memory", NULL, "probe skipped (--no-probe); RLIMIT_MEMLOCK %s",
                     lim);
@@ -291,19 +346,38 @@ int cmd_doctor(int argc, char **argv)
     }
     check_shm();
 
-    /* Recommendation. */
+    /* Recommendation: measured against the default (memory.plugin's), and said as agreeing
+     * with it or why not; the configured value when it is neither. */
+    const llmrt_key *mk = llmrt_config_decl(rt->cfg, "memory.plugin");
+    const char *def = mk ? mk->def : "pinned";
+    const char *conf = llmrt_config_get(rt->cfg, "memory.plugin");
+    const char *rec, *reason;
+    int cant_pin = probe && pinned <= 0;
+    if (cant_pin) {
+        rec = "pageable";
+        reason = "this machine refuses to pin memory (see above), so pinned and uva would fall "
+                 "back to pageable anyway (memory.fallback) and log it";
+    } else if (gpus == 0) {
+        rec = "pinned";
+        reason = "with no GPU, host and device memory are the same and the path changes "
+                 "little; pinned only page-locks the few MiB of step buffers (mlock), which "
+                 "this machine allows";
+    } else {
+        rec = "pinned";
+        reason = wsl ? "page-locked step buffers give truly async, graph-captured copies "
+                       "(WSL2: the probe above shows how much its cap leaves)"
+                     : "page-locked step buffers give truly async, graph-captured copies";
+    }
     printf("\n");
-    if (gpus == 0)
-        printf("recommendation: memory.plugin = pageable — no GPU, so host and device memory "
-               "are the same and the path changes little; any plugin works on the CPU backend.\n");
-    else if (probe && pinned <= 0)
-        printf("recommendation: memory.plugin = pageable — this machine refuses to pin memory; "
-               "pinned and uva would fall back to pageable anyway.\n");
+    if (strcmp(rec, def) == 0)
+        printf("recommendation: memory.plugin = %s, the default — %s.", rec, reason);
     else
-        printf("recommendation: memory.plugin = pinned — page-locked step buffers give truly "
-               "async, graph-captured copies%s. Compare with `llmrt bench -c conf/pinned.ini "
-               "-c conf/uva.ini -c conf/pageable.ini`.\n",
-               wsl ? " (WSL2: the probe above shows how much the cap leaves)" : "");
+        printf("recommendation: memory.plugin = %s, not the default %s — %s.", rec, def, reason);
+    if (conf && strcmp(conf, rec) != 0)
+        printf(" This config sets memory.plugin = %s (%s).", conf,
+               llmrt_config_origin(rt->cfg, "memory.plugin"));
+    printf(" Measure instead of trusting this: `llmrt bench -c conf/pinned.ini -c "
+           "conf/uva.ini -c conf/pageable.ini`.\n");
     llmrt_runtime_close(rt);
     if (n_bad)
         printf("\n%d problem(s) need attention.\n", n_bad);

@@ -23,20 +23,23 @@
 static const char usage[] =
     "usage: llmrt generate [-c FILE] [--model DIR] (--prompt TEXT | --prompt-ids LIST |\n"
     "                      --prompts-file FILE [--ids]) --max-tokens N [options]\n\n"
-    "Generates from a prompt (greedy unless --temperature is set) and streams the text to\n"
-    "stdout. With --prompts-file every line is a prompt; all are submitted at once and\n"
-    "batched, and one line per prompt is printed in input order (newlines in the output\n"
-    "written as \\n, backslashes as \\\\). A summary goes to stderr.\n\n"
+    "Generates from a prompt and streams the text to stdout. With --prompts-file every line\n"
+    "is a prompt; all are submitted at once and batched, and one line per prompt is printed\n"
+    "in input order (newlines in the output written as \\n, backslashes as \\\\). A summary\n"
+    "goes to stderr.\n"
+    CLI_SAMPLING_DEFAULTS_USAGE "\n"
     "options:\n"
     "  --prompt TEXT          prompt text (needs the model folder's tokenizer.json)\n"
     "  --prompt-ids LIST      prompt token ids, comma or space separated\n"
     "  --prompts-file FILE    one prompt per line (text, or ids with --ids)\n"
     "  --ids                  the lines of --prompts-file are token ids\n"
     "  --max-tokens N         most tokens to generate per prompt (required)\n"
-    "  --temperature T        0 = greedy (default 0)\n"
-    "  --top-p P              nucleus sampling mass in (0, 1] (default 1)\n"
-    "  --top-k K              sample from the K most likely tokens (default 0 = all)\n"
+    "  --temperature T        0 = greedy (default: the model's, else 0)\n"
+    "  --top-p P              nucleus sampling mass in (0, 1] (default: the model's, else 1)\n"
+    "  --top-k K              sample from the K most likely tokens (default: the model's,\n"
+    "                         else 0 = all)\n"
     "  --min-p P              drop tokens below P x the most likely one's probability\n"
+    "                         (default: the model's, else 0)\n"
     "  --seed S               seed: the same seed gives the same output (default: random)\n"
     "  --ignore-eos           keep generating past the model's end-of-sequence tokens\n"
     "  --print-ids            print the generated ids (one line, space separated) instead\n"
@@ -226,7 +229,7 @@ int cmd_generate(int argc, char **argv)
     cli_common c = {0};
     const char *prompt = NULL, *prompt_ids = NULL, *prompts_file = NULL;
     int file_ids = 0, ignore_eos = 0, want_ids = 0, no_stream = 0;
-    cli_sampling smp = {.max_tokens = -1, .temperature = 0, .top_p = 1}; /* greedy */
+    cli_sampling smp = {.max_tokens = -1}; /* the rest: given, or the model's defaults */
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
@@ -247,7 +250,7 @@ int cmd_generate(int argc, char **argv)
         case OPT_IGNORE_EOS: ignore_eos = 1; break;
         case OPT_PRINT_IDS: want_ids = 1; break;
         case OPT_NO_STREAM: no_stream = 1; break;
-        default: return cli_bad_option("generate", usage);
+        default: return cli_bad_option("generate", opts, argv);
         }
     }
     if (optind < argc)
@@ -263,6 +266,11 @@ int cmd_generate(int argc, char **argv)
     llmrt_runtime *rt = NULL;
     if (cli_open_runtime(&c, &rt))
         return 1;
+    /* a text prompt without a tokenizer: say so before the (long) load */
+    if ((prompt || (prompts_file && !file_ids)) && !cli_model_has_tokenizer(rt, "generate")) {
+        llmrt_runtime_close(rt);
+        return 2;
+    }
     int rc = 1;
     llmrt_error err = {0};
     llmrt_engine *e = NULL;
@@ -345,6 +353,25 @@ int cmd_generate(int argc, char **argv)
             goto done;
         }
     }
+    /* the engine ends a request at max_model_len: say when that cuts --max-tokens */
+    {
+        int32_t mml = llmrt_engine_max_model_len(e), n_cut = 0, first = -1;
+        for (int i = 0; i < n_lines; i++)
+            if ((int64_t)pn[i] + (int64_t)smp.max_tokens > mml) {
+                if (first < 0)
+                    first = i;
+                n_cut++;
+            }
+        if (n_cut == 1 && !prompts_file)
+            fprintf(stderr, "llmrt generate: note: --max-tokens %.0f is cut to %d: "
+                            "cache.max_model_len = %d and the prompt has %d tokens\n",
+                    smp.max_tokens, mml - pn[first], mml, pn[first]);
+        else if (n_cut)
+            fprintf(stderr, "llmrt generate: note: --max-tokens %.0f is cut by "
+                            "cache.max_model_len = %d for %d prompt(s) (the first, %s:%d, to %d "
+                            "tokens)\n",
+                    smp.max_tokens, mml, n_cut, prompts_file, first + 1, mml - pn[first]);
+    }
     g.stream = !prompts_file && !no_stream && tok != NULL;
     g.print_ids = want_ids || !tok;
     g.remaining = n_lines;
@@ -354,10 +381,7 @@ int cmd_generate(int argc, char **argv)
         r.prompt_ids = pids[i];
         r.n_prompt = pn[i];
         r.sampling.max_tokens = (int32_t)smp.max_tokens;
-        r.sampling.temperature = (float)smp.temperature;
-        r.sampling.top_p = (float)smp.top_p;
-        r.sampling.top_k = (int32_t)smp.top_k;
-        r.sampling.min_p = (float)smp.min_p;
+        cli_sampling_fill(&smp, e, &r.sampling, "generate", 0);
         r.sampling.ignore_eos = ignore_eos;
         if (smp.have_seed) {
             r.sampling.has_seed = 1;

@@ -165,7 +165,7 @@ int cmd_logits(int argc, char **argv)
         else if (opt == OPT_OUT)
             out_path = optarg;
         else
-            return cli_bad_option("logits", usage);
+            return cli_bad_option("logits", opts, argv);
     }
     if (optind < argc)
         return cli_usage_error("logits", usage, "unexpected argument '%s'", argv[optind]);

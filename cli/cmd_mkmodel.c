@@ -201,7 +201,7 @@ int cmd_mkmodel(int argc, char **argv)
                                        "integer", optarg);
             break;
         default:
-            return cli_bad_option("mkmodel", usage);
+            return cli_bad_option("mkmodel", opts, argv);
         }
     }
     if (optind < argc)

@@ -22,7 +22,7 @@ int cmd_plugins(int argc, char **argv)
         if (r < 0)
             return 2;
         if (r == 0)
-            return cli_bad_option("plugins", usage);
+            return cli_bad_option("plugins", opts, argv);
     }
     if (optind < argc)
         return cli_usage_error("plugins", usage, "unexpected argument '%s'", argv[optind]);

@@ -22,21 +22,25 @@
 #include "server.h"
 
 static const char usage[] =
-    "usage: llmrt serve [-c FILE] [--model DIR] [--port N] [--host ADDR] [--set K=V]\n\n"
-    "OpenAI-compatible HTTP server for the model in model.path:\n"
+    "usage: llmrt serve [MODEL_DIR] [-c FILE] [--port N] [--host ADDR] [--set K=V] [options]\n\n"
+    "OpenAI-compatible HTTP server for the model in MODEL_DIR (or model.path):\n"
     "  GET  /v1/models             POST /v1/completions      POST /v1/chat/completions\n"
     "  POST /tokenize              POST /detokenize          GET  /health\n"
     "  GET  /metrics (Prometheus)  GET  /version\n"
     "Streaming (\"stream\": true) uses server-sent events. Every request goes through the\n"
     "engine's continuous batching. Settings are the [server] keys of runtime.ini (host,\n"
-    "port, api_key, served_model_name, max_body_bytes, max_connections, max_queue,\n"
-    "timeout_s, log_interval_s).\n\n"
+    "port, api_key, served_model_name, timeouts, connection limits, logging, CORS, metrics;\n"
+    "`llmrt config --show` lists them).\n\n"
     "Prints \"listening on http://HOST:PORT\" on stdout once the port is bound; the model\n"
-    "loads after that and /health answers 503 until it is ready. SIGINT/SIGTERM: stop\n"
+    "loads after that and /health answers 503 until it is ready. A model folder that does\n"
+    "not exist (or has no config.json) fails before anything listens. SIGINT/SIGTERM: stop\n"
     "accepting, let in-flight requests finish, exit 0; a second signal cancels them.\n\n"
-    "options:\n"
-    "  --port N               TCP port (short for --set server.port=N; 0 picks a free one)\n"
-    "  --host ADDR            address to bind (short for --set server.host=ADDR)\n" CLI_COMMON_USAGE;
+    "options (each short for a --set of its key; an explicit --set wins over them):\n"
+    "  MODEL_DIR              the model folder (as --model DIR)\n"
+    "  --port N               server.port (0 picks a free one)\n"
+    "  --host ADDR            server.host (127.0.0.1 by default; 0.0.0.0 exposes the server)\n"
+    "  --api-key KEY          server.api_key (requests need 'Authorization: Bearer KEY')\n"
+    "  --served-model-name N  server.served_model_name\n" CLI_COMMON_USAGE;
 
 /* Wait up to ms for SIGINT/SIGTERM; returns the signal or 0. */
 static int wait_signal(const sigset_t *set, long ms)
@@ -48,37 +52,44 @@ static int wait_signal(const sigset_t *set, long ms)
 
 int cmd_serve(int argc, char **argv)
 {
-    enum { OPT_PORT = CLI_OPT_FIRST_OWN, OPT_HOST };
+    enum { OPT_PORT = CLI_OPT_FIRST_OWN, OPT_HOST, OPT_API_KEY, OPT_SERVED_NAME };
     static const struct option opts[] = {CLI_COMMON_OPTIONS,
                                           {"port", required_argument, 0, OPT_PORT},
                                           {"host", required_argument, 0, OPT_HOST},
+                                          {"api-key", required_argument, 0, OPT_API_KEY},
+                                          {"served-model-name", required_argument, 0,
+                                           OPT_SERVED_NAME},
                                           {0, 0, 0, 0}};
+    static const char *const keys[] = {[OPT_PORT - CLI_OPT_FIRST_OWN] = "server.port",
+                                       [OPT_HOST - CLI_OPT_FIRST_OWN] = "server.host",
+                                       [OPT_API_KEY - CLI_OPT_FIRST_OWN] = "server.api_key",
+                                       [OPT_SERVED_NAME - CLI_OPT_FIRST_OWN] =
+                                           "server.served_model_name"};
     cli_common c = {0};
-    char port_set[64] = "", host_set[300] = "";
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
-        if (opt == OPT_PORT) {
-            snprintf(port_set, sizeof port_set, "server.port=%s", optarg);
-            continue;
-        }
-        if (opt == OPT_HOST) {
-            snprintf(host_set, sizeof host_set, "server.host=%s", optarg);
+        if (opt >= OPT_PORT && opt <= OPT_SERVED_NAME) {
+            if (cli_common_alias(&c, keys[opt - CLI_OPT_FIRST_OWN], optarg, "serve"))
+                return 2;
             continue;
         }
         int r = cli_common_opt(&c, opt, optarg, "serve", usage);
         if (r < 0)
             return 2;
         if (r == 0)
-            return cli_bad_option("serve", usage);
+            return cli_bad_option("serve", opts, argv);
+    }
+    /* `llmrt serve MODEL_DIR`, as `vllm serve MODEL` */
+    if (optind < argc) {
+        if (c.model_set[0])
+            return cli_usage_error("serve", usage, "the model is given twice: '%s' and --model",
+                                   argv[optind]);
+        snprintf(c.model_set, sizeof c.model_set, "model.path=%s", argv[optind++]);
     }
     if (optind < argc)
-        return cli_usage_error("serve", usage, "unexpected argument '%s'", argv[optind]);
-    /* --port/--host are --set overrides, applied after the explicit ones */
-    if (port_set[0] && c.n_sets < CLI_MAX_SETS)
-        c.sets[c.n_sets++] = port_set;
-    if (host_set[0] && c.n_sets < CLI_MAX_SETS)
-        c.sets[c.n_sets++] = host_set;
+        return cli_usage_error("serve", usage, "unexpected argument '%s' (one model folder "
+                               "only)", argv[optind]);
 
     llmrt_runtime *rt = NULL;
     llmrt_server *srv = NULL;

@@ -29,6 +29,10 @@ static const char usage[] =
     "  --text                  with --chat: print the rendered prompt instead of ids\n"
     "  --no-thinking           with --chat: enable_thinking=false (empty think block)\n"
     "  --no-generation-prompt  with --chat: do not end with the assistant turn opener\n"
+    "  --special-in-content    with --chat: special-token text inside the messages becomes\n"
+    "                          special tokens (by default it stays text: a message cannot\n"
+    "                          forge chat structure; the server's\n"
+    "                          allow_special_tokens_in_content)\n"
     "  --special-as-text       special tokens written in the text are plain text\n"
     "  --add-special           add the post-processor's special tokens (e.g. BOS)\n"
     "  --pieces                print each token's string instead of its id\n"
@@ -177,7 +181,7 @@ int cmd_tokenize(int argc, char **argv)
     enum {
         OPT_TOKENIZER = CLI_OPT_FIRST_OWN, OPT_FILE, OPT_DECODE, OPT_SKIP_SPECIAL, OPT_CHAT,
         OPT_TEXT, OPT_NO_THINKING, OPT_NO_GEN, OPT_SPECIAL_AS_TEXT, OPT_ADD_SPECIAL, OPT_PIECES,
-        OPT_BENCH, OPT_THREADS, OPT_SECONDS
+        OPT_BENCH, OPT_THREADS, OPT_SECONDS, OPT_CONTENT_SPECIAL
     };
     static const struct option opts[] = {CLI_COMMON_OPTIONS,
                                           {"tokenizer", required_argument, 0, OPT_TOKENIZER},
@@ -194,11 +198,13 @@ int cmd_tokenize(int argc, char **argv)
                                           {"bench", required_argument, 0, OPT_BENCH},
                                           {"threads", required_argument, 0, OPT_THREADS},
                                           {"seconds", required_argument, 0, OPT_SECONDS},
+                                          {"special-in-content", no_argument, 0,
+                                           OPT_CONTENT_SPECIAL},
                                           {0, 0, 0, 0}};
     cli_common c = {0};
     const char *tok_path = NULL, *file = NULL, *chat = NULL, *bench = NULL;
     int decode = 0, skip_special = 0, as_text = 0, thinking = 1, gen_prompt = 1, pieces = 0;
-    int threads = 1;
+    int threads = 1, content_special = 0;
     double seconds = 3;
     uint32_t flags = 0;
     int opt;
@@ -217,6 +223,7 @@ int cmd_tokenize(int argc, char **argv)
         case OPT_SPECIAL_AS_TEXT: flags |= LLMRT_ENCODE_SPECIAL_AS_TEXT; continue;
         case OPT_ADD_SPECIAL: flags |= LLMRT_ENCODE_ADD_SPECIAL; continue;
         case OPT_PIECES: pieces = 1; continue;
+        case OPT_CONTENT_SPECIAL: content_special = 1; continue;
         case OPT_BENCH: bench = optarg; continue;
         case OPT_THREADS:
             threads = (int)strtol(optarg, &end, 10);
@@ -234,7 +241,7 @@ int cmd_tokenize(int argc, char **argv)
         if (r < 0)
             return 2;
         if (r == 0)
-            return cli_bad_option(CMD, usage);
+            return cli_bad_option(CMD, opts, argv);
     }
     int modes = decode + (chat != NULL) + (bench != NULL) + (file != NULL);
     if (modes > 1)
@@ -315,13 +322,16 @@ int cmd_tokenize(int argc, char **argv)
         } else {
             llmrt_chat_options o = {sizeof o, gen_prompt, thinking,
                                     (const char *const *)msgs->tools, msgs->n_tools};
-            if (llmrt_chat_render_text(&chat_fmt, msgs->msgs, msgs->n, &o, &rendered, &err)) {
+            /* as the server does: special-token text in the messages stays text, unless
+             * --special-in-content (a trusted deployment's allow_special_tokens_in_content) */
+            uint32_t cf = (content_special ? LLMRT_CHAT_CONTENT_SPECIAL : 0) |
+                          ((flags & LLMRT_ENCODE_ADD_SPECIAL) ? LLMRT_CHAT_ADD_SPECIAL : 0);
+            if (llmrt_chat_encode(&chat_fmt, tok, msgs->msgs, msgs->n, &o, cf, &ids, &n,
+                                  &rendered, &err)) {
                 rc = cli_fail(CMD, &err);
             } else if (as_text) {
                 fputs(rendered, stdout);
                 printf("\n");
-            } else if (llmrt_tokenizer_encode(tok, rendered, strlen(rendered), flags, &ids, &n, &err)) {
-                rc = cli_fail(CMD, &err);
             } else {
                 print_ids(tok, ids, n, pieces);
             }

@@ -1,8 +1,10 @@
 /* main.c — the llmrt executable: dispatch to one subcommand per file (cmd_<name>.c). */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
+#include "config.h"
 
 static const struct {
     const char *name;
@@ -33,6 +35,7 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    opterr = 0; /* usage errors are reported by cli_bad_option, in one line */
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -49,7 +52,18 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "llmrt: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
+    const char *best = NULL;
+    int bd = 3; /* suggest only close names */
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        int d = llmrt_edit_distance(argv[1], commands[i].name);
+        if (d < bd)
+            bd = d, best = commands[i].name;
+    }
+    if (best)
+        fprintf(stderr, "llmrt: unknown command '%s' (did you mean %s?); see 'llmrt --help'\n",
+                argv[1], best);
+    else
+        fprintf(stderr, "llmrt: unknown command '%s'; see 'llmrt --help' for the commands\n",
+                argv[1]);
     return 2;
 }

@@ -23,4 +23,5 @@ function(llmrt_add_plugin target)
     target_link_options(${target} PRIVATE "LINKER:--no-undefined")
   endif()
   install(TARGETS ${target} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/llmrt/plugins)
+  set_property(GLOBAL APPEND PROPERTY LLMRT_PLUGIN_TARGETS ${target}) # what a build ships
 endfunction()

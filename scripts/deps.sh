@@ -6,7 +6,8 @@ set -euo pipefail
 
 LLMRT_DEBS=(build-essential cmake ninja-build pkg-config git
             libinih-dev uthash-dev check libjansson-dev libpcre2-dev libutf8proc-dev
-            libmicrohttpd-dev libcairo2-dev curl ca-certificates python3 nodejs npm rsync)
+            libmicrohttpd-dev libcairo2-dev curl ca-certificates python3 nodejs npm rsync
+            dpkg-dev)  # rsync: scripts/gpu-pack.sh; dpkg-dev: dpkg-shlibdeps, for `cpack -G DEB`
 
 llmrt_missing_debs() {
   local missing=() p

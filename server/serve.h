@@ -4,6 +4,8 @@
  *   serve_http.c      libmicrohttpd: listening, routing, auth, body limit, replies
  *   serve_generate.c  /v1/completions and /v1/chat/completions: engine requests, token
  *                     events, whole responses and SSE streams, cancel on disconnect
+ *   serve_structured.c  structured outputs: the grammar of each choice (response_format,
+ *                     structured_outputs, tool_choice required / a named function)
  *   serve_tokenize.c  /tokenize and /detokenize
  *   serve_stepper.c   the stepping thread (continuous batching) and the periodic log line
  *   serve_request.c, serve_response.c, serve_metrics.c
@@ -34,6 +36,8 @@
 
 struct MHD_Daemon;
 struct MHD_Connection;
+struct MHD_Response;
+struct serve_track;
 
 struct llmrt_server {
     /* settings, fixed by llmrt_server_open */
@@ -46,7 +50,15 @@ struct llmrt_server {
     int max_connections;     /* server.max_connections */
     int max_queue;           /* server.max_queue */
     int timeout_s;           /* server.timeout_s */
+    int max_per_ip;          /* server.max_connections_per_ip (0: none) */
+    int request_timeout_s;   /* server.request_timeout_s */
+    int access_log;          /* server.access_log */
+    int vllm_metrics;        /* server.metrics_prefix = vllm */
+    int allow_special;       /* server.allow_special_tokens_in_content */
+    const char *cors;        /* server.cors_origins ("" none, "*" any, or a list) */
     double log_interval_s;   /* server.log_interval_s */
+    int reasoning_split;     /* server.reasoning: 1 splits reasoning out of chat replies (a
+                              * constrained reply may then think first) */
     int64_t started;         /* unix time the server started ("created" of /v1/models) */
     char url[600];           /* "http://HOST:PORT" once listening */
 
@@ -71,11 +83,29 @@ struct llmrt_server {
     atomic_ullong next_id;       /* response ids */
     uint64_t id_salt;
 
+    /* unknown request fields already warned about (serve_warn_unknown_field) */
+    pthread_mutex_t warn_mu;
+    char **warned;               /* [n_warned] */
+    int n_warned;
+
     llmrt_serve_metrics *metrics;
     struct MHD_Daemon *daemon;
     int bound_port;
     pthread_mutex_t mhd_log_mu;
     char mhd_last_error[256];    /* libmicrohttpd's last message, for start-up failures */
+
+    /* connections (serve_http.c): every one while open, the request deadline's watchdog */
+    pthread_mutex_t conn_mu;
+    struct serve_track *tracks;  /* under conn_mu: open connections, oldest first */
+    int n_reading;               /* under conn_mu: of them, reading a request (not shut) */
+    pthread_t watchdog;
+    int watchdog_running;
+    atomic_int watchdog_stop;
+    atomic_ullong next_request_id;
+    /* 503s are logged at most once a second (under overload there are thousands) */
+    pthread_mutex_t rl_mu;
+    double rl_last;
+    long rl_suppressed;
 
     /* stepping thread (serve_stepper.c) */
     pthread_t stepper;
@@ -95,6 +125,7 @@ struct llmrt_server {
 typedef struct serve_gen serve_gen;
 typedef struct serve_conn {
     llmrt_server *srv;
+    struct MHD_Connection *conn;
     int route;               /* serve_http.c's route index, -1 unknown */
     const char *route_name;  /* for metrics */
     char *body;              /* [len] the request body so far (NUL-terminated) */
@@ -103,6 +134,14 @@ typedef struct serve_conn {
     int close_after;         /* answer with Connection: close */
     int checked;             /* route, method, auth and size were checked */
     serve_gen *gen;          /* generation endpoints: the request's shared state */
+    /* for the access log and the response headers */
+    double t_start;          /* llmrt_now_s() when the headers were in */
+    int status;              /* the status sent (0: none yet) */
+    char method[16];
+    char path[256];          /* the URL as the client sent it (unprintable bytes as '?') */
+    char request_id[80];     /* X-Request-Id: the client's (when sane), else ours */
+    char client[64];         /* the client's address */
+    const char *origin;      /* Origin when CORS allows it (MHD's copy, valid meanwhile) */
 } serve_conn;
 
 /* ---- serve_http.c ---- */
@@ -118,8 +157,18 @@ int serve_reply(struct MHD_Connection *c, serve_conn *cx, int status, const char
 int serve_reply_json(struct MHD_Connection *c, serve_conn *cx, int status,
                      struct json_t *obj /* taken */);
 int serve_reply_error(struct MHD_Connection *c, serve_conn *cx, const llmrt_serve_error *e);
-/* 1 when the client has closed its end of the connection (checked without blocking). */
+/* The headers every response of a request carries (X-Request-Id, CORS), and the status
+ * recorded for the metrics and the access log: for responses built outside serve_reply
+ * (streams). */
+void serve_response_headers(serve_conn *cx, struct MHD_Response *resp);
+void serve_record_status(serve_conn *cx, int status);
+/* 1 when the client is gone (checked without blocking). A client that only half-closed (sent
+ * its request, then shut its writing side) is not gone: while no response has started, an
+ * HTTP/1.1 client's end is probed once with an interim "100 Continue", which a client that
+ * really closed answers with a reset. */
 int serve_client_gone(struct MHD_Connection *c);
+/* Log once per name (at warn level) that a request field is unknown and ignored. */
+void serve_warn_unknown_field(llmrt_server *s, const char *name);
 /* 0 when the request's "model" is absent or ours; else fills a 404. */
 int serve_check_model(const llmrt_server *s, const char *model, llmrt_serve_error *e);
 /* 0 when the engine takes requests; else fills a 503 (loading, failed, draining). */
@@ -131,10 +180,21 @@ int serve_generate(struct MHD_Connection *c, serve_conn *cx, llmrt_serve_kind ki
 /* The HTTP request is over (toe: MHD's termination code; 0 = completed OK). A request that
  * did not complete cancels its engine requests. Drops the HTTP side's reference. */
 void serve_generate_done(serve_gen *g, int completed_ok);
+/* Usage so far (prompt tokens, completion tokens of the choices that ended), for the access
+ * log. */
+void serve_generate_usage(serve_gen *g, int64_t *prompt, int64_t *completion);
 /* Render messages through the chat template and tokenize the result (chat and
- * /tokenize). *ids is malloc'd. Fills e (400) on a bad message list. */
+ * /tokenize). *ids is malloc'd; *in_reasoning (may be NULL) says whether the prompt left a
+ * think block open. Fills e (400) on a bad message list. */
 llmrt_status serve_chat_prompt(llmrt_server *s, const llmrt_serve_request *req, int32_t **ids,
-                               size_t *n_ids, llmrt_serve_error *e);
+                               size_t *n_ids, int *in_reasoning, llmrt_serve_error *e);
+
+/* ---- serve_structured.c ---- */
+/* The grammar handles of the request's n choices into out [n] (all NULL when its replies are
+ * unconstrained); on failure none is kept and e says why (400 naming the field and the
+ * schema keyword). */
+llmrt_status serve_grammars(llmrt_server *s, const llmrt_serve_request *req, int n,
+                            llmrt_grammar **out, llmrt_serve_error *e);
 
 /* ---- serve_tokenize.c ---- */
 int serve_tokenize(struct MHD_Connection *c, serve_conn *cx);

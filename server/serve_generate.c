@@ -9,6 +9,9 @@
  *  - stepping thread (engine token callback, on_token): record TTFT/ITL/e2e, copy the event
  *    into the request's queue, wake the connection thread. Nothing else, so a slow client
  *    never slows a step.
+ * Chat replies go through the model family's reply parser (llmrt_engine_chat_parser_new) on
+ * the connection thread: its content, reasoning and tool calls become message fields, or
+ * delta chunks as they are known.
  * Lifetime: a serve_gen is reference-counted: the HTTP request holds one reference, a
  * streaming response one, and every submitted choice one until its final event. A client
  * that disconnects (socket poll, or MHD's completed callback with an error) cancels its
@@ -49,7 +52,7 @@ typedef struct serve_choice {
     int submitted;
     /* stepping thread only */
     int seen_first;
-    double t_last;
+    double t_first, t_last;
     /* written once under g->mu by the final event, read after final_seen was seen */
     int final_seen;
     llmrt_finish_reason finish;
@@ -60,11 +63,28 @@ typedef struct serve_choice {
     int32_t cached_tokens;  /* prompt tokens found in the prefix cache */
     /* connection thread only */
     int done;
-    char *text;       /* whole text (non-streaming) or the delta not yet sent (streaming) */
+    char *text;       /* whole text (non-streaming) or the delta not yet sent (streaming);
+                         chat: the reply's content */
     size_t len, cap;
     int64_t text_total; /* bytes of text released so far (completions text_offset) */
     json_t *lp;       /* logprobs: whole, or not yet sent */
+    /* chat: the reply parser and what it found beside content */
+    llmrt_chat_parser *parser;
+    char *reason;     /* reasoning: whole, or not yet sent */
+    size_t rlen, rcap;
+    int any_reasoning;
+    struct serve_call *calls; /* [n_calls] */
+    int n_calls, calls_cap;
 } serve_choice;
+
+/* A tool call of a chat reply. */
+typedef struct serve_call {
+    char id[48];      /* "call_..." */
+    char *name;
+    char *args;       /* arguments JSON: whole, or (streaming) the part not yet sent */
+    size_t len, cap;
+    int announced;    /* streaming: its first delta (id, type, name) was sent */
+} serve_call;
 
 struct serve_gen {
     llmrt_server *srv;
@@ -107,6 +127,13 @@ static void gen_free(serve_gen *g)
         free(c->error);
         free(c->text);
         json_decref(c->lp);
+        llmrt_chat_parser_free(c->parser);
+        free(c->reason);
+        for (int k = 0; k < c->n_calls; k++) {
+            free(c->calls[k].name);
+            free(c->calls[k].args);
+        }
+        free(c->calls);
     }
     free(g->choices);
     free(g->out);
@@ -142,8 +169,26 @@ static void gen_cancel(serve_gen *g)
     free(ids);
 }
 
+void serve_generate_usage(serve_gen *g, int64_t *prompt, int64_t *completion)
+{
+    int64_t c = 0;
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < g->n_choices; i++)
+        c += g->choices[i].completion_tokens;
+    pthread_mutex_unlock(&g->mu);
+    *prompt = g->prompt_tokens;
+    *completion = c;
+}
+
 void serve_generate_done(serve_gen *g, int completed_ok)
 {
+    int64_t most = 0;
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < g->n_choices; i++)
+        if (g->choices[i].completion_tokens > most)
+            most = g->choices[i].completion_tokens;
+    pthread_mutex_unlock(&g->mu);
+    llmrt_serve_metrics_max_generation(g->srv->metrics, most);
     if (!completed_ok)
         gen_cancel(g);
     gen_release(g, 1);
@@ -159,16 +204,27 @@ static void on_token(void *user, const llmrt_token_event *ev)
     int final = ev->finish != LLMRT_FINISH_NONE;
 
     if (ev->token >= 0) {
-        if (!c->seen_first)
+        if (!c->seen_first) {
             llmrt_serve_metrics_ttft(s->metrics, ev->time_s - g->t_arrival);
-        else
+            c->t_first = ev->time_s;
+        } else {
             llmrt_serve_metrics_itl(s->metrics, ev->time_s - c->t_last);
+        }
         c->seen_first = 1;
         c->t_last = ev->time_s;
     }
-    if (final)
+    if (final) {
         llmrt_serve_metrics_finished(s->metrics, ev->finish, ev->prompt_tokens,
                                      ev->completion_tokens, ev->time_s - g->t_arrival);
+        double ts = ev->time_scheduled_s;
+        llmrt_serve_phases ph = {
+            .queue_s = ts > 0 ? ts - g->t_arrival : -1,
+            .prefill_s = ts > 0 && c->seen_first ? c->t_first - ts : -1,
+            .decode_s = c->seen_first ? c->t_last - c->t_first : -1,
+            .inference_s = ts > 0 && c->seen_first ? c->t_last - ts : -1,
+        };
+        llmrt_serve_metrics_phases(s->metrics, &ph);
+    }
 
     serve_event *e = NULL;
     if (ev->token >= 0 || ev->text_len) {
@@ -240,6 +296,95 @@ static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
     *len += n;
     (*buf)[*len] = 0;
     return 0;
+}
+
+/* ---- the reply parser's sink (connection thread): chat replies ---- */
+
+static llmrt_status reply_content(void *ctx, const char *s, size_t n)
+{
+    serve_choice *c = ctx;
+    return append(&c->text, &c->len, &c->cap, s, n) ? LLMRT_ERR_NOMEM : LLMRT_OK;
+}
+
+static llmrt_status reply_reasoning(void *ctx, const char *s, size_t n)
+{
+    serve_choice *c = ctx;
+    c->any_reasoning = 1;
+    return append(&c->reason, &c->rlen, &c->rcap, s, n) ? LLMRT_ERR_NOMEM : LLMRT_OK;
+}
+
+/* A call the response keeps: all of them, or only the first with parallel_tool_calls false. */
+static int keeps_call(const serve_choice *c, uint32_t index)
+{
+    return c->g->req->parallel_tool_calls || index == 0;
+}
+
+/* "call_" and 24 hex digits, unique per server run (as OpenAI's ids look). */
+static void call_id(serve_gen *g, char *out, size_t cap)
+{
+    llmrt_server *s = g->srv;
+    uint64_t x = s->id_salt ^ (atomic_fetch_add(&s->next_id, 1) * 0x9E3779B97F4A7C15ull);
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    snprintf(out, cap, "call_%016llx%08llx", (unsigned long long)x,
+             (unsigned long long)((x * 0xD6E8FEB86659FD93ull) >> 32));
+}
+
+static llmrt_status reply_call_begin(void *ctx, uint32_t index, const char *name)
+{
+    serve_choice *c = ctx;
+    if (!keeps_call(c, index))
+        return LLMRT_OK;
+    if (c->n_calls == c->calls_cap) {
+        int cap = c->calls_cap ? 2 * c->calls_cap : 4;
+        serve_call *g = realloc(c->calls, (size_t)cap * sizeof *g);
+        if (!g)
+            return LLMRT_ERR_NOMEM;
+        c->calls = g;
+        c->calls_cap = cap;
+    }
+    serve_call *k = &c->calls[c->n_calls];
+    memset(k, 0, sizeof *k);
+    if (!(k->name = strdup(name)))
+        return LLMRT_ERR_NOMEM;
+    call_id(c->g, k->id, sizeof k->id);
+    c->n_calls++;
+    return LLMRT_OK;
+}
+
+static llmrt_status reply_call_args(void *ctx, uint32_t index, const char *s, size_t n)
+{
+    serve_choice *c = ctx;
+    if (!keeps_call(c, index) || c->n_calls == 0)
+        return LLMRT_OK;
+    serve_call *k = &c->calls[c->n_calls - 1];
+    return append(&k->args, &k->len, &k->cap, s, n) ? LLMRT_ERR_NOMEM : LLMRT_OK;
+}
+
+static llmrt_status reply_call_end(void *ctx, uint32_t index)
+{
+    (void)ctx;
+    (void)index;
+    return LLMRT_OK;
+}
+
+/* Text of a chat choice through its parser (or, for completions, as it is). */
+static int choice_text(serve_choice *c, const char *text, size_t n, int final)
+{
+    if (!c->parser)
+        return n ? append(&c->text, &c->len, &c->cap, text, n) : 0;
+    llmrt_reply_sink sink = {c, reply_content, reply_reasoning, reply_call_begin,
+                             reply_call_args, reply_call_end};
+    llmrt_error err = {0};
+    llmrt_status st = LLMRT_OK;
+    if (n)
+        st = llmrt_chat_parser_push(c->parser, text, n, &sink, &err);
+    if (st == LLMRT_OK && final)
+        st = llmrt_chat_parser_finish(c->parser, &sink, &err);
+    if (st != LLMRT_OK)
+        llmrt_log(LLMRT_LOG_ERROR, "serve", "%s: parsing the reply: %s", c->g->id, err.msg);
+    return st == LLMRT_OK ? 0 : -1;
 }
 
 static int out_event(serve_gen *g, json_t *obj /* taken */)
@@ -322,6 +467,68 @@ static void stream_choice(serve_gen *g, serve_choice *c, int final)
         c->text[0] = 0;
 }
 
+/* One chat chunk for choice c from desc d (its kind, chunk and index filled in here). */
+static void chat_chunk(serve_gen *g, serve_choice *c, llmrt_serve_choice_desc *d)
+{
+    json_t *o = chunk_head(g);
+    d->kind = LLMRT_SERVE_CHAT;
+    d->chunk = 1;
+    d->index = c->index;
+    json_t *ch = llmrt_serve_choice(d);
+    if (o && ch)
+        json_array_append_new(json_object_get(o, "choices"), ch);
+    else
+        json_decref(ch);
+    out_event(g, o);
+}
+
+/* Streaming chat: what choice c's reply gave since the last chunks — reasoning, content (with
+ * the pending logprobs), each tool call's first delta (id, type, name) and its arguments —
+ * and, when `final`, a chunk with the finish reason. */
+static void stream_chat_choice(serve_gen *g, serve_choice *c, int final)
+{
+    if (final && (c->finish == LLMRT_FINISH_ERROR || c->finish == LLMRT_FINISH_CANCELLED)) {
+        stream_choice(g, c, final);
+        return;
+    }
+    if (c->rlen) {
+        llmrt_serve_choice_desc d = {.reasoning = c->reason, .reasoning_len = c->rlen,
+                                     .stop_token = -1};
+        chat_chunk(g, c, &d);
+        c->rlen = 0;
+    }
+    int has_lp = c->lp && json_array_size(json_object_get(c->lp, "content")) > 0;
+    if (c->len || has_lp) {
+        llmrt_serve_choice_desc d = {.text = c->len ? c->text : NULL, .text_len = c->len,
+                                     .logprobs = has_lp ? c->lp : NULL, .stop_token = -1};
+        if (has_lp)
+            c->lp = NULL; /* taken by the choice */
+        chat_chunk(g, c, &d);
+        c->len = 0;
+    }
+    for (int i = 0; i < c->n_calls; i++) {
+        serve_call *k = &c->calls[i];
+        if (!k->announced) {
+            llmrt_serve_tool_call t = {.index = i, .id = k->id, .name = k->name};
+            llmrt_serve_choice_desc d = {.tool_calls = &t, .n_tool_calls = 1, .stop_token = -1};
+            chat_chunk(g, c, &d);
+            k->announced = 1;
+        }
+        if (k->len) {
+            llmrt_serve_tool_call t = {.index = i, .arguments = k->args, .arguments_len = k->len};
+            llmrt_serve_choice_desc d = {.tool_calls = &t, .n_tool_calls = 1, .stop_token = -1};
+            chat_chunk(g, c, &d);
+            k->len = 0;
+        }
+    }
+    if (final) {
+        llmrt_serve_choice_desc d = {.finish = c->finish, .stop_reason = c->stop_reason,
+                                     .stop_token = c->stop_token,
+                                     .tool_calls_finish = c->n_calls > 0};
+        chat_chunk(g, c, &d);
+    }
+}
+
 static int lp_add(serve_gen *g, serve_choice *c, const serve_event *e)
 {
     const llmrt_tokenizer *tok = g->req->tokens_as_ids ? NULL : g->srv->tok;
@@ -366,19 +573,25 @@ static int gen_pump(serve_gen *g, int wait)
         serve_choice *c = &g->choices[e->choice];
         if (rc == 0 && e->token >= 0 && g->req->sampling.logprobs >= 0 && lp_add(g, c, e))
             rc = -1;
-        if (rc == 0 && e->text_len && append(&c->text, &c->len, &c->cap, e->text, e->text_len))
+        if (rc == 0 && e->text_len && choice_text(c, e->text, e->text_len, 0))
             rc = -1;
         c->text_total += (int64_t)e->text_len;
         free(e);
     }
     for (int i = 0; newly && i < g->n_choices; i++)
         if (newly[i]) {
+            if (rc == 0 && g->choices[i].parser && choice_text(&g->choices[i], NULL, 0, 1))
+                rc = -1; /* the reply is over: what the parser held back */
             g->choices[i].done = 1;
             g->n_done++;
         }
     if (g->req->stream && rc == 0)
-        for (int i = 0; i < g->n_choices; i++)
-            stream_choice(g, &g->choices[i], newly && newly[i]);
+        for (int i = 0; i < g->n_choices; i++) {
+            if (g->kind == LLMRT_SERVE_CHAT)
+                stream_chat_choice(g, &g->choices[i], newly && newly[i]);
+            else
+                stream_choice(g, &g->choices[i], newly && newly[i]);
+        }
     free(newly);
     if (g->failed)
         rc = -1;
@@ -506,16 +719,41 @@ static int reply_whole(struct MHD_Connection *conn, serve_gen *g)
     json_t *choices = json_array();
     for (int i = 0; o && choices && i < g->n_choices; i++) {
         serve_choice *c = &g->choices[i];
+        llmrt_serve_tool_call *calls = NULL;
+        if (c->n_calls) {
+            calls = calloc((size_t)c->n_calls, sizeof *calls);
+            if (!calls) {
+                json_decref(o);
+                json_decref(choices);
+                gen_cancel(g);
+                llmrt_serve_error_set(&e, 500, NULL, "internal_error", NULL,
+                                      "out of memory collecting the completion");
+                return serve_reply_error(conn, g->cx, &e);
+            }
+            for (int k = 0; k < c->n_calls; k++)
+                calls[k] = (llmrt_serve_tool_call){.index = k, .id = c->calls[k].id,
+                                                   .name = c->calls[k].name,
+                                                   .arguments = c->calls[k].args,
+                                                   .arguments_len = c->calls[k].len};
+        }
+        /* a reply of tool calls only has content null, as OpenAI's */
+        int no_content = c->n_calls > 0 && c->len == 0;
         llmrt_serve_choice_desc d = {.kind = g->kind,
                                      .index = c->index,
-                                     .text = c->text ? c->text : "",
+                                     .text = no_content ? NULL : c->text ? c->text : "",
                                      .text_len = c->len,
                                      .logprobs = c->lp,
                                      .finish = c->finish,
                                      .stop_reason = c->stop_reason,
-                                     .stop_token = c->stop_token};
+                                     .stop_token = c->stop_token,
+                                     .reasoning = c->any_reasoning ? c->reason : NULL,
+                                     .reasoning_len = c->rlen,
+                                     .tool_calls = calls,
+                                     .n_tool_calls = c->n_calls,
+                                     .tool_calls_finish = c->n_calls > 0};
         c->lp = NULL;
         json_array_append_new(choices, llmrt_serve_choice(&d));
+        free(calls);
     }
     if (o) {
         json_object_set_new(o, "choices", choices);
@@ -530,7 +768,7 @@ static int reply_whole(struct MHD_Connection *conn, serve_gen *g)
 /* ---- prompts ---- */
 
 llmrt_status serve_chat_prompt(llmrt_server *s, const llmrt_serve_request *req, int32_t **ids,
-                               size_t *n_ids, llmrt_serve_error *e)
+                               size_t *n_ids, int *in_reasoning, llmrt_serve_error *e)
 {
     llmrt_status st = LLMRT_OK;
     llmrt_chat_messages *msgs = NULL;
@@ -552,20 +790,30 @@ llmrt_status serve_chat_prompt(llmrt_server *s, const llmrt_serve_request *req, 
         st = llmrt_serve_error_set(e, 400, NULL, NULL, "messages", "%s", err.msg);
         goto cleanup;
     }
+    /* tool_choice "none": the model is offered no tools */
+    int offer = req->tool_choice.kind != LLMRT_SERVE_TOOL_CHOICE_NONE;
     llmrt_chat_options opt = {.struct_size = sizeof opt,
                               .add_generation_prompt = req->add_generation_prompt,
                               .enable_thinking = req->enable_thinking,
-                              .tools = (const char *const *)msgs->tools,
-                              .n_tools = msgs->n_tools};
-    if (llmrt_engine_chat_render(s->engine, msgs->msgs, msgs->n, &opt, &text, &err) !=
+                              .tools = offer ? (const char *const *)msgs->tools : NULL,
+                              .n_tools = offer ? msgs->n_tools : 0};
+    /* special-token text in the messages stays text unless the deployment trusts clients */
+    uint32_t cf = (s->allow_special ? LLMRT_CHAT_TRUST_CONTENT : 0) |
+                  (req->add_special_tokens ? LLMRT_CHAT_BOS : 0);
+    if (llmrt_engine_chat_tokenize(s->engine, msgs->msgs, msgs->n, &opt, cf, ids, n_ids, &err) !=
         LLMRT_OK) {
-        st = llmrt_serve_error_set(e, 400, NULL, NULL, "messages", "%s", err.msg);
+        st = llmrt_serve_error_set(e, err.code == LLMRT_ERR_INTERNAL ? 500 : 400, NULL, NULL,
+                                   "messages", "%s", err.msg);
         goto cleanup;
     }
-    if (llmrt_tokenizer_encode(s->tok, text, strlen(text),
-                               req->add_special_tokens ? LLMRT_ENCODE_ADD_SPECIAL : 0, ids,
-                               n_ids, &err) != LLMRT_OK) {
-        st = llmrt_serve_error_set(e, 400, NULL, NULL, "messages", "%s", err.msg);
+    /* does the prompt leave a think block open (the reply then starts inside reasoning)? */
+    if (in_reasoning) {
+        if (llmrt_engine_chat_render(s->engine, msgs->msgs, msgs->n, &opt, &text, &err) !=
+            LLMRT_OK) {
+            st = llmrt_serve_error_set(e, 400, NULL, NULL, "messages", "%s", err.msg);
+            goto cleanup;
+        }
+        *in_reasoning = llmrt_engine_chat_prompt_in_reasoning(s->engine, text);
         goto cleanup;
     }
 cleanup:
@@ -576,10 +824,10 @@ cleanup:
 
 /* Token ids of prompt i (malloc'd). */
 static llmrt_status prompt_ids(llmrt_server *s, const llmrt_serve_request *req, int i,
-                               int32_t **ids, size_t *n, llmrt_serve_error *e)
+                               int32_t **ids, size_t *n, int *in_reasoning, llmrt_serve_error *e)
 {
     if (req->kind == LLMRT_SERVE_CHAT)
-        return serve_chat_prompt(s, req, ids, n, e);
+        return serve_chat_prompt(s, req, ids, n, in_reasoning, e);
     const llmrt_serve_prompt *p = &req->prompts[i];
     if (p->ids) {
         for (int32_t k = 0; k < p->n_ids; k++)
@@ -626,15 +874,26 @@ static llmrt_status budget(llmrt_server *s, const llmrt_serve_request *req, size
             "tokens, which leaves no room for the completion. Shorten the %s.",
             s->max_model_len, what, n, what);
     if (req->has_max_tokens) {
-        if ((int64_t)req->sampling.max_tokens > room)
+        int64_t asked = req->max_tokens_asked > 0 ? req->max_tokens_asked
+                                                  : req->sampling.max_tokens;
+        if (asked > room) {
+            const char *param =
+                req->kind == LLMRT_SERVE_CHAT ? "max_completion_tokens" : "max_tokens";
+            if (asked <= INT64_MAX - (int64_t)n)
+                return llmrt_serve_error_set(
+                    e, 400, NULL, "context_length_exceeded", param,
+                    "This model's maximum context length is %d tokens. However, you requested "
+                    "%lld tokens (%zu in the %s, %lld for the completion). Reduce the %s or "
+                    "%s (at most %lld here).",
+                    s->max_model_len, (long long)n + asked, n, what, (long long)asked, what,
+                    param, (long long)room);
             return llmrt_serve_error_set(
-                e, 400, NULL, "context_length_exceeded",
-                req->kind == LLMRT_SERVE_CHAT ? "max_completion_tokens" : "max_tokens",
+                e, 400, NULL, "context_length_exceeded", param,
                 "This model's maximum context length is %d tokens. However, you requested %lld "
-                "tokens (%zu in the %s, %d for the completion). Reduce the %s or max_tokens "
-                "(at most %lld here).",
-                s->max_model_len, (long long)n + req->sampling.max_tokens, n, what,
-                req->sampling.max_tokens, what, (long long)room);
+                "tokens for the completion (and the %s has %zu). Reduce %s to at most %lld "
+                "here.",
+                s->max_model_len, (long long)asked, what, n, param, (long long)room);
+        }
         *max_tokens = req->sampling.max_tokens;
     } else {
         /* OpenAI's defaults: 16 for completions; chat may use the rest of the context */
@@ -681,6 +940,8 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
     int32_t **ids = NULL;
     size_t *n_ids = NULL;
     int32_t *max_tokens = NULL;
+    llmrt_grammar **grammars = NULL; /* [n_choices] until each is submitted */
+    int64_t n_grammars = 0;
     int n_prompts = 0, rc;
     double t_arrival = llmrt_now_s();
 
@@ -690,6 +951,10 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
         goto fail;
     if (serve_check_model(s, req->model, &e) != 0)
         goto fail;
+    for (int i = 0; i < req->n_unknown; i++)
+        serve_warn_unknown_field(s, req->unknown[i]);
+    /* the model's sampling defaults (generation_config.json) for what the body left out */
+    llmrt_engine_sampling_defaults(s->engine, &req->sampling, req->sampling_given);
 
     n_prompts = kind == LLMRT_SERVE_CHAT ? 1 : req->n_prompts;
     ids = calloc((size_t)n_prompts, sizeof *ids);
@@ -700,15 +965,37 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
         goto fail;
     }
     int64_t prompt_tokens = 0;
+    int in_reasoning = 0;
     for (int i = 0; i < n_prompts; i++) {
-        if (prompt_ids(s, req, i, &ids[i], &n_ids[i], &e) != LLMRT_OK ||
+        if (prompt_ids(s, req, i, &ids[i], &n_ids[i], &in_reasoning, &e) != LLMRT_OK ||
             budget(s, req, n_ids[i], &max_tokens[i], &e) != LLMRT_OK)
             goto fail;
         prompt_tokens += (int64_t)n_ids[i];
+        llmrt_serve_metrics_params(s->metrics, req->n, max_tokens[i]);
     }
 
-    /* the queue: every choice is one engine request */
+    /* the queue: every choice is one engine request; one that can never fit is the
+     * client's mistake (400), not a reason to retry (503) */
     int64_t n_choices = (int64_t)n_prompts * req->n;
+    if (n_choices > s->max_queue) {
+        llmrt_serve_error_set(&e, 400, NULL, NULL, "n",
+                              "this request needs %lld engine requests (%d prompt(s) x n = %d) "
+                              "but the server holds at most %d at once (server.max_queue): "
+                              "lower 'n' or send fewer prompts per request",
+                              (long long)n_choices, n_prompts, req->n, s->max_queue);
+        goto fail;
+    }
+
+    /* structured outputs: a grammar per choice (400 for a schema outside the subset) */
+    grammars = calloc((size_t)n_choices, sizeof *grammars);
+    if (!grammars) {
+        llmrt_serve_error_set(&e, 500, NULL, "internal_error", NULL, "out of memory");
+        goto fail;
+    }
+    n_grammars = n_choices;
+    if (serve_grammars(s, req, (int)n_choices, grammars, &e) != LLMRT_OK)
+        goto fail;
+
     long before = atomic_fetch_add(&s->queued, (long)n_choices);
     if (before + n_choices > s->max_queue) {
         atomic_fetch_sub(&s->queued, (long)n_choices);
@@ -748,6 +1035,21 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
 
     int submitted = 0;
     llmrt_error err = {0};
+    /* chat: one reply parser per choice, before anything is submitted */
+    for (int i = 0; kind == LLMRT_SERVE_CHAT && i < g->n_choices; i++) {
+        llmrt_reply_options ro = {
+            .struct_size = sizeof ro,
+            .reasoning = s->reasoning_split,
+            .starts_in_reasoning = in_reasoning,
+            .tool_calls = g->req->tools && g->req->tool_choice.kind != LLMRT_SERVE_TOOL_CHOICE_NONE};
+        if (llmrt_engine_chat_parser_new(s->engine, &ro, &g->choices[i].parser, &err) !=
+            LLMRT_OK) {
+            atomic_fetch_sub(&s->queued, (long)g->n_choices);
+            gen_release(g, g->n_choices + (g->req->stream ? 1 : 0));
+            llmrt_serve_error_set(&e, 500, NULL, "internal_error", NULL, "%s", err.msg);
+            goto fail;
+        }
+    }
     for (int p = 0; p < n_prompts; p++)
         for (int j = 0; j < g->req->n; j++) {
             serve_choice *c = &g->choices[submitted];
@@ -763,6 +1065,8 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
             r.sampling.max_tokens = max_tokens[p];
             if (r.sampling.has_seed)
                 r.sampling.seed += (uint64_t)j; /* n > 1: distinct, reproducible samples */
+            r.sampling.grammar = grammars[submitted];
+            grammars[submitted] = NULL; /* the engine's now, whatever submit says */
             r.on_token = on_token;
             r.user = c;
             if (llmrt_engine_submit(s->engine, &r, &c->engine_id, &err) != LLMRT_OK)
@@ -775,6 +1079,7 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
     free(ids);
     free(n_ids);
     free(max_tokens);
+    free(grammars);
     ids = NULL;
 
     if (!g->req->stream)
@@ -806,9 +1111,10 @@ int serve_generate(struct MHD_Connection *conn, serve_conn *cx, llmrt_serve_kind
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    serve_response_headers(cx, resp);
     rc = MHD_queue_response(conn, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);
-    llmrt_serve_metrics_http(s->metrics, cx->route_name, 200);
+    serve_record_status(cx, 200);
     return rc;
 
 submit_failed:
@@ -828,6 +1134,9 @@ fail:
     free(ids);
     free(n_ids);
     free(max_tokens);
+    for (int64_t i = 0; grammars && i < n_grammars; i++)
+        llmrt_grammar_free(grammars[i]);
+    free(grammars);
     llmrt_serve_request_free(req);
     return serve_reply_error(conn, cx, &e);
 }

@@ -3,8 +3,16 @@
  *
  * Why: operators watch a server through Prometheus; the figures that matter for an
  * inference server are vLLM's (requests and tokens, TTFT, inter-token latency, end-to-end
- * latency, running/waiting, KV-cache usage) plus what this project is about: how long the
- * device was busy and idle per step, and which host-memory path is really in use.
+ * latency, queue / prefill / decode time, running/waiting, KV-cache usage) plus what this
+ * project is about: how long the device was busy and idle per step, and which host-memory
+ * path is really in use.
+ *
+ * Names: every series carries the label model_name (the served model's name). With
+ * metrics_prefix "llmrt" the series are llmrt_*; with "vllm" those vLLM has carry vLLM's
+ * names and labels (vllm:num_requests_waiting, vllm:request_success_total{finished_reason},
+ * ...), so vLLM's Grafana dashboard and the routers that read vLLM's gauges work unchanged,
+ * and the rest keep their llmrt_ names. The process_* series (memory, CPU, start time, file
+ * descriptors) are Prometheus's standard ones either way.
  *
  * Counters and histograms are recorded here (thread-safe: HTTP threads and the stepping
  * thread record concurrently); gauges come from an engine stats snapshot at render time. */
@@ -30,15 +38,31 @@ void llmrt_serve_metrics_http(llmrt_serve_metrics *m, const char *route, int sta
 void llmrt_serve_metrics_finished(llmrt_serve_metrics *m, llmrt_finish_reason reason,
                                   int64_t prompt_tokens, int64_t completion_tokens,
                                   double e2e_s);
+/* The phases of a finished choice, in seconds (a negative value: the phase did not happen,
+ * e.g. a request cancelled while it waited): waiting for its first step (queue), from then
+ * to its first token (prefill), from the first token to the last (decode), and from the
+ * first step to the last token (inference). */
+typedef struct llmrt_serve_phases {
+    double queue_s, prefill_s, decode_s, inference_s;
+} llmrt_serve_phases;
+void llmrt_serve_metrics_phases(llmrt_serve_metrics *m, const llmrt_serve_phases *p);
+/* A generation HTTP request's parameters (n, max_tokens of each choice) when it is
+ * submitted, and when it is over the most tokens any of its choices generated. */
+void llmrt_serve_metrics_params(llmrt_serve_metrics *m, int32_t n, int64_t max_tokens);
+void llmrt_serve_metrics_max_generation(llmrt_serve_metrics *m, int64_t tokens);
 /* Time to first token and inter-token latency, in seconds. */
 void llmrt_serve_metrics_ttft(llmrt_serve_metrics *m, double seconds);
 void llmrt_serve_metrics_itl(llmrt_serve_metrics *m, double seconds);
-/* One engine step (device busy and idle time). */
+/* A connection the server closed: "request_timeout" (server.request_timeout_s) or
+ * "evicted" (to keep room for new clients). */
+void llmrt_serve_metrics_conn_closed(llmrt_serve_metrics *m, const char *reason);
+/* One engine step (device busy and idle time, tokens computed). */
 void llmrt_serve_metrics_step(llmrt_serve_metrics *m, const llmrt_step_record *rec);
 
 /* Server-level facts for the page. */
 typedef struct llmrt_serve_metrics_info {
     const char *model_name;
+    int vllm_names;                  /* 1: server.metrics_prefix = vllm */
     int ready;                       /* 1: engine loaded and not failed */
     const llmrt_engine_stats *stats; /* NULL while the engine is loading */
     int64_t http_in_flight;          /* HTTP requests being served now */

@@ -3,12 +3,16 @@
  * what was found and what would be right. */
 #include "serve_request.h"
 
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "grammar.h"
 
 #define MAX_N 4096 /* most choices per prompt (the server's max_queue caps it further) */
 
@@ -79,16 +83,26 @@ static int int_value(const json_t *v, const char *name, int64_t lo, int64_t hi, 
     if (json_is_integer(v)) {
         x = json_integer_value(v);
     } else if (json_is_real(v) && isfinite(json_real_value(v)) &&
-               floor(json_real_value(v)) == json_real_value(v) &&
-               fabs(json_real_value(v)) < 9.0e15) {
-        x = (int64_t)json_real_value(v);
+               floor(json_real_value(v)) == json_real_value(v)) {
+        double d = json_real_value(v);
+        if (fabs(d) >= 9.0e18) { /* past int64: say the limit that was passed */
+            if (d > 0)
+                BAD(name, "'%s' must be at most %lld, got %g", name, (long long)hi, d);
+            else
+                BAD(name, "'%s' must be at least %lld, got %g", name, (long long)lo, d);
+            return -1;
+        }
+        x = (int64_t)d;
     } else {
         BAD(name, "'%s' must be an integer, got %s", name, json_kind(v));
         return -1;
     }
     if (x < lo || x > hi) {
-        if (hi == INT64_MAX || hi == INT32_MAX)
+        int open_top = hi == INT64_MAX || hi == INT32_MAX, open_bottom = lo == INT64_MIN;
+        if (x < lo && open_top)
             BAD(name, "'%s' must be at least %lld, got %lld", name, (long long)lo, (long long)x);
+        else if (x > hi && open_bottom)
+            BAD(name, "'%s' must be at most %lld, got %lld", name, (long long)hi, (long long)x);
         else
             BAD(name, "'%s' must be between %lld and %lld, got %lld", name, (long long)lo,
                 (long long)hi, (long long)x);
@@ -119,6 +133,10 @@ static int get_num(const json_t *root, const char *key, double lo, int lo_open, 
         return -1;
     }
     double x = json_number_value(v);
+    if (isfinite(x) && fabs(x) > FLT_MAX && !(x < lo)) { /* would be inf as a float */
+        BAD(key, "'%s' must be at most %g, got %g", key, isinf(hi) ? (double)FLT_MAX : hi, x);
+        return -1;
+    }
     if (!isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
         if (isinf(hi))
             BAD(key, "'%s' must be %s %g, got %g", key, lo_open ? "greater than" : "at least",
@@ -244,6 +262,8 @@ static llmrt_status parse_prompts(llmrt_serve_request *r, llmrt_serve_error *err
     return LLMRT_OK;
 }
 
+static llmrt_status parse_tool_choice(llmrt_serve_request *r, llmrt_serve_error *err);
+
 /* "messages" (+ "tools"): kept as JSON for llmrt_chat_messages_from_json, which checks
  * roles and contents against the template. */
 static llmrt_status parse_messages(llmrt_serve_request *r, int required,
@@ -283,7 +303,123 @@ static llmrt_status parse_messages(llmrt_serve_request *r, int required,
         if (json_array_size(t) > 0)
             r->tools = t;
     }
+    return parse_tool_choice(r, err);
+}
+
+/* The name of tools[i] ({"type": "function", "function": {"name": ...}}), or NULL. */
+static const char *tool_name(const json_t *tool)
+{
+    const json_t *fn = json_object_get(tool, "function");
+    return json_string_value(json_object_get(json_is_object(fn) ? fn : tool, "name"));
+}
+
+/* tool_choice and parallel_tool_calls (after "tools"). */
+static llmrt_status parse_tool_choice(llmrt_serve_request *r, llmrt_serve_error *err)
+{
+    const json_t *v = json_object_get(r->root, "tool_choice");
+    llmrt_serve_tool_choice *tc = &r->tool_choice;
+    tc->kind = r->tools ? LLMRT_SERVE_TOOL_CHOICE_AUTO : LLMRT_SERVE_TOOL_CHOICE_NONE;
+    tc->name = NULL;
+    r->parallel_tool_calls = 1;
+    if (get_bool(r->root, "parallel_tool_calls", &r->parallel_tool_calls, err) < 0)
+        return LLMRT_ERR_INVALID_ARG;
+    if (!v || json_is_null(v))
+        return LLMRT_OK;
+    if (json_is_string(v)) {
+        const char *k = json_string_value(v);
+        if (strcmp(k, "none") == 0)
+            tc->kind = LLMRT_SERVE_TOOL_CHOICE_NONE;
+        else if (strcmp(k, "auto") == 0)
+            tc->kind = LLMRT_SERVE_TOOL_CHOICE_AUTO;
+        else if (strcmp(k, "required") == 0)
+            tc->kind = LLMRT_SERVE_TOOL_CHOICE_REQUIRED;
+        else
+            return BAD("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" "
+                                      "or {\"type\": \"function\", \"function\": {\"name\": "
+                                      "...}}, got \"%s\"",
+                       k);
+    } else if (json_is_object(v)) {
+        const json_t *type = json_object_get(v, "type"), *fn = json_object_get(v, "function");
+        const json_t *name = json_object_get(fn, "name");
+        if (!json_is_string(type) || strcmp(json_string_value(type), "function") != 0 ||
+            !json_is_object(fn) || !json_is_string(name) || !json_string_length(name))
+            return BAD("tool_choice", "'tool_choice' as an object must be {\"type\": "
+                                      "\"function\", \"function\": {\"name\": \"<a tool's "
+                                      "name>\"}}");
+        tc->kind = LLMRT_SERVE_TOOL_CHOICE_FUNCTION;
+        tc->name = json_string_value(name);
+    } else {
+        return BAD("tool_choice", "'tool_choice' must be a string or an object, got %s",
+                   json_kind(v));
+    }
+    if (tc->kind == LLMRT_SERVE_TOOL_CHOICE_NONE || tc->kind == LLMRT_SERVE_TOOL_CHOICE_AUTO)
+        return LLMRT_OK;
+    if (!r->tools)
+        return BAD("tool_choice", "'tool_choice' %s%s%s needs 'tools' with at least one tool",
+                   tc->name ? "naming \"" : "\"required\"", tc->name ? tc->name : "",
+                   tc->name ? "\"" : "");
+    /* the forced call's grammar is built from every tool's name and parameters schema */
+    for (size_t i = 0; i < json_array_size(r->tools); i++) {
+        const json_t *t = json_array_get(r->tools, i);
+        const json_t *fn = json_is_object(t) ? json_object_get(t, "function") : NULL;
+        const json_t *params = json_is_object(fn) ? json_object_get(fn, "parameters") : NULL;
+        char p[48];
+        snprintf(p, sizeof p, "tools[%zu]", i);
+        if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
+            return BAD(p, "'tools[%zu].function.name' must be a string", i);
+        if (params && !json_is_null(params) && !json_is_object(params))
+            return BAD(p, "'tools[%zu].function.parameters' must be a JSON schema (an object)", i);
+    }
+    if (tc->name) {
+        for (size_t i = 0; i < json_array_size(r->tools); i++) {
+            const char *n = tool_name(json_array_get(r->tools, i));
+            if (n && strcmp(n, tc->name) == 0)
+                return LLMRT_OK;
+        }
+        return BAD("tool_choice", "'tool_choice' names the function \"%s\", which is not one of "
+                                  "'tools'",
+                   tc->name);
+    }
     return LLMRT_OK;
+}
+
+/* Top-level fields of each kind this server reads, or knows and ignores on purpose (OpenAI's
+ * bookkeeping: user, metadata, store, service_tier). Others are listed in r->unknown. */
+static void list_unknown(llmrt_serve_request *r)
+{
+    static const char *const common[] = {
+        "model", "max_tokens", "min_tokens", "temperature", "top_p", "top_k", "min_p",
+        "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "ignore_eos",
+        "n", "stream", "stream_options", "logprobs", "return_tokens_as_token_ids", "stop",
+        "stop_token_ids", "echo", "suffix", "logit_bias", "best_of", "response_format",
+        "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
+        "user", "metadata", "store", "service_tier", NULL};
+    static const char *const completions[] = {"prompt", NULL};
+    static const char *const chat[] = {
+        "messages", "tools", "tool_choice", "parallel_tool_calls", "max_completion_tokens",
+        "top_logprobs", "chat_template_kwargs", "add_generation_prompt", NULL};
+    static const char *const tokenize[] = {
+        "model", "prompt", "messages", "tools", "tool_choice", "chat_template_kwargs",
+        "add_special_tokens", "add_generation_prompt", "return_token_strs", NULL};
+    static const char *const detokenize[] = {"model", "tokens", NULL};
+    const char *const *lists[3] = {NULL, NULL, NULL};
+    switch (r->kind) {
+    case LLMRT_SERVE_COMPLETIONS: lists[0] = common, lists[1] = completions; break;
+    case LLMRT_SERVE_CHAT: lists[0] = common, lists[1] = chat; break;
+    case LLMRT_SERVE_TOKENIZE: lists[0] = tokenize; break;
+    case LLMRT_SERVE_DETOKENIZE: lists[0] = detokenize; break;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(r->root, key, val)
+    {
+        int known = 0;
+        for (int l = 0; l < 3 && lists[l] && !known; l++)
+            for (const char *const *k = lists[l]; *k && !known; k++)
+                known = strcmp(*k, key) == 0;
+        if (!known && r->n_unknown < LLMRT_SERVE_MAX_UNKNOWN)
+            r->unknown[r->n_unknown++] = key;
+    }
 }
 
 static llmrt_status parse_chat_template_kwargs(llmrt_serve_request *r, llmrt_serve_error *err)
@@ -371,19 +507,197 @@ static llmrt_status reject_unsupported(llmrt_serve_request *r, llmrt_serve_error
     if (best_of > r->n)
         return BAD("best_of", "'best_of' (%lld) larger than 'n' (%d) is not supported; use n",
                    (long long)best_of, r->n);
-    v = json_object_get(r->root, "response_format");
-    if (v && !json_is_null(v)) {
-        const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
-            return BAD("response_format", "'response_format' other than {\"type\": \"text\"} is "
-                                          "not supported by this server (no guided decoding)");
+    return LLMRT_OK;
+}
+
+/* ---- structured outputs ---- */
+
+static llmrt_status oom(llmrt_serve_error *err)
+{
+    return llmrt_serve_error_set(err, 500, NULL, NULL, NULL, "out of memory");
+}
+
+/* A schema given as an object (or, where vLLM allows it, as JSON text) → f->schema. */
+static llmrt_status take_schema(llmrt_serve_format *f, const json_t *v, int text_ok,
+                                const char *param, llmrt_serve_error *err)
+{
+    if (json_is_string(v) && text_ok) {
+        json_error_t je;
+        json_t *parsed = json_loads(json_string_value(v), JSON_DECODE_ANY, &je);
+        if (!parsed)
+            return BAD(param, "'%s' is not a valid JSON schema: %s", param, je.text);
+        int ok = json_is_object(parsed) || json_is_boolean(parsed);
+        json_decref(parsed);
+        if (!ok)
+            return BAD(param, "'%s' must be a JSON schema (an object)", param);
+        f->schema = strdup(json_string_value(v));
+    } else if (json_is_object(v) || json_is_boolean(v)) {
+        f->schema = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    } else {
+        return BAD(param, "'%s' must be a JSON schema (an object), got %s", param, json_kind(v));
     }
-    v = json_object_get(r->root, "tool_choice");
-    if (v && !json_is_null(v)) {
-        if (!json_is_string(v) || (strcmp(json_string_value(v), "none") != 0 &&
-                                   strcmp(json_string_value(v), "auto") != 0))
-            return BAD("tool_choice", "'tool_choice' must be \"none\" or \"auto\": forcing a "
-                                      "tool call is not supported by this server");
+    if (!f->schema)
+        return oom(err);
+    f->kind = LLMRT_SERVE_FORMAT_JSON_SCHEMA;
+    return LLMRT_OK;
+}
+
+static llmrt_status take_regex(llmrt_serve_format *f, const json_t *v, const char *param,
+                               llmrt_serve_error *err)
+{
+    if (!json_is_string(v) || json_string_length(v) == 0)
+        return BAD(param, "'%s' must be a non-empty string (a regular expression)", param);
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return BAD(param, "'%s' must not contain a NUL character", param);
+    if (!(f->regex = strdup(json_string_value(v))))
+        return oom(err);
+    f->kind = LLMRT_SERVE_FORMAT_REGEX;
+    return LLMRT_OK;
+}
+
+static llmrt_status take_choice(llmrt_serve_format *f, const json_t *v, const char *param,
+                                llmrt_serve_error *err)
+{
+    size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    if (n == 0)
+        return BAD(param, "'%s' must be a non-empty array of strings", param);
+    if (n > MAX_N)
+        return BAD(param, "'%s' holds %zu choices; at most %d are accepted", param, n, MAX_N);
+    if (!(f->choices = calloc(n, sizeof *f->choices)))
+        return oom(err);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *c = json_array_get(v, i);
+        if (!json_is_string(c) || json_string_length(c) == 0 ||
+            strlen(json_string_value(c)) != json_string_length(c))
+            return BAD(param, "'%s[%zu]' must be a non-empty string", param, i);
+        if (!(f->choices[i] = strdup(json_string_value(c))))
+            return oom(err);
+        f->n_choices = (int32_t)i + 1;
+    }
+    f->kind = LLMRT_SERVE_FORMAT_CHOICE;
+    return LLMRT_OK;
+}
+
+/* OpenAI's response_format. */
+static llmrt_status parse_response_format(llmrt_serve_request *r, const json_t *v,
+                                          llmrt_serve_error *err)
+{
+    llmrt_serve_format *f = &r->format;
+    if (!json_is_object(v))
+        return BAD("response_format", "'response_format' must be an object, got %s", json_kind(v));
+    const json_t *t = json_object_get(v, "type");
+    if (!json_is_string(t))
+        return BAD("response_format", "'response_format.type' must be \"text\", \"json_object\" "
+                                      "or \"json_schema\"");
+    const char *type = json_string_value(t);
+    snprintf(f->param, sizeof f->param, "response_format");
+    if (strcmp(type, "text") == 0)
+        return LLMRT_OK;
+    if (strcmp(type, "json_object") == 0) {
+        f->kind = LLMRT_SERVE_FORMAT_JSON_OBJECT;
+        return LLMRT_OK;
+    }
+    if (strcmp(type, "json_schema") != 0)
+        return BAD("response_format", "'response_format.type' \"%s\" is not supported (use "
+                                      "\"text\", \"json_object\" or \"json_schema\")",
+                   type);
+    const json_t *js = json_object_get(v, "json_schema");
+    if (!json_is_object(js))
+        return BAD("response_format", "'response_format.json_schema' must be an object "
+                                      "{\"name\", \"schema\", \"strict\"}");
+    const json_t *name = json_object_get(js, "name");
+    if (name && !json_is_null(name) && !json_is_string(name))
+        return BAD("response_format", "'response_format.json_schema.name' must be a string");
+    const json_t *strict = json_object_get(js, "strict");
+    if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+        return BAD("response_format", "'response_format.json_schema.strict' must be a boolean");
+    f->strict = json_is_true(strict);
+    const json_t *schema = json_object_get(js, "schema");
+    if (!schema || json_is_null(schema)) { /* no schema: any JSON object */
+        f->kind = LLMRT_SERVE_FORMAT_JSON_OBJECT;
+        return LLMRT_OK;
+    }
+    return take_schema(f, schema, 0, "response_format.json_schema.schema", err);
+}
+
+/* vLLM's structured_outputs {json | regex | choice | json_object}, and its older top-level
+ * guided_json / guided_regex / guided_choice. */
+static llmrt_status parse_structured_outputs(llmrt_serve_request *r, const json_t *v,
+                                             llmrt_serve_error *err)
+{
+    llmrt_serve_format *f = &r->format;
+    const char *P = "structured_outputs";
+    snprintf(f->param, sizeof f->param, "%s", P);
+    if (!json_is_object(v))
+        return BAD(P, "'structured_outputs' must be an object, got %s", json_kind(v));
+    static const char *unsupported[] = {"grammar", "structural_tag", "whitespace_pattern"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++) {
+        const json_t *x = json_object_get(v, unsupported[i]);
+        if (x && !json_is_null(x))
+            return BAD(P, "'structured_outputs.%s' is not supported by this server (structured "
+                          "outputs take json, regex, choice or json_object)",
+                       unsupported[i]);
+    }
+    const json_t *daw = json_object_get(v, "disable_any_whitespace");
+    if (daw && json_is_true(daw))
+        return BAD(P, "'structured_outputs.disable_any_whitespace' is not supported (whitespace "
+                      "between JSON tokens is allowed, at most %d bytes at a time)",
+                   LLMRT_GRAM_JSON_WS_MAX);
+    const json_t *dap = json_object_get(v, "disable_additional_properties");
+    if (dap && !json_is_null(dap) && !json_is_boolean(dap))
+        return BAD(P, "'structured_outputs.disable_additional_properties' must be a boolean");
+    f->strict = json_is_true(dap);
+    const json_t *js = json_object_get(v, "json"), *re = json_object_get(v, "regex");
+    const json_t *ch = json_object_get(v, "choice"), *jo = json_object_get(v, "json_object");
+    int n = (js && !json_is_null(js)) + (re && !json_is_null(re)) + (ch && !json_is_null(ch)) +
+            (jo && json_is_true(jo));
+    if (jo && !json_is_null(jo) && !json_is_boolean(jo))
+        return BAD(P, "'structured_outputs.json_object' must be a boolean");
+    if (n != 1)
+        return BAD(P, "'structured_outputs' needs exactly one of 'json', 'regex', 'choice' or "
+                      "'json_object', got %d",
+                   n);
+    if (js && !json_is_null(js))
+        return take_schema(f, js, 1, "structured_outputs.json", err);
+    if (re && !json_is_null(re))
+        return take_regex(f, re, "structured_outputs.regex", err);
+    if (ch && !json_is_null(ch))
+        return take_choice(f, ch, "structured_outputs.choice", err);
+    f->kind = LLMRT_SERVE_FORMAT_JSON_OBJECT;
+    return LLMRT_OK;
+}
+
+static llmrt_status parse_format(llmrt_serve_request *r, llmrt_serve_error *err)
+{
+    static const char *sources[] = {"response_format", "structured_outputs", "guided_json",
+                                    "guided_regex", "guided_choice", "guided_grammar"};
+    const char *given = NULL;
+    for (size_t i = 0; i < sizeof sources / sizeof *sources; i++) {
+        const json_t *v = json_object_get(r->root, sources[i]);
+        if (!v || json_is_null(v))
+            continue;
+        if (i == 0 && json_is_object(v) && json_is_string(json_object_get(v, "type")) &&
+            strcmp(json_string_value(json_object_get(v, "type")), "text") == 0)
+            continue; /* {"type": "text"}: nothing to constrain, and no conflict */
+        if (given)
+            return BAD(sources[i], "'%s' and '%s' both constrain the reply; give one", given,
+                       sources[i]);
+        given = sources[i];
+        llmrt_status st = LLMRT_OK;
+        switch (i) {
+        case 0: st = parse_response_format(r, v, err); break;
+        case 1: st = parse_structured_outputs(r, v, err); break;
+        case 2: st = take_schema(&r->format, v, 1, "guided_json", err); break;
+        case 3: st = take_regex(&r->format, v, "guided_regex", err); break;
+        case 4: st = take_choice(&r->format, v, "guided_choice", err); break;
+        default:
+            return BAD("guided_grammar", "'guided_grammar' is not supported by this server (use "
+                                         "guided_json, guided_regex or guided_choice)");
+        }
+        if (st)
+            return st;
+        if (i >= 2)
+            snprintf(r->format.param, sizeof r->format.param, "%s", sources[i]);
     }
     return LLMRT_OK;
 }
@@ -397,15 +711,18 @@ static llmrt_status parse_generation(llmrt_serve_request *r, llmrt_serve_error *
     int rc;
 
     /* max_completion_tokens (chat) is OpenAI's newer name; it wins over max_tokens */
+    /* any size is accepted here: the server compares it with what the context leaves and
+     * says that limit (a request cannot know max_model_len) */
     rc = 0;
     if (kind == LLMRT_SERVE_CHAT)
-        rc = get_int(root, "max_completion_tokens", 1, INT32_MAX, &x, err);
+        rc = get_int(root, "max_completion_tokens", 1, INT64_MAX, &x, err);
     if (rc == 0)
-        rc = get_int(root, "max_tokens", 1, INT32_MAX, &x, err);
+        rc = get_int(root, "max_tokens", 1, INT64_MAX, &x, err);
     if (rc < 0)
         return LLMRT_ERR_INVALID_ARG;
     if (rc > 0) {
-        s->max_tokens = (int32_t)x;
+        s->max_tokens = x > INT32_MAX ? INT32_MAX : (int32_t)x;
+        r->max_tokens_asked = x;
         r->has_max_tokens = 1;
     }
     rc = get_int(root, "min_tokens", 0, INT32_MAX, &x, err);
@@ -417,18 +734,39 @@ static llmrt_status parse_generation(llmrt_serve_request *r, llmrt_serve_error *
         return BAD("min_tokens", "'min_tokens' (%d) must not exceed 'max_tokens' (%d)",
                    s->min_tokens, s->max_tokens);
 
-    if (get_num(root, "temperature", 0, 0, INFINITY, &s->temperature, err) < 0 ||
-        get_num(root, "top_p", 0, 1, 1, &s->top_p, err) < 0 ||
-        get_num(root, "min_p", 0, 0, 1, &s->min_p, err) < 0 ||
-        get_num(root, "presence_penalty", -2, 0, 2, &s->presence_penalty, err) < 0 ||
-        get_num(root, "frequency_penalty", -2, 0, 2, &s->frequency_penalty, err) < 0 ||
-        get_num(root, "repetition_penalty", 0, 1, INFINITY, &s->repetition_penalty, err) < 0)
-        return LLMRT_ERR_INVALID_ARG;
+    /* which of the fields a model may give defaults for the body set (explicitly, so a
+     * temperature of 0 stays greedy) */
+    static const struct {
+        const char *key;
+        double lo;
+        int lo_open;
+        double hi;
+        size_t off;
+        uint32_t bit;
+    } nums[] = {
+        {"temperature", 0, 0, INFINITY, offsetof(llmrt_sampling, temperature), LLMRT_SAMPLING_TEMPERATURE},
+        {"top_p", 0, 1, 1, offsetof(llmrt_sampling, top_p), LLMRT_SAMPLING_TOP_P},
+        {"min_p", 0, 0, 1, offsetof(llmrt_sampling, min_p), LLMRT_SAMPLING_MIN_P},
+        {"presence_penalty", -2, 0, 2, offsetof(llmrt_sampling, presence_penalty), 0},
+        {"frequency_penalty", -2, 0, 2, offsetof(llmrt_sampling, frequency_penalty), 0},
+        {"repetition_penalty", 0, 1, INFINITY, offsetof(llmrt_sampling, repetition_penalty),
+         LLMRT_SAMPLING_REPETITION_PENALTY},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+        rc = get_num(root, nums[i].key, nums[i].lo, nums[i].lo_open, nums[i].hi,
+                     (float *)((char *)s + nums[i].off), err);
+        if (rc < 0)
+            return LLMRT_ERR_INVALID_ARG;
+        if (rc > 0)
+            r->sampling_given |= nums[i].bit;
+    }
     rc = get_int(root, "top_k", -1, INT32_MAX, &x, err);
     if (rc < 0)
         return LLMRT_ERR_INVALID_ARG;
-    if (rc > 0)
+    if (rc > 0) {
         s->top_k = x < 0 ? 0 : (int32_t)x;
+        r->sampling_given |= LLMRT_SAMPLING_TOP_K;
+    }
     rc = get_int(root, "seed", INT64_MIN, INT64_MAX, &x, err);
     if (rc < 0)
         return LLMRT_ERR_INVALID_ARG;
@@ -492,7 +830,16 @@ static llmrt_status parse_generation(llmrt_serve_request *r, llmrt_serve_error *
         return LLMRT_ERR_INVALID_ARG;
     if (parse_stop(r, err) != LLMRT_OK)
         return LLMRT_ERR_INVALID_ARG;
-    return reject_unsupported(r, err);
+    llmrt_status st = reject_unsupported(r, err);
+    if (st == LLMRT_OK)
+        st = parse_format(r, err);
+    if (st == LLMRT_OK && kind == LLMRT_SERVE_CHAT && r->format.kind != LLMRT_SERVE_FORMAT_TEXT &&
+        (r->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_REQUIRED ||
+         r->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_FUNCTION))
+        return BAD("tool_choice", "'tool_choice' forcing a tool call and '%s' both constrain the "
+                                  "reply; give one",
+                   r->format.param);
+    return st;
 }
 
 static void free_prompts(llmrt_serve_request *r)
@@ -516,6 +863,11 @@ void llmrt_serve_request_free(llmrt_serve_request *r)
         free(r->stop_storage);
     }
     free(r->stop_ids_storage);
+    free(r->format.schema);
+    free(r->format.regex);
+    for (int32_t i = 0; i < r->format.n_choices; i++)
+        free(r->format.choices[i]);
+    free(r->format.choices);
     free(r->tokens);
     if (r->root)
         json_decref(r->root);
@@ -629,6 +981,7 @@ llmrt_status llmrt_serve_request_parse(llmrt_serve_kind kind, const char *body, 
                                    (int)kind);
         goto cleanup;
     }
+    list_unknown(r);
     *out = r;
     r = NULL;
 cleanup:

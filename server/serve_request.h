@@ -8,10 +8,11 @@
  * size) happens later, in the server, on the values parsed here.
  *
  * Field semantics follow OpenAI's API and vLLM's extensions (top_k, min_p,
- * repetition_penalty, ignore_eos, min_tokens, stop_token_ids, chat_template_kwargs).
- * Unknown fields are ignored, as OpenAI-compatible servers do; fields we cannot honour
- * (echo: true, suffix, logit_bias, best_of > n, a non-text response_format) are 400s that
- * say so, never silently dropped. */
+ * repetition_penalty, ignore_eos, min_tokens, stop_token_ids, chat_template_kwargs,
+ * structured_outputs). Unknown fields are ignored, as OpenAI-compatible servers do, and listed
+ * in `unknown` so the server can say so (once per name); fields we cannot honour (echo: true,
+ * suffix, logit_bias, best_of > n, an EBNF grammar) are 400s that say so, never silently
+ * dropped. */
 #ifndef LLMRT_SERVER_SERVE_REQUEST_H
 #define LLMRT_SERVER_SERVE_REQUEST_H
 
@@ -55,6 +56,45 @@ typedef struct llmrt_serve_prompt {
     int32_t n_ids;
 } llmrt_serve_prompt;
 
+/* Structured outputs: what the reply must be (response_format, or vLLM's
+ * structured_outputs and its older guided_* fields). */
+typedef enum llmrt_serve_format_kind {
+    LLMRT_SERVE_FORMAT_TEXT = 0,    /* anything (no grammar) */
+    LLMRT_SERVE_FORMAT_JSON_OBJECT, /* any JSON object */
+    LLMRT_SERVE_FORMAT_JSON_SCHEMA, /* a document of `schema` */
+    LLMRT_SERVE_FORMAT_REGEX,       /* the whole reply matches `regex` */
+    LLMRT_SERVE_FORMAT_CHOICE       /* exactly one of `choices` */
+} llmrt_serve_format_kind;
+
+typedef struct llmrt_serve_format {
+    llmrt_serve_format_kind kind;
+    char *schema;         /* JSON_SCHEMA: the schema as JSON text */
+    int strict;           /* objects without additionalProperties take no other keys */
+    char *regex;          /* REGEX */
+    char **choices;       /* CHOICE: [n_choices] */
+    int32_t n_choices;
+    char param[48];       /* the field it came from, for errors ("response_format") */
+} llmrt_serve_format;
+
+/* tool_choice (chat): "none" — no tools are offered to the model (none are rendered into
+ * the prompt, none are parsed from the reply); "auto" — the model may call them; "required"
+ * and {"type": "function", "function": {"name"}} — it must call one (any, or that one),
+ * enforced by a grammar over the model family's tool-call markup.
+ * Absent: auto with tools, none without (OpenAI's default). */
+typedef enum llmrt_serve_tool_choice_kind {
+    LLMRT_SERVE_TOOL_CHOICE_AUTO = 0,
+    LLMRT_SERVE_TOOL_CHOICE_NONE = 1,
+    LLMRT_SERVE_TOOL_CHOICE_REQUIRED = 2,
+    LLMRT_SERVE_TOOL_CHOICE_FUNCTION = 3
+} llmrt_serve_tool_choice_kind;
+
+typedef struct llmrt_serve_tool_choice {
+    llmrt_serve_tool_choice_kind kind;
+    const char *name; /* FUNCTION: the function's name (borrowed from root; one of tools) */
+} llmrt_serve_tool_choice;
+
+#define LLMRT_SERVE_MAX_UNKNOWN 16 /* unknown field names kept per request */
+
 typedef struct llmrt_serve_request {
     llmrt_serve_kind kind;
     char *model;                  /* "model", NULL when absent or null */
@@ -69,13 +109,20 @@ typedef struct llmrt_serve_request {
     struct json_t *tools;         /* JSON array or NULL */
     int add_generation_prompt;    /* chat template: end with the assistant header (default 1) */
     int enable_thinking;          /* chat_template_kwargs.enable_thinking (default 1) */
+    llmrt_serve_tool_choice tool_choice; /* chat, tokenize with messages */
+    int parallel_tool_calls;      /* chat: 0 keeps only the first tool call (default 1) */
     int add_special_tokens;       /* tokenize: completions default 1, chat default 0 */
     int return_token_strs;        /* tokenize: also return each token's string */
 
     /* generation (completions and chat) */
     llmrt_sampling sampling;      /* stop/stop_ids point into this struct's storage;
                                      logprobs: engine value (-1 none, 0..20 alternatives) */
+    uint32_t sampling_given;      /* LLMRT_SAMPLING_* bits of the sampling fields the body
+                                     gave; the others take the model's defaults
+                                     (llmrt_engine_sampling_defaults) */
     int has_max_tokens;           /* 0: not given; the server picks the default */
+    int64_t max_tokens_asked;     /* max_tokens as given (sampling.max_tokens is it capped at
+                                     INT32_MAX), for the error that states the real limit */
     int32_t n;                    /* choices per prompt, >= 1 */
     int stream;
     int include_usage;            /* stream_options.include_usage */
@@ -83,9 +130,17 @@ typedef struct llmrt_serve_request {
     int tokens_as_ids;            /* return_tokens_as_token_ids (vLLM): logprob tokens are
                                      spelled "token_id:<id>" */
 
+    /* structured outputs (a forced tool call is tool_choice's, above) */
+    llmrt_serve_format format;
+
     /* detokenize: [n_tokens] */
     int32_t *tokens;
     int32_t n_tokens;
+
+    /* top-level fields this server does not know (borrowed from root), at most
+     * LLMRT_SERVE_MAX_UNKNOWN of them */
+    const char *unknown[LLMRT_SERVE_MAX_UNKNOWN];
+    int n_unknown;
 
     /* owned storage */
     char **stop_storage;          /* [sampling.n_stop] */

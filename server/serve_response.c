@@ -227,6 +227,28 @@ fail:
     return -1;
 }
 
+static json_t *tool_call_json(const llmrt_serve_tool_call *t, int chunk)
+{
+    json_t *o = json_object(), *fn = json_object();
+    if (!o || !fn) {
+        json_decref(o);
+        json_decref(fn);
+        return NULL;
+    }
+    if (chunk)
+        json_object_set_new(o, "index", json_integer(t->index));
+    if (t->id) {
+        json_object_set_new(o, "id", json_string(t->id));
+        json_object_set_new(o, "type", json_string("function"));
+    }
+    if (t->name)
+        json_object_set_new(fn, "name", llmrt_serve_json_string(t->name, strlen(t->name)));
+    json_object_set_new(fn, "arguments", llmrt_serve_json_string(t->arguments ? t->arguments : "",
+                                                                 t->arguments ? t->arguments_len : 0));
+    json_object_set_new(o, "function", fn);
+    return o;
+}
+
 json_t *llmrt_serve_choice(const llmrt_serve_choice_desc *d)
 {
     json_t *c = json_object();
@@ -243,13 +265,24 @@ json_t *llmrt_serve_choice(const llmrt_serve_choice_desc *d)
         if (text)
             json_object_set_new(msg, "content", text);
         else if (!d->chunk)
-            json_object_set_new(msg, "content", json_string(""));
+            json_object_set_new(msg, "content", json_null());
+        if (d->reasoning)
+            json_object_set_new(msg, "reasoning_content",
+                                llmrt_serve_json_string(d->reasoning, d->reasoning_len));
+        if (d->n_tool_calls > 0) {
+            json_t *calls = json_array();
+            for (int32_t i = 0; calls && i < d->n_tool_calls; i++)
+                json_array_append_new(calls, tool_call_json(&d->tool_calls[i], d->chunk));
+            json_object_set_new(msg, "tool_calls", calls);
+        }
         json_object_set_new(c, d->chunk ? "delta" : "message", msg);
     } else {
         json_object_set_new(c, "text", text ? text : json_string(""));
     }
     json_object_set_new(c, "logprobs", d->logprobs ? d->logprobs : json_null());
-    const char *fr = llmrt_serve_finish_str(d->finish);
+    const char *fr = d->finish == LLMRT_FINISH_STOP && d->tool_calls_finish
+                         ? "tool_calls"
+                         : llmrt_serve_finish_str(d->finish);
     json_object_set_new(c, "finish_reason", fr ? json_string(fr) : json_null());
     if (d->finish != LLMRT_FINISH_NONE || !d->chunk) {
         json_t *sr = d->stop_reason   ? llmrt_serve_json_string(d->stop_reason,

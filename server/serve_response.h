@@ -63,14 +63,29 @@ struct json_t *llmrt_serve_lp_chat_new(void);
 int llmrt_serve_lp_chat_add(struct json_t *lp, const llmrt_tokenizer *tok,
                             const llmrt_serve_token_lp *t);
 
+/* A tool call of a chat reply.
+ *   whole: {"id", "type": "function", "function": {"name", "arguments"}}
+ *   chunk: {"index", "id", "type": "function", "function": {"name", "arguments"}} for its
+ *          first delta (id and name set), {"index", "function": {"arguments"}} after it. */
+typedef struct llmrt_serve_tool_call {
+    int32_t index;         /* chunk: the call's index in the reply */
+    const char *id;        /* "call_..."; NULL in a chunk after the first */
+    const char *name;      /* NULL in a chunk after the first */
+    const char *arguments; /* JSON text (a fragment of it in a chunk); NULL = "" */
+    size_t arguments_len;
+} llmrt_serve_tool_call;
+
 /* One choice.
  *   completions, whole or chunk: {"index", "text", "logprobs", "finish_reason", "stop_reason"}
- *   chat, whole:  {"index", "message": {"role": "assistant", "content"}, "logprobs",
- *                  "finish_reason", "stop_reason"}
- *   chat, chunk:  {"index", "delta": {"role"?, "content"?}, "logprobs", "finish_reason"}
- * text may be NULL (chat chunk: no "content"); with_role adds "role": "assistant" to a chat
- * delta. logprobs is stolen (NULL → null). finish NONE → null; stop_reason: the stop string,
- * else stop_token when >= 0, else null. */
+ *   chat, whole:  {"index", "message": {"role": "assistant", "content", "reasoning_content"?,
+ *                  "tool_calls"?}, "logprobs", "finish_reason", "stop_reason"}
+ *   chat, chunk:  {"index", "delta": {"role"?, "content"?, "reasoning_content"?,
+ *                  "tool_calls"?}, "logprobs", "finish_reason"}
+ * text may be NULL (chat chunk: no "content"; whole: content null, as for a reply that is
+ * only tool calls); with_role adds "role": "assistant" to a chat delta. reasoning: NULL = no
+ * reasoning_content. logprobs is stolen (NULL → null). finish NONE → null, STOP with
+ * tool_calls_finish → "tool_calls"; stop_reason: the stop string, else stop_token when >= 0,
+ * else null. */
 typedef struct llmrt_serve_choice_desc {
     llmrt_serve_kind kind;   /* COMPLETIONS or CHAT */
     int chunk;               /* 1: a stream chunk's choice */
@@ -82,6 +97,12 @@ typedef struct llmrt_serve_choice_desc {
     llmrt_finish_reason finish;
     const char *stop_reason;
     int32_t stop_token;
+    /* chat */
+    const char *reasoning;
+    size_t reasoning_len;
+    const llmrt_serve_tool_call *tool_calls; /* [n_tool_calls] */
+    int32_t n_tool_calls;
+    int tool_calls_finish;   /* the reply called tools: finish STOP reads "tool_calls" */
 } llmrt_serve_choice_desc;
 struct json_t *llmrt_serve_choice(const llmrt_serve_choice_desc *d);
 

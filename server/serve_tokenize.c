@@ -42,7 +42,7 @@ int serve_tokenize(struct MHD_Connection *c, serve_conn *cx)
         goto cleanup;
     }
     if (req->messages) {
-        if (serve_chat_prompt(s, req, &ids, &n, &e) != LLMRT_OK) {
+        if (serve_chat_prompt(s, req, &ids, &n, NULL, &e) != LLMRT_OK) {
             rc = serve_reply_error(c, cx, &e);
             goto cleanup;
         }

@@ -28,9 +28,24 @@ e4m3 (scale = amax / 448, as the checkpoint's "dynamic" activation_scheme and vL
 its own greedy continuations. Each says under "llmrt_set" which [quant.fp8] setting of llmrt
 implements its semantics (tests/integration/logits_check.py applies it).
 
+Qwen3-MoE fixtures (qwen3-moe-*, Qwen3MoeForCausalLM): bf16 and AWQ, 4 to 16 experts, top-k
+1 to 4, norm_topk_prob on and off, a dense layer through mlp_only_layers or
+decoder_sparse_step, sharded and not. They are written in the on-disk layout of the released
+checkpoints — one module per expert, mlp.experts.E.{gate,up,down}_proj, the router mlp.gate —
+whatever layout transformers keeps in memory (recent versions fuse the experts into
+experts.gate_up_proj / experts.down_proj): the weights are made here per expert, put into the
+in-memory model in its own layout, and the saved folder is reloaded with from_pretrained
+(no missing or unexpected keys allowed) and must give the same logits. An independent
+float64 forward written here (qwen3_moe_reference) must agree with transformers too; it also
+gives each row's router margin (the smallest gap, over the sparse layers, between the K-th
+and the (K+1)-th router logit), recorded in reference.json, and a fixture is made again with
+the next seed until every margin is >= MOE_MIN_MARGIN, so that f32 rounding cannot flip a
+routing decision in the CPU test.
+
 Run (needs torch, transformers, safetensors; no network):
     python3 tools/make_fixtures.py --out tests/fixtures/models
     python3 tools/make_fixtures.py --out tests/fixtures/models --only fp8   # just the FP8 ones
+    python3 tools/make_fixtures.py --out tests/fixtures/models --only moe   # just qwen3-moe-*
 Exits non-zero on any inconsistency (saved checkpoint does not reproduce the reference,
 AWQ packing does not round-trip, greedy ids disagree with the teacher-forced argmax, ...).
 """
@@ -39,6 +54,7 @@ import array
 import copy
 import inspect
 import json
+import math
 import os
 import shutil
 import sys
@@ -48,13 +64,20 @@ import transformers
 from safetensors.torch import load_file, save_file
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+try:
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+except ImportError:  # transformers before 4.51: the dense fixtures still build
+    Qwen3MoeConfig = Qwen3MoeForCausalLM = None
+
 VOCAB = 512
 HEADS = 4
 KV_HEADS = 2
 MAX_POS = 256
 NEW_TOKENS = 24
 PROMPT_LENS = (5, 11, 17)
-SIZE_LIMIT = 5.5e6  # bytes for the whole fixtures folder
+SIZE_LIMIT = 9e6  # bytes for the whole fixtures folder (dense ~3.1 MB, MoE ~3 MB)
+MOE_MIN_MARGIN = 1e-3  # smallest router-logit gap at the top-k boundary a MoE fixture may have
+MOE_TRIES = 64         # seeds tried per MoE fixture for that
 
 # AutoAWQ GEMM packing (awq/modules/linear/gemm.py, WQLinear_GEMM.from_linear): eight 4-bit
 # values per int32; nibble k (bits 4k..4k+3) of packed column c holds column 8c + ORDER[k].
@@ -86,6 +109,27 @@ FIXTURES = [
 ]
 FP8_BLOCK = 128
 FP8_MAX = 448.0
+
+# Qwen3-MoE: name, dtype, tied, hidden, dense intermediate, moe_intermediate, layers, head_dim,
+# experts, top-k, norm_topk_prob, mlp_only_layers, decoder_sparse_step, awq group (None: dense),
+# the AWQ fixture's dense linears (modules_to_not_convert), shards, spelling, rope theta.
+MOE_FIXTURES = [
+    dict(name="qwen3-moe-bf16-e8k2", dtype="bfloat16", tie=False, hidden=64, inter=128,
+         moe_inter=32, layers=3, head_dim=32, experts=8, top_k=2, norm_topk=True, mlp_only=[1],
+         sparse_step=1, group=None, shards=1, spelling="old", theta=1000000.0),
+    dict(name="qwen3-moe-bf16-e16k4-tied", dtype="bfloat16", tie=True, hidden=64, inter=96,
+         moe_inter=16, layers=2, head_dim=32, experts=16, top_k=4, norm_topk=False, mlp_only=[],
+         sparse_step=1, group=None, shards=2, spelling="new", theta=10000.0, out_scale=3.0),
+    dict(name="qwen3-moe-awq-g32-e8k2", dtype="float16", tie=False, hidden=64, inter=128,
+         moe_inter=64, layers=3, head_dim=32, experts=8, top_k=2, norm_topk=True, mlp_only=[0],
+         sparse_step=1, group=32, shards=1, spelling="old", theta=1000000.0,
+         not_converted=["model.layers.2.mlp.experts.5.gate_proj",
+                        "model.layers.2.mlp.experts.5.up_proj",
+                        "model.layers.2.mlp.experts.5.down_proj"]),
+    dict(name="qwen3-moe-awq-g128-e4k1", dtype="float16", tie=False, hidden=128, inter=256,
+         moe_inter=128, layers=2, head_dim=64, experts=4, top_k=1, norm_topk=False, mlp_only=[],
+         sparse_step=2, group=128, shards=1, spelling="new", theta=1000000.0, not_converted=[]),
+]
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 LINEARS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
@@ -292,7 +336,7 @@ def install_w8a8_hooks(model, fx):
     return handles
 
 
-def respell(path, spelling, dtype_name, quant=None):
+def respell(path, spelling, dtype_name, quant=None, arch="Qwen3ForCausalLM"):
     """Rewrite config.json in one spelling: 'new' = dtype + rope_parameters (transformers 5),
     'old' = torch_dtype + rope_theta (released Qwen3 checkpoints)."""
     with open(path) as f:
@@ -315,7 +359,7 @@ def respell(path, spelling, dtype_name, quant=None):
         cfg["torch_dtype"] = dtype_name
         cfg["rope_theta"] = theta
         cfg["rope_scaling"] = None
-    cfg["architectures"] = ["Qwen3ForCausalLM"]
+    cfg["architectures"] = [arch]
     if quant:
         cfg["quantization_config"] = quant
     with open(path, "w") as f:
@@ -559,6 +603,368 @@ def verify_saved(fx, folder, model, refs, quiet=False):
             fail(msg)
 
 
+# ---------------------------------------------------------------------------- Qwen3-MoE
+
+def moe_is_sparse(fx, l):
+    return l not in fx["mlp_only"] and fx["experts"] > 0 and (l + 1) % fx["sparse_step"] == 0
+
+
+def make_moe_config(fx):
+    if Qwen3MoeConfig is None:
+        fail(f"transformers {transformers.__version__} has no Qwen3MoeForCausalLM (4.51 or newer)")
+    kw = dict(vocab_size=VOCAB, hidden_size=fx["hidden"], intermediate_size=fx["inter"],
+              moe_intermediate_size=fx["moe_inter"], num_hidden_layers=fx["layers"],
+              num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=fx["head_dim"],
+              num_experts=fx["experts"], num_experts_per_tok=fx["top_k"],
+              norm_topk_prob=fx["norm_topk"], mlp_only_layers=list(fx["mlp_only"]),
+              decoder_sparse_step=fx["sparse_step"], max_position_embeddings=MAX_POS,
+              rms_norm_eps=1e-6, tie_word_embeddings=fx["tie"], attention_bias=False,
+              use_sliding_window=False, output_router_logits=False, router_aux_loss_coef=0.001,
+              bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    try:
+        new_api = "rope_parameters" in inspect.signature(Qwen3MoeConfig.__init__).parameters
+    except (TypeError, ValueError):
+        new_api = False
+    new_api = new_api or "rope_parameters" in getattr(Qwen3MoeConfig, "__dataclass_fields__", {})
+    if new_api:
+        kw["rope_parameters"] = {"rope_type": "default", "rope_theta": fx["theta"]}
+    else:
+        kw["rope_theta"] = fx["theta"]
+    config = Qwen3MoeConfig(**kw)
+    config.architectures = ["Qwen3MoeForCausalLM"]
+    for key, want in (("num_experts", fx["experts"]), ("num_experts_per_tok", fx["top_k"]),
+                      ("moe_intermediate_size", fx["moe_inter"]),
+                      ("decoder_sparse_step", fx["sparse_step"]),
+                      ("norm_topk_prob", fx["norm_topk"]), ("head_dim", fx["head_dim"])):
+        if getattr(config, key) != want:
+            fail(f"{fx['name']}: Qwen3MoeConfig did not take {key} = {want}")
+    if list(config.mlp_only_layers) != list(fx["mlp_only"]):
+        fail(f"{fx['name']}: Qwen3MoeConfig did not take mlp_only_layers")
+    return config
+
+
+def moe_linears(fx):
+    """(prefix, out, in) of every linear the quant format may store, in state-dict order."""
+    h, q, kv = fx["hidden"], HEADS * fx["head_dim"], KV_HEADS * fx["head_dim"]
+    out = []
+    for l in range(fx["layers"]):
+        p = f"model.layers.{l}"
+        out += [(f"{p}.self_attn.q_proj", q, h), (f"{p}.self_attn.k_proj", kv, h),
+                (f"{p}.self_attn.v_proj", kv, h), (f"{p}.self_attn.o_proj", h, q)]
+        if moe_is_sparse(fx, l):
+            i = fx["moe_inter"]
+            for e in range(fx["experts"]):
+                out += [(f"{p}.mlp.experts.{e}.gate_proj", i, h),
+                        (f"{p}.mlp.experts.{e}.up_proj", i, h),
+                        (f"{p}.mlp.experts.{e}.down_proj", h, i)]
+        else:
+            i = fx["inter"]
+            out += [(f"{p}.mlp.gate_proj", i, h), (f"{p}.mlp.up_proj", i, h),
+                    (f"{p}.mlp.down_proj", h, i)]
+    return out
+
+
+def moe_make_weights(fx, gen):
+    """The checkpoint as the released Qwen3-MoE ones hold it on disk, one module per expert:
+    dense float32 weights (exactly representable in the storage dtype, AWQ-quantized linears
+    exactly their dequantized values) and the AWQ tensors of the quantized linears."""
+    store = DTYPES[fx["dtype"]]
+    h = fx["hidden"]
+
+    def rounded(t):
+        return t.to(store).to(torch.float32)
+
+    w = {"model.embed_tokens.weight": rounded(torch.randn(VOCAB, h, generator=gen) * (3.0 / h ** 0.5))}
+    quantized = {}
+    not_converted = set(fx.get("not_converted") or [])
+    linears = {p: (o, i) for p, o, i in moe_linears(fx)}
+    for l in range(fx["layers"]):
+        p = f"model.layers.{l}"
+        names = [n for n in linears if n.startswith(p + ".")]
+        for n in names:
+            o, i = linears[n]
+            v = torch.randn(o, i, generator=gen) / i ** 0.5
+            if n.endswith(("o_proj", "down_proj")):
+                v = v * fx.get("out_scale", 1.0)
+            w[n + ".weight"] = rounded(v)
+        for n in ("self_attn.q_norm", "self_attn.k_norm"):
+            w[f"{p}.{n}.weight"] = rounded(1.0 + 0.1 * torch.randn(fx["head_dim"], generator=gen))
+        for n in ("input_layernorm", "post_attention_layernorm"):
+            w[f"{p}.{n}.weight"] = rounded(1.0 + 0.1 * torch.randn(h, generator=gen))
+        if moe_is_sparse(fx, l):
+            # router logits of std ~2 on the normed hidden state: routing spread over experts
+            w[f"{p}.mlp.gate.weight"] = rounded(torch.randn(fx["experts"], h, generator=gen) * (2.0 / h ** 0.5))
+    w["model.norm.weight"] = rounded(1.0 + 0.1 * torch.randn(h, generator=gen))
+    if not fx["tie"]:
+        w["lm_head.weight"] = rounded(torch.randn(VOCAB, h, generator=gen) * (3.0 / h ** 0.5))
+    if fx["group"]:
+        g = fx["group"]
+        for n, (o, i) in linears.items():
+            if n in not_converted:
+                continue
+            if i % g or o % 8:
+                fail(f"{fx['name']}: {n}: [{o}, {i}] does not fit group {g} / 8-column packing")
+            q = torch.randint(0, 16, (i, o), generator=gen)
+            z = torch.randint(0, 16, (i // g, o), generator=gen)
+            sc = ((torch.rand(i // g, o, generator=gen) * 0.5 + 0.75) / (i ** 0.5 * 6.5)).to(torch.float16)
+            if n.endswith(("o_proj", "down_proj")):
+                sc = (sc.to(torch.float32) * fx.get("out_scale", 1.0)).to(torch.float16)
+            qw, qz = pack_awq(q), pack_awq(z)
+            if not torch.equal(unpack_awq(qw), q) or not torch.equal(unpack_awq(qz), z):
+                fail(f"{n}: AWQ packing does not round-trip")
+            w[n + ".weight"] = dequant_awq(qw, qz, sc, g)
+            quantized[n] = (qw, qz, sc)
+    return w, quantized
+
+
+def moe_disk_state(fx, w, quantized):
+    """The tensors to save: the storage dtype, AWQ tensors in place of quantized weights."""
+    store = DTYPES[fx["dtype"]]
+    state = {}
+    for k, v in w.items():
+        prefix = k[: -len(".weight")]
+        if prefix in quantized:
+            qw, qz, sc = quantized[prefix]
+            state[prefix + ".qweight"], state[prefix + ".qzeros"], state[prefix + ".scales"] = qw, qz, sc
+        else:
+            state[k] = v.to(store).contiguous()
+    return state
+
+
+def moe_load_into(model, fx, w):
+    """Put the per-expert weights into the in-memory model, in whatever layout it keeps:
+    per-expert modules, or experts fused as [E, 2I, H] gate|up and [E, H, I] down."""
+    params = dict(model.named_parameters())
+    target = {}
+    for l in range(fx["layers"]):
+        p = f"model.layers.{l}.mlp.experts"
+        if not moe_is_sparse(fx, l) or f"{p}.0.gate_proj.weight" in params:
+            continue
+        E, I, H = fx["experts"], fx["moe_inter"], fx["hidden"]
+        gu = torch.stack([torch.cat([w[f"{p}.{e}.gate_proj.weight"], w[f"{p}.{e}.up_proj.weight"]])
+                          for e in range(E)])                       # [E, 2I, H]
+        dn = torch.stack([w[f"{p}.{e}.down_proj.weight"] for e in range(E)])  # [E, H, I]
+        fused = {f"{p}.gate_up_proj": gu, f"{p}.down_proj": dn}
+        for name, t in fused.items():
+            if name not in params:
+                fail(f"{fx['name']}: the in-memory model has neither {p}.0.gate_proj nor {name}: "
+                     f"an expert layout this script does not know")
+            shape = tuple(params[name].shape)
+            if shape == tuple(t.shape):
+                target[name] = t
+            elif shape == tuple(t.transpose(1, 2).shape):
+                target[name] = t.transpose(1, 2).contiguous()
+            else:
+                fail(f"{fx['name']}: {name} is {shape} in memory, expected {tuple(t.shape)}")
+    for k, v in w.items():
+        if k.startswith("model.layers.") and ".mlp.experts." in k and k not in params:
+            continue  # fused above
+        target[k] = v
+    missing = [n for n in params if n not in target and not (fx["tie"] and n == "lm_head.weight")]
+    unknown = [n for n in target if n not in params]
+    if missing or unknown:
+        fail(f"{fx['name']}: weights do not match the model: missing {missing}, unknown {unknown}")
+    with torch.no_grad():
+        for n, t in target.items():
+            params[n].copy_(t.to(params[n].dtype))
+    if fx["tie"]:
+        model.tie_weights()
+
+
+def rope64(x, pos, theta):
+    d = x.shape[-1]
+    inv = theta ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2.0 / d)
+    ang = pos[:, None].to(torch.float64) * inv[None, :]            # [T, d/2]
+    c, s_ = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]  # [T, 1, d/2]
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * c - x2 * s_, x2 * c + x1 * s_], dim=-1)
+
+
+def rms64(x, w, eps=1e-6):
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+@torch.no_grad()
+def qwen3_moe_reference(fx, w, ids):
+    """Qwen3-MoE written from its definition in float64, on the per-expert weights:
+    logits [T, vocab] and each row's router margin (the smallest gap over the sparse layers
+    between its K-th and (K+1)-th router logit; inf without sparse layers or with K = E)."""
+    W = {k: v.to(torch.float64) for k, v in w.items()}
+    T, D = len(ids), fx["head_dim"]
+    pos = torch.arange(T)
+    x = W["model.embed_tokens.weight"][torch.tensor(ids)]
+    margin = torch.full((T,), float("inf"), dtype=torch.float64)
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for l in range(fx["layers"]):
+        p = f"model.layers.{l}"
+        xn = rms64(x, W[f"{p}.input_layernorm.weight"])
+        q = (xn @ W[f"{p}.self_attn.q_proj.weight"].T).view(T, HEADS, D)
+        k = (xn @ W[f"{p}.self_attn.k_proj.weight"].T).view(T, KV_HEADS, D)
+        v = (xn @ W[f"{p}.self_attn.v_proj.weight"].T).view(T, KV_HEADS, D)
+        q = rope64(rms64(q, W[f"{p}.self_attn.q_norm.weight"]), pos, fx["theta"])
+        k = rope64(rms64(k, W[f"{p}.self_attn.k_norm.weight"]), pos, fx["theta"])
+        rep = HEADS // KV_HEADS
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        att = torch.einsum("thd,shd->hts", q, k) / D ** 0.5
+        att = att.masked_fill(~causal[None], float("-inf")).softmax(-1)
+        o = torch.einsum("hts,shd->thd", att, v).reshape(T, HEADS * D)
+        x = x + o @ W[f"{p}.self_attn.o_proj.weight"].T
+        xn = rms64(x, W[f"{p}.post_attention_layernorm.weight"])
+
+        def mlp(prefix, h_):
+            g = h_ @ W[f"{prefix}.gate_proj.weight"].T
+            u = h_ @ W[f"{prefix}.up_proj.weight"].T
+            return (torch.nn.functional.silu(g) * u) @ W[f"{prefix}.down_proj.weight"].T
+
+        if moe_is_sparse(fx, l):
+            E, K = fx["experts"], fx["top_k"]
+            logits_r = xn @ W[f"{p}.mlp.gate.weight"].T                 # [T, E]
+            prob = logits_r.softmax(-1)
+            top = torch.sort(logits_r, dim=-1, descending=True, stable=True)
+            chosen = top.indices[:, :K]
+            if K < E:
+                margin = torch.minimum(margin, top.values[:, K - 1] - top.values[:, K])
+            wt = prob.gather(1, chosen)
+            if fx["norm_topk"]:
+                wt = wt / wt.sum(-1, keepdim=True)
+            out = torch.zeros_like(x)
+            for t in range(T):
+                for j in range(K):
+                    out[t] += wt[t, j] * mlp(f"{p}.mlp.experts.{int(chosen[t, j])}", xn[t:t + 1])[0]
+            x = x + out
+        else:
+            x = x + mlp(f"{p}.mlp", xn)
+    xn = rms64(x, W["model.norm.weight"])
+    head = W["model.embed_tokens.weight"] if fx["tie"] else W["lm_head.weight"]
+    return (xn @ head.T).to(torch.float32), margin.tolist()
+
+
+def moe_save(fx, folder, state, config):
+    if fx["shards"] > 1:
+        save_shards(state, folder, fx["shards"])
+    else:
+        save_file(state, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    config.save_pretrained(folder)
+
+
+def moe_verify_saved(fx, folder, model, w, refs, config):
+    """The saved on-disk layout reloads in transformers (a dense copy of it for AWQ: no AWQ
+    kernels here) with no missing or unexpected keys, and gives the in-memory model's logits."""
+    name = fx["name"]
+    check_dir = folder
+    tmpdir = None
+    if fx["group"]:
+        tmpdir = folder + ".dense-check"
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        os.makedirs(tmpdir)
+        dense = {k: v.to(torch.float32).contiguous() for k, v in w.items()
+                 if not (fx["tie"] and k == "lm_head.weight")}
+        save_file(dense, os.path.join(tmpdir, "model.safetensors"), metadata={"format": "pt"})
+        config.save_pretrained(tmpdir)
+        check_dir = tmpdir
+    try:
+        check, info = Qwen3MoeForCausalLM.from_pretrained(check_dir, dtype=torch.float32,
+                                                          attn_implementation="eager",
+                                                          output_loading_info=True)
+    except TypeError:  # transformers 4.x: torch_dtype
+        check, info = Qwen3MoeForCausalLM.from_pretrained(check_dir, torch_dtype=torch.float32,
+                                                          attn_implementation="eager",
+                                                          output_loading_info=True)
+    check = eager(check).float().eval()
+    bad = {k: v for k, v in info.items() if k in ("missing_keys", "unexpected_keys",
+                                                  "mismatched_keys") and v}
+    if fx["tie"] and bad.get("missing_keys"):
+        bad["missing_keys"] = [m for m in bad["missing_keys"] if m != "lm_head.weight"]
+        if not bad["missing_keys"]:
+            del bad["missing_keys"]
+    if bad:
+        fail(f"{name}: transformers reloading the on-disk layout reports {bad}")
+    for k, r in enumerate(refs):
+        a, b = logits_of(check, r["ids"]), logits_of(model, r["ids"])
+        if not torch.allclose(a, b, rtol=1e-5, atol=1e-5):
+            fail(f"{name} prompt {k}: the saved checkpoint gives different logits (max abs diff "
+                 f"{float((a - b).abs().max()):.3g})")
+    if tmpdir:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def build_moe_once(fx, out_root, seed):
+    """One attempt with this seed; None when some router margin is below MOE_MIN_MARGIN."""
+    name = fx["name"]
+    folder = os.path.join(out_root, name)
+    gen = torch.Generator().manual_seed(seed)
+    config = make_moe_config(fx)
+    model = eager(Qwen3MoeForCausalLM(config)).float().eval()
+    w, quantized = moe_make_weights(fx, gen)
+    moe_load_into(model, fx, dict(w))
+    prompts = [torch.randint(0, VOCAB, (n,), generator=gen).tolist() for n in PROMPT_LENS]
+    refs = []
+    for k, prompt in enumerate(prompts):
+        cont = greedy(model, prompt, NEW_TOKENS)
+        ids = prompt + cont
+        full = logits_of(model, ids)
+        mine, margin = qwen3_moe_reference(fx, w, ids)
+        err = float(((mine - full).norm(dim=-1) / full.norm(dim=-1)).max())
+        if err > 1e-4:
+            fail(f"{name} prompt {k}: transformers and the float64 reference differ by {err:.3g} "
+                 f"(relative, per row): the weights did not reach the model as meant")
+        if min(margin) < MOE_MIN_MARGIN:
+            return None
+        top2 = torch.topk(full, 2, dim=-1)
+        margins = (top2.values[:, 0] - top2.values[:, 1]).tolist()
+        argmax = top2.indices[:, 0].tolist()
+        for i, tok in enumerate(cont):
+            row = len(prompt) - 1 + i
+            if argmax[row] != tok and margins[row] > 1e-4:
+                fail(f"{name} prompt {k}: greedy token {i} = {tok} but teacher-forced argmax "
+                     f"= {argmax[row]} (margin {margins[row]:.3g})")
+        if not torch.isfinite(full).all():
+            fail(f"{name} prompt {k}: non-finite logits")
+        refs.append(dict(prompt=prompt, greedy=cont, ids=ids, rows=len(ids), vocab=VOCAB,
+                         logits_file=f"reference_{k}.f32", argmax=argmax,
+                         top2_margin=[round(m, 6) for m in margins],
+                         router_margin=[round(m, 6) if math.isfinite(m) else 1e9 for m in margin],
+                         logits_rms=round(float(full.pow(2).mean().sqrt()), 6), _logits=full))
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    for r in refs:
+        write_f32(os.path.join(folder, r["logits_file"]), r.pop("_logits"))
+    quant = None
+    if fx["group"]:
+        quant = {"quant_method": "awq", "bits": 4, "group_size": fx["group"], "zero_point": True,
+                 "version": "gemm", "modules_to_not_convert": fx.get("not_converted") or None}
+    moe_save(fx, folder, moe_disk_state(fx, w, quantized), model.config)
+    moe_verify_saved(fx, folder, model, w, refs, model.config)
+    cfg = respell(os.path.join(folder, "config.json"), fx["spelling"], fx["dtype"], quant,
+                  arch="Qwen3MoeForCausalLM")
+    meta = dict(fixture=name, architecture="Qwen3MoeForCausalLM", dtype=fx["dtype"],
+                tie_word_embeddings=fx["tie"], quant=quant, shards=fx["shards"],
+                config_spelling=fx["spelling"], seed=seed, new_tokens=NEW_TOKENS,
+                experts=fx["experts"], top_k=fx["top_k"], norm_topk_prob=fx["norm_topk"],
+                mlp_only_layers=fx["mlp_only"], decoder_sparse_step=fx["sparse_step"],
+                layout="one module per expert (mlp.experts.E.{gate,up,down}_proj), as on disk",
+                min_router_margin=round(min(m for r in refs for m in r["router_margin"]), 6),
+                reference=dict(framework="transformers", transformers=transformers.__version__,
+                               torch=torch.__version__, precision="float32", device="cpu",
+                               attention="eager", checked_against="float64 forward in "
+                               "make_fixtures.py (qwen3_moe_reference)"),
+                logits_layout="float32 little-endian [rows, vocab]; row i predicts ids[i+1]",
+                prompts=refs)
+    with open(os.path.join(folder, "reference.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+    return cfg, refs
+
+
+def build_moe(fx, out_root, seed):
+    for t in range(MOE_TRIES):
+        got = build_moe_once(fx, out_root, seed + 1000 * t)
+        if got:
+            return got
+    fail(f"{fx['name']}: no seed of {MOE_TRIES} gave router margins >= {MOE_MIN_MARGIN}")
+
+
+
 def folder_bytes(root):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root) for f in fs)
 
@@ -569,31 +975,36 @@ def main():
     ap.add_argument("--seed", type=int, default=20250601)
     ap.add_argument("--only", default=None,
                     help="build only the fixtures whose name contains one of these comma-separated "
-                         "words (e.g. fp8, awq); the others are left as they are")
+                         "words (e.g. fp8, awq, moe); the others are left as they are")
     args = ap.parse_args()
     words = [w for w in (args.only or "").split(",") if w]
-    chosen = [fx for fx in FIXTURES if not words or any(w in fx["name"] for w in words)]
+    every = FIXTURES + MOE_FIXTURES
+    chosen = [fx for fx in every if not words or any(w in fx["name"] for w in words)]
     if not chosen:
         fail(f"--only {args.only}: no fixture matches (names: "
-             f"{', '.join(fx['name'] for fx in FIXTURES)})")
+             f"{', '.join(fx['name'] for fx in every)})")
     torch.manual_seed(args.seed)
     torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)))
     os.makedirs(args.out, exist_ok=True)
     print(f"make_fixtures: torch {torch.__version__}, transformers {transformers.__version__}")
-    for i, fx in enumerate(FIXTURES):
-        if fx not in chosen:
-            continue  # each fixture keeps its own seed (its index), whatever is chosen
-        cfg, refs = build(fx, args.out, args.seed + i)
+    # each fixture keeps its own seed (dense: its index; MoE: 100 + its index), whatever is chosen
+    todo = [(fx, build, args.seed + i) for i, fx in enumerate(FIXTURES) if fx in chosen]
+    todo += [(fx, build_moe, args.seed + 100 + i) for i, fx in enumerate(MOE_FIXTURES)
+             if fx in chosen]
+    for fx, builder, seed in todo:
+        cfg, refs = builder(fx, args.out, seed)
         margins = [m for r in refs for m in r["top2_margin"]]
         size = folder_bytes(os.path.join(args.out, fx["name"]))
-        print(f"  {fx['name']:<20} {fx['dtype']:<9} tied={fx['tie']!s:<5} "
-              f"awq={fx['group'] or '-':<4} fp8={fx.get('fp8') or '-':<4} shards={fx['shards']} spelling={fx['spelling']}: "
+        moe = f" experts={fx['experts']} top_k={fx['top_k']}" if "experts" in fx else ""
+        print(f"  {fx['name']:<26} {fx['dtype']:<9} tied={fx['tie']!s:<5} "
+              f"awq={fx['group'] or '-':<4} fp8={fx.get('fp8') or '-':<4} shards={fx['shards']} "
+              f"spelling={fx['spelling']}{moe}: "
               f"{len(refs)} prompts, logits rms {refs[0]['logits_rms']:.2f}, "
               f"min top-2 margin {min(margins):.3g}, {size / 1e3:.0f} kB")
         print(f"    greedy[0] = {refs[0]['greedy']}")
     total = folder_bytes(args.out)
     print(f"make_fixtures: wrote {args.out} ({total / 1e6:.2f} MB)")
-    for fx in chosen:
+    for fx, _, _ in todo:
         with open(os.path.join(args.out, fx["name"], "reference.json")) as f:
             distinct = min(len(set(p["greedy"])) for p in json.load(f)["prompts"])
         if distinct < 4:

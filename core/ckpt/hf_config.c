@@ -4,6 +4,7 @@
 #include "hf_config.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,55 @@ static llmrt_status get_bos(json_t *root, int32_t *out, const char *where, llmrt
                           where, llmrt_json_type_name(v));
     *out = (int32_t)json_integer_value(v);
     return LLMRT_OK;
+}
+
+/* One number of generation_config.json in [lo, hi] (lo excluded when lo_open); absent or null
+ * leaves it unset. */
+static llmrt_status gen_number(json_t *gen, const char *key, double lo, int lo_open, double hi,
+                               uint32_t bit, float *out, llmrt_hf_sampling *g, const char *where,
+                               llmrt_error *err)
+{
+    json_t *v = json_object_get(gen, key);
+    if (!v || json_is_null(v))
+        return LLMRT_OK;
+    char range[64];
+    snprintf(range, sizeof range, "%s%g, %g%s", lo_open ? "(" : "[", lo, hi, isinf(hi) ? ")" : "]");
+    if (!json_is_number(v))
+        return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s: key '%s' is %s, expected a number in %s",
+                          where, key, llmrt_json_type_name(v), range);
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
+        return llmrt_fail(err, LLMRT_ERR_FORMAT, "%s: key '%s' is %g, expected a number in %s",
+                          where, key, x, range);
+    *out = (float)x;
+    g->set |= bit;
+    return LLMRT_OK;
+}
+
+/* temperature, top_p, top_k, min_p, repetition_penalty (do_sample is not read: vLLM applies
+ * the values whatever it says). */
+static llmrt_status parse_sampling(json_t *gen, const char *where, llmrt_hf_sampling *g,
+                                   llmrt_error *err)
+{
+    llmrt_status st = LLMRT_OK;
+    TRY(gen_number(gen, "temperature", 0, 0, INFINITY, LLMRT_SAMPLING_TEMPERATURE,
+                   &g->temperature, g, where, err));
+    TRY(gen_number(gen, "top_p", 0, 1, 1, LLMRT_SAMPLING_TOP_P, &g->top_p, g, where, err));
+    TRY(gen_number(gen, "min_p", 0, 0, 1, LLMRT_SAMPLING_MIN_P, &g->min_p, g, where, err));
+    TRY(gen_number(gen, "repetition_penalty", 0, 1, INFINITY, LLMRT_SAMPLING_REPETITION_PENALTY,
+                   &g->repetition_penalty, g, where, err));
+    json_t *k = json_object_get(gen, "top_k");
+    if (k && !json_is_null(k)) {
+        if (!json_is_integer(k) || json_integer_value(k) < -1 ||
+            json_integer_value(k) > INT32_MAX)
+            FAIL(err, LLMRT_ERR_FORMAT,
+                 "%s: key 'top_k' is %s, expected an integer >= -1 (0 or -1: no limit)", where,
+                 json_is_integer(k) ? "out of range" : llmrt_json_type_name(k));
+        g->top_k = (int32_t)json_integer_value(k);
+        g->set |= LLMRT_SAMPLING_TOP_K;
+    }
+cleanup:
+    return st;
 }
 
 static llmrt_status parse_root(json_t *root, const char *where, llmrt_hf_config *c,
@@ -173,6 +223,7 @@ llmrt_status llmrt_hf_config_load(const char *dir, llmrt_hf_config *out, llmrt_e
         TRY(add_eos(out, json_object_get(gen, "eos_token_id"), gpath, err));
         if (out->bos_id < 0)
             TRY(get_bos(gen, &out->bos_id, gpath, err));
+        TRY(parse_sampling(gen, gpath, &out->gen, err));
     }
 cleanup:
     if (st != LLMRT_OK) {

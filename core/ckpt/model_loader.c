@@ -15,6 +15,7 @@
 #include "error.h"
 #include "log.h"
 #include "safetensors.h"
+#include "scheduler.h"
 
 static int is_auto(const char *s) { return !s || !s[0] || strcmp(s, "auto") == 0; }
 
@@ -201,6 +202,14 @@ static int32_t param_or(int32_t given, const llmrt_config *cfg, const char *key)
     return given > 0 ? given : (int32_t)llmrt_config_int(cfg, key);
 }
 
+static int backend_is_gpu(const llmrt_backend_ref *be)
+{
+    llmrt_device_info di;
+    llmrt_error e = {0};
+    memset(&di, 0, sizeof di);
+    return be->vt->device_info(be->b, &di, &e) == LLMRT_OK && di.is_gpu;
+}
+
 llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *opts,
                               llmrt_loaded_model **out, llmrt_error *err)
 {
@@ -250,6 +259,9 @@ llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *op
 
     lm->params.max_tokens = param_or(o.max_tokens, rt->cfg, "scheduler.max_num_batched_tokens");
     lm->params.max_seqs = param_or(o.max_seqs, rt->cfg, "scheduler.max_num_seqs");
+    /* 0 (the keys' default): the engine's by-backend limits, llmrt_sched_default_limits */
+    llmrt_sched_default_limits(backend_is_gpu(&lm->backend), &lm->params.max_seqs,
+                               &lm->params.max_tokens);
     lm->model_vt = me->desc->vtable;
     lm->model_plugin = me->desc->name;
     snprintf(section, sizeof section, "model.%s", me->desc->name);

@@ -72,6 +72,22 @@ static llmrt_status gpu_capacity(llmrt_engine *e, uint64_t bytes_per_token, int6
     return LLMRT_OK;
 }
 
+/* "temperature 0.6, top_p 0.95, top_k 20": the model folder's sampling defaults. */
+static void sampling_text(const llmrt_hf_sampling *g, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+#define ITEM(bit, fmt, v)                                                                     \
+    if ((g->set & (bit)) && n < cap)                                                          \
+        n += (size_t)snprintf(buf + n, cap - n, "%s" fmt, n ? ", " : "", v);
+    ITEM(LLMRT_SAMPLING_TEMPERATURE, "temperature %g", (double)g->temperature)
+    ITEM(LLMRT_SAMPLING_TOP_P, "top_p %g", (double)g->top_p)
+    ITEM(LLMRT_SAMPLING_TOP_K, "top_k %d", (int)g->top_k)
+    ITEM(LLMRT_SAMPLING_MIN_P, "min_p %g", (double)g->min_p)
+    ITEM(LLMRT_SAMPLING_REPETITION_PENALTY, "repetition_penalty %g", (double)g->repetition_penalty)
+#undef ITEM
+}
+
 llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
                                             const llmrt_engine_settings *settings,
                                             const llmrt_engine_options *opts,
@@ -86,6 +102,7 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory");
     }
     e->parts = *parts;
+    sampling_text(&parts->sampling, e->sampling_text, sizeof e->sampling_text);
     e->set = *settings;
     if (opts)
         e->opts = *opts;
@@ -104,6 +121,8 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
         if (e->bvt->device_info(e->b, &e->dev, &derr) != LLMRT_OK)
             snprintf(e->dev.name, sizeof e->dev.name, "unknown device");
     }
+    llmrt_sched_default_limits(e->dev.is_gpu, &e->set.max_num_seqs,
+                               &e->set.max_num_batched_tokens);
     parts->model_vt->info(parts->model, &e->info);
     const llmrt_model_info *mi = &e->info;
     if (mi->n_layers <= 0 || mi->n_kv_heads <= 0 || mi->head_dim <= 0 || mi->vocab <= 0)
@@ -199,6 +218,13 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
     e->top_lps = calloc((size_t)S->max_num_seqs * LLMRT_MAX_TOP_LOGPROBS, sizeof *e->top_lps);
     TRY_ALLOC(err, e->row_scratch && e->sampled && e->lp_buf && e->top_ids && e->top_lps,
               "sampling buffers");
+    e->row_fate = calloc((size_t)S->max_num_seqs, 1);
+    TRY_ALLOC(err, e->row_fate, "step bookkeeping");
+    TRY(engine_grammar_init(e, err));
+    if (e->mask_words) {
+        e->repick_words = malloc((size_t)e->mask_words * sizeof *e->repick_words);
+        TRY_ALLOC(err, e->repick_words, "a token mask");
+    }
     for (int f = 0; f < 2; f++) {
         e->fl[f].items = calloc((size_t)S->max_num_seqs, sizeof *e->fl[f].items);
         e->fl[f].row_host = calloc((size_t)S->max_num_seqs, 1);
@@ -300,6 +326,9 @@ void llmrt_engine_destroy(llmrt_engine *e)
         free(cancels);
     }
     engine_end_all(e, LLMRT_FINISH_CANCELLED, NULL);
+    engine_grammar_free_all(e); /* after every request (and its grammar handle) is gone */
+    free(e->repick_words);
+    free(e->row_fate);
     free(e->zombies);
     for (int i = 0; i < e->n_graphs; i++)
         if (e->graphs[i].g)

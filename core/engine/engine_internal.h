@@ -15,13 +15,16 @@
 #include <uthash.h>
 
 #include "engine_parts.h"
+#include "grammar.h"
 #include "kv_cache.h"
 #include "sampler.h"
 #include "scheduler.h"
 #include "step_buffers.h"
 #include "stop_strings.h"
 
-#define MAX_GRAPHS 64
+/* Captured decode graphs: a bucket (graph_bucket, step.c: 13 up to 256 rows) x the two step
+ * halves x chained or not x the device op (argmax, forward_argmax, sample). */
+#define MAX_GRAPHS 160
 
 /* A token id that is none: an event without a token, no stop token, a token a launched step
  * is still computing (engine.h spells it -1). */
@@ -83,8 +86,10 @@ typedef struct eseq {
     int cancel_held;         /* finished with a cancel still queued: apply_cancels will read it,
                                 so it is not freed before then (stepping thread) */
     int in_sched;            /* handed to the scheduler */
+    double t_scheduled;      /* llmrt_now_s() of its first step; 0 before */
     llmrt_detok *detok;
     llmrt_stopper *stopper;
+    llmrt_grammar *grammar;  /* structured outputs: the reply's grammar and state, or NULL */
     struct eseq *next;       /* inbox link */
     UT_hash_handle hh;       /* by id (engine lock) */
 } eseq;
@@ -106,7 +111,14 @@ typedef struct flight {
     llmrt_step_layout lay;
     double t_start, t_prepared;
     uint64_t h2d_bytes, d2h_bytes;
+    int32_t n_masked;        /* rows sampled under a grammar's mask (engine->mask_slot) */
+    double mask_ms;          /* host time computing them */
 } flight;
+
+typedef struct engine_gram engine_gram; /* a compiled grammar in the engine's cache */
+
+/* What collect does with a sampled row besides accepting its token (constrained rows). */
+typedef enum row_fate { ROW_TOKEN = 0, ROW_STOP, ROW_DEAD } row_fate;
 
 /* ---- a captured decode step, replayed for every step of its key ---- */
 typedef struct graph_entry {
@@ -138,6 +150,7 @@ struct llmrt_engine {
     int out_shared;          /* out.host[0] == out.host[1] */
     int in_shared_async;     /* in.host shared and its copies are truly asynchronous */
     char capacity_source[64];
+    char sampling_text[160]; /* llmrt_engine_sampling_defaults_text */
 
     llmrt_kv kv;
     int kv_ok;
@@ -177,6 +190,22 @@ struct llmrt_engine {
     void *step_user;
     int warned_preempt, warned_graph;
 
+    /* ---- structured outputs (constrain.c) ---- */
+    pthread_mutex_t gmu;     /* the grammar cache, its reference counts, the trie pointer */
+    int gmu_ok;
+    llmrt_gram_vocab *gvocab;       /* the vocabulary trie, built with the first grammar */
+    engine_gram *gcache;            /* compiled grammars, most recently used first */
+    int32_t n_gcache;
+    const struct llmrt_logits_mask_ops *mask_ops; /* the backend's, or NULL: masks on the host */
+    llmrt_mem_buffer masks;  /* TO_DEVICE: int32 row slot [max_seqs] (16-byte aligned), then
+                                uint32 words [max_seqs, mask_words]; allocated with a tokenizer */
+    int masks_ok;
+    int32_t mask_words;      /* (vocab + 31) / 32 */
+    size_t mask_map_bytes;
+    int32_t *mask_slot;      /* [max_seqs] the mask slot of each row of the last masked flight */
+    uint32_t *repick_words;  /* [mask_words] the end-of-budget filter */
+    uint8_t *row_fate;       /* [max_seqs] row_fate of each row being collected */
+
     /* ---- shared with other threads: under mu ---- */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -207,6 +236,31 @@ void engine_publish(llmrt_engine *e);
 void engine_drain_inbox(llmrt_engine *e, eseq ***cancels, int32_t *n_cancels);
 /* End the drained cancellations' sequences (stepping thread). */
 void engine_apply_cancels(llmrt_engine *e, eseq **cancels, int32_t n);
+
+/* ---- constrain.c: structured outputs ---- */
+
+/* The mask buffer and the backend's mask op (when the model folder has a tokenizer). */
+llmrt_status engine_grammar_init(llmrt_engine *e, llmrt_error *err);
+/* The grammar cache, the trie, the mask buffer (every request has ended). */
+void engine_grammar_free_all(llmrt_engine *e);
+/* Submit: the handle is this engine's and not yet given to another request. */
+llmrt_status engine_grammar_take(llmrt_engine *e, llmrt_grammar *g, llmrt_error *err);
+/* The reply may end here / must end here (complete and nothing may follow). */
+int engine_grammar_complete(const llmrt_grammar *g);
+int engine_grammar_finished(const llmrt_grammar *g);
+/* The token's bytes into the state: 1, or 0 when they do not continue it. */
+int engine_grammar_advance(llmrt_grammar *g, int32_t token);
+/* The masks of flight f's constrained rows into the host half of the mask buffer, each
+ * row's slot into engine->mask_slot, device rows' slots into the buffer's row map. Returns
+ * how many device rows are masked; *bytes = the buffer bytes in use. */
+int32_t engine_masks_fill(llmrt_engine *e, flight *f, size_t *bytes);
+/* -inf into logits [vocab] where mask slot `slot` of half `half` forbids a token. */
+void engine_mask_apply_host(const llmrt_engine *e, int half, int32_t slot, float *logits);
+/* May token t come next in s's reply, leaving room to finish within the budget? */
+int engine_grammar_fits(llmrt_engine *e, const eseq *s, int32_t t);
+/* The tokens that fit (engine_grammar_fits for each, and stop ids when the reply may end)
+ * into w [mask_words]; their number (0: none at all), -1 when out of memory. */
+int32_t engine_grammar_allowed(llmrt_engine *e, const eseq *s, uint32_t *w);
 
 /* ---- events.c: tokens and final events out ---- */
 

@@ -11,6 +11,7 @@
 
 #include "chat.h"
 #include "config.h"
+#include "hf_config.h"
 #include "runtime.h"
 #include "tokenizer.h"
 
@@ -22,14 +23,15 @@ typedef struct llmrt_engine_settings {
     int32_t max_model_len;         /* cache.max_model_len; 0 = from the model */
     llmrt_dtype kv_dtype;          /* cache.dtype; LLMRT_DTYPE_INVALID = auto */
     int32_t prefix_caching;        /* cache.prefix_caching */
-    int32_t max_num_seqs;          /* scheduler.max_num_seqs */
-    int32_t max_num_batched_tokens;/* scheduler.max_num_batched_tokens */
+    int32_t max_num_seqs;          /* scheduler.max_num_seqs; 0 = by backend */
+    int32_t max_num_batched_tokens;/* scheduler.max_num_batched_tokens; 0 = by backend */
     int32_t async_scheduling;      /* scheduler.async_scheduling */
     int32_t cuda_graphs;           /* scheduler.cuda_graphs */
 } llmrt_engine_settings;
 
-/* The schema defaults (block 16, automatic capacity, prefix caching, 32 seqs, 2048 tokens,
- * async + graphs). */
+/* Block 16, automatic capacity, prefix caching, async + graphs, and the CPU's limits (32
+ * seqs, 2048 tokens: a model created from these settings has its sizes); runtime.ini's 0 = by
+ * backend is resolved by create (llmrt_sched_default_limits). */
 void llmrt_engine_settings_default(llmrt_engine_settings *s);
 /* Read them from a config (values were validated when the config was built). */
 void llmrt_engine_settings_from_config(const llmrt_config *cfg, llmrt_engine_settings *s);
@@ -49,6 +51,7 @@ typedef struct llmrt_engine_parts {
     double load_time_s;             /* time already spent loading (added to stats) */
     uint64_t device_free_before;    /* device memory free before the model's weights loaded
                                        (0: unknown): stats give this engine's own use */
+    llmrt_hf_sampling sampling;     /* the model folder's sampling defaults (set 0: none) */
     /* Called by llmrt_engine_destroy after the engine let go of the parts (and by a failed
      * create): closes what the caller handed over. NULL: the caller keeps ownership. */
     void (*release)(void *ctx);

@@ -78,6 +78,7 @@ static void emit(llmrt_engine *e, eseq *s, int32_t token, const char *text, size
     ev.completion_tokens = s->n_generated;
     ev.time_s = llmrt_now_s();
     ev.cached_tokens = s->sched.n_cached;
+    ev.time_scheduled_s = s->t_scheduled;
     if (finish != LLMRT_FINISH_NONE) {
         s->done = 1;
         if (s->in_sched) {
@@ -159,6 +160,7 @@ void engine_accept_token(llmrt_engine *e, eseq *s, int32_t t, float lp, int32_t 
 
     llmrt_finish_reason fin = LLMRT_FINISH_NONE;
     int32_t stop_token = NO_TOKEN;
+    const char *error = NULL;
     int by_eos = 0;
     int checks = s->n_generated >= s->sp.min_tokens;
     if (checks && is_stop_token(e, s, t, &by_eos)) {
@@ -168,12 +170,21 @@ void engine_accept_token(llmrt_engine *e, eseq *s, int32_t t, float lp, int32_t 
                s->n_prompt + s->n_generated >= e->max_model_len) {
         fin = LLMRT_FINISH_LENGTH;
     }
+    if (s->grammar && stop_token == NO_TOKEN) {
+        /* the reply's grammar: it ends here when it is complete and nothing may follow */
+        if (!engine_grammar_advance(s->grammar, t)) {
+            fin = LLMRT_FINISH_ERROR;
+            error = "structured output: the sampled token does not continue the reply's grammar";
+        } else if (engine_grammar_finished(s->grammar)) {
+            fin = LLMRT_FINISH_STOP;
+        }
+    }
     text_reset(e);
     const char *stop_reason = NULL;
     if (s->detok) {
         const char *piece = "";
         size_t n = 0;
-        if (fin != LLMRT_FINISH_STOP) { /* the text of a stop token is never part of the output */
+        if (stop_token == NO_TOKEN) { /* the text of a stop token is never part of the output */
             llmrt_error derr = {0};
             if (llmrt_detok_push(s->detok, t, &piece, &n, &derr) != LLMRT_OK)
                 piece = "", n = 0;
@@ -203,7 +214,7 @@ void engine_accept_token(llmrt_engine *e, eseq *s, int32_t t, float lp, int32_t 
         }
     }
     emit(e, s, t, e->text, e->text_len, lp, n_top, top_ids, top_lps, fin, stop_reason,
-         stop_token, NULL);
+         stop_token, error);
 }
 
 /* ---------------------------------------------------------------- the end of everything */

@@ -13,6 +13,7 @@
 #include "error.h"
 #include "log.h"
 #include "model_loader.h"
+#include "scheduler.h"
 
 void llmrt_engine_settings_default(llmrt_engine_settings *s)
 {
@@ -21,8 +22,8 @@ void llmrt_engine_settings_default(llmrt_engine_settings *s)
     s->gpu_memory_utilization = 0.80;
     s->kv_dtype = LLMRT_DTYPE_INVALID;
     s->prefix_caching = 1;
-    s->max_num_seqs = 32;
-    s->max_num_batched_tokens = 2048;
+    s->max_num_seqs = LLMRT_SCHED_CPU_MAX_SEQS; /* the keys' 0 = by backend: see create */
+    s->max_num_batched_tokens = LLMRT_SCHED_CPU_MAX_TOKENS;
     s->async_scheduling = 1;
     s->cuda_graphs = 1;
 }
@@ -112,6 +113,17 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
                 llmrt_error_prefix(err, "loading the tokenizer of %s", lm->dir);
                 goto cleanup;
             }
+            /* ids the tokenizer can produce must be rows of the embedding (which may be
+             * padded past the tokenizer's size, as Qwen3's 151936 is): a mismatch is found
+             * here, not on the first prompt that happens to hold a high id */
+            int32_t tv = llmrt_tokenizer_vocab_size(own->tok);
+            if (tv > lm->info.vocab)
+                FAIL(err, LLMRT_ERR_INVALID_ARG,
+                     "%s: tokenizer.json has ids up to %d but the model's vocabulary "
+                     "(config.json vocab_size) has %d rows: this tokenizer is not the model's "
+                     "(copy the tokenizer of the checkpoint it was trained with, or remove "
+                     "tokenizer.json to work with token ids)",
+                     lm->dir, tv - 1, lm->info.vocab);
         } else if (!o.quiet) {
             LOG_INFO("%s has no tokenizer.json: token ids only (no text prompts, text output "
                      "or stop strings)",
@@ -151,6 +163,7 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
     parts.quant_name = lm->quant.vt ? lm->quant.name : NULL;
     parts.load_time_s = llmrt_now_s() - t0;
     parts.device_free_before = lm->device_free_before;
+    parts.sampling = lm->hf.gen;
     parts.release = release_owned;
     parts.release_ctx = own;
     if (lo.quiet && !o.quiet) /* otherwise the loader said it */

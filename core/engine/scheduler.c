@@ -6,6 +6,14 @@
 
 #include "error.h"
 
+void llmrt_sched_default_limits(int on_gpu, int32_t *max_seqs, int32_t *max_tokens)
+{
+    if (*max_seqs <= 0)
+        *max_seqs = on_gpu ? LLMRT_SCHED_GPU_MAX_SEQS : LLMRT_SCHED_CPU_MAX_SEQS;
+    if (*max_tokens <= 0)
+        *max_tokens = on_gpu ? LLMRT_SCHED_GPU_MAX_TOKENS : LLMRT_SCHED_CPU_MAX_TOKENS;
+}
+
 llmrt_status llmrt_sched_init(llmrt_scheduler *s, llmrt_kv *kv, int32_t max_seqs,
                               int32_t max_tokens, llmrt_error *err)
 {
@@ -148,53 +156,109 @@ static void take(llmrt_scheduler *s, llmrt_sched_seq *seq, int32_t n, llmrt_sche
     item->samples = seq->n_computed == seq->n_tokens;
 }
 
-int32_t llmrt_sched_schedule(llmrt_scheduler *s, llmrt_sched_item *items, int32_t *n_tokens,
-                             int32_t *n_preempted)
+/* A plan in the making: the items so far, the budget left, the preemptions so far. */
+typedef struct plan {
+    llmrt_sched_item *items;
+    int32_t n_items, budget, preempted;
+} plan;
+
+static int planned(const plan *p, const llmrt_sched_seq *seq)
 {
-    int32_t n_items = 0, budget = s->max_tokens, preempted = 0;
-    *n_tokens = 0;
-    /* Make sure preemption can always queue its victims without allocating. */
-    if (s->cap_waiting < s->n_waiting + s->n_running) {
-        int32_t cap = s->n_waiting + s->n_running + 64;
-        llmrt_sched_seq **w = realloc(s->waiting, sizeof *w * (size_t)cap);
-        if (!w) {
-            *n_preempted = 0;
-            return 0; /* out of memory: run nothing this step; the caller retries */
+    for (int32_t i = 0; i < p->n_items; i++)
+        if (p->items[i].seq == seq)
+            return 1;
+    return 0;
+}
+
+/* Free blocks for seq to hold `len` tokens by preempting the newest running sequences that
+ * are not in the plan yet (seq itself too when allow_self and it is the newest). Returns 1
+ * when the blocks are free; 0 when not, with *gone set when seq itself was preempted. */
+static int make_room(llmrt_scheduler *s, plan *p, llmrt_sched_seq *seq, int32_t len,
+                     int allow_self, int *gone)
+{
+    *gone = 0;
+    while (llmrt_kv_blocks_needed(s->kv, &seq->table, len) > s->kv->n_free) {
+        llmrt_sched_seq *v = s->running[s->n_running - 1];
+        if ((v == seq && !allow_self) || (v != seq && planned(p, v)))
+            return 0; /* nothing left to take but what this step already holds */
+        preempt_newest(s);
+        p->preempted++;
+        if (v == seq) {
+            *gone = 1;
+            return 0;
         }
-        s->waiting = w, s->cap_waiting = cap;
     }
-    for (int32_t i = 0; i < s->n_running && budget > 0;) {
+    return 1;
+}
+
+/* Decode rows first (one token to compute), oldest first: a long prefill never delays them. */
+static void plan_decodes(llmrt_scheduler *s, plan *p)
+{
+    for (int32_t i = 0; i < s->n_running && p->budget > 0;) {
+        llmrt_sched_seq *seq = s->running[i];
+        int gone = 0;
+        if (seq->n_tokens - seq->n_computed != 1) {
+            i++;
+        } else if (make_room(s, p, seq, seq->n_computed + 1, 1, &gone)) {
+            take(s, seq, 1, &p->items[p->n_items++]);
+            p->budget--;
+            i++;
+        } else if (gone) {
+            break; /* seq was the newest left: every older decode row is planned */
+        } else {
+            i++;
+        }
+    }
+}
+
+/* Then the running prefills, oldest first, in chunks of what the budget leaves. A chunk that
+ * cannot get its blocks from newer sequences outside the step shrinks to the blocks there
+ * are; one that gets none is skipped, or, when its sequence is the newest, preempts it (as a
+ * decode row would). */
+static void plan_prefills(llmrt_scheduler *s, plan *p)
+{
+    for (int32_t i = 0; i < s->n_running && p->budget > 0;) {
         llmrt_sched_seq *seq = s->running[i];
         int32_t n = seq->n_tokens - seq->n_computed;
-        if (n <= 0) { /* nothing to compute (cannot happen when synchronous) */
+        if (n <= 1) { /* planned above, or nothing to compute (cannot happen when synchronous) */
             i++;
             continue;
         }
-        if (n > budget)
-            n = budget;
-        int32_t need = llmrt_kv_blocks_needed(s->kv, &seq->table, seq->n_computed + n);
-        int gone = 0;
-        while (need > s->kv->n_free) {
-            llmrt_sched_seq *v = preempt_newest(s);
-            preempted++;
-            if (v == seq) {
-                gone = 1;
-                break;
+        if (n > p->budget)
+            n = p->budget;
+        int gone = 0; /* never set: seq is not preempted here (allow_self 0) */
+        if (!make_room(s, p, seq, seq->n_computed + n, 0, &gone)) {
+            n = (seq->table.n + s->kv->n_free) * s->kv->block_size - seq->n_computed;
+            if (n <= 0) {
+                if (seq == s->running[s->n_running - 1] && !planned(p, seq)) {
+                    preempt_newest(s);
+                    p->preempted++;
+                    continue; /* running[i] is now the next sequence (or none) */
+                }
+                i++;
+                continue;
             }
+            if (n > p->budget)
+                n = p->budget;
         }
-        if (gone)
-            break; /* seq was the newest left: every older one is already scheduled */
-        take(s, seq, n, &items[n_items++]);
-        budget -= n;
+        take(s, seq, n, &p->items[p->n_items++]);
+        p->budget -= n;
         i++;
     }
-    while (!preempted && budget > 0 && s->n_waiting > 0 && s->n_running < s->max_seqs) {
+}
+
+/* Then waiting sequences in arrival order (FIFO: the head waits for blocks, nobody overtakes
+ * it), none in a step that preempted. A joining sequence first takes the cached blocks of
+ * its leading full blocks (prefix caching) and computes from the first token after them. */
+static void plan_admissions(llmrt_scheduler *s, plan *p)
+{
+    while (!p->preempted && p->budget > 0 && s->n_waiting > 0 && s->n_running < s->max_seqs) {
         llmrt_sched_seq *seq = s->waiting[0];
         int32_t hit;
         int fits;
-        int32_t n = plan_join(s, seq, budget, &hit, &fits);
+        int32_t n = plan_join(s, seq, p->budget, &hit, &fits);
         if (!fits)
-            break; /* FIFO: the head waits for blocks; nobody overtakes it */
+            break;
         int32_t start = hit * s->kv->block_size;
         if (llmrt_kv_table_room(&seq->table, llmrt_kv_blocks_for(s->kv, start + n)) != LLMRT_OK)
             break; /* out of memory for its table: it waits, and the next step retries */
@@ -209,15 +273,35 @@ int32_t llmrt_sched_schedule(llmrt_scheduler *s, llmrt_sched_item *items, int32_
         seq->n_computed = start;
         if (seq->n_preempted == 0)
             seq->n_cached = start;
-        take(s, seq, n, &items[n_items++]);
-        budget -= n;
+        take(s, seq, n, &p->items[p->n_items++]);
+        p->budget -= n;
     }
+}
+
+int32_t llmrt_sched_schedule(llmrt_scheduler *s, llmrt_sched_item *items, int32_t *n_tokens,
+                             int32_t *n_preempted)
+{
+    plan p = {items, 0, s->max_tokens, 0};
+    *n_tokens = 0;
+    /* Make sure preemption can always queue its victims without allocating. */
+    if (s->cap_waiting < s->n_waiting + s->n_running) {
+        int32_t cap = s->n_waiting + s->n_running + 64;
+        llmrt_sched_seq **w = realloc(s->waiting, sizeof *w * (size_t)cap);
+        if (!w) {
+            *n_preempted = 0;
+            return 0; /* out of memory: run nothing this step; the caller retries */
+        }
+        s->waiting = w, s->cap_waiting = cap;
+    }
+    plan_decodes(s, &p);
+    plan_prefills(s, &p);
+    plan_admissions(s, &p);
     /* The step's full blocks join the prefix cache: from the next step on they may be
      * shared (the step that writes them runs before any step that reads them). */
-    for (int32_t i = 0; i < n_items; i++)
+    for (int32_t i = 0; i < p.n_items; i++)
         llmrt_kv_prefix_commit(s->kv, &items[i].seq->table, items[i].seq->tokens,
                                items[i].seq->n_computed);
-    *n_tokens = s->max_tokens - budget;
-    *n_preempted = preempted;
-    return n_items;
+    *n_tokens = s->max_tokens - p.budget;
+    *n_preempted = p.preempted;
+    return p.n_items;
 }

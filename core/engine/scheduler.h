@@ -2,21 +2,22 @@
  * step and how many of their tokens.
  *
  * Policy (vLLM-like):
- *  - Running sequences first, oldest first: each computes what it has not computed yet —
- *    one token when decoding, the rest of its prompt (up to the token budget) when
- *    prefilling. Prefill and decode share a step; a long prompt is prefilled in chunks of
- *    whatever budget is left (scheduler.max_num_batched_tokens).
+ *  - Running sequences first: every decode row (one token to compute), oldest first, then
+ *    the running prefills, oldest first, each the rest of its prompt up to the token budget
+ *    left (scheduler.max_num_batched_tokens). Prefill and decode share a step (a mixed step),
+ *    and a long prompt, prefilled in chunks, never stalls the decode rows.
  *  - Then waiting sequences join in arrival order (FIFO, never skipping the head) while
  *    there is room: scheduler.max_num_seqs, the token budget, and free KV blocks. With
  *    prefix caching, a joining sequence first takes the cached blocks of its leading full
  *    blocks (kv_cache.h) and computes from the first token after them: the cached tokens
  *    cost no budget, and the free-block check counts only the blocks it still needs,
  *    against free blocks less the cached ones it is about to hold.
- *  - When a running sequence needs a block and none is free, the newest running sequence is
- *    preempted: its blocks are freed and it goes back to the waiting queue in arrival order;
- *    when readmitted, its prompt and generated tokens are recomputed as one prefill (from
- *    the first of them not in the prefix cache: its released blocks stay cached until
- *    evicted). No new sequence is admitted in a step that preempted.
+ *  - When a running sequence needs a block and none is free, the newest running sequence not
+ *    yet in the step is preempted: its blocks are freed and it goes back to the waiting queue
+ *    in arrival order; when readmitted, its prompt and generated tokens are recomputed as one
+ *    prefill (from the first of them not in the prefix cache: its released blocks stay cached
+ *    until evicted). A prefill chunk that would need a sequence already in the step shrinks
+ *    to the blocks there are. No new sequence is admitted in a step that preempted.
  *  - A step's full blocks are indexed in the prefix cache once the step is planned, so a
  *    sequence admitted in a later step may share them; one admitted in the same step
  *    computes its own (no block is shared while a step that writes it is being planned).
@@ -61,6 +62,17 @@ typedef struct llmrt_scheduler {
     int32_t n_waiting, cap_waiting;
     uint64_t preemptions;      /* total */
 } llmrt_scheduler;
+
+/* scheduler.max_num_seqs and max_num_batched_tokens when set to 0 (their default): by the
+ * backend. A GPU step costs about the same from 1 to 256 decode rows (the weights are read
+ * once), and 8192 tokens keep a prefill step at tensor-core efficiency while a 2048-token
+ * prompt still fits one step; a CPU step costs in proportion to its rows. */
+#define LLMRT_SCHED_GPU_MAX_SEQS 256
+#define LLMRT_SCHED_GPU_MAX_TOKENS 8192
+#define LLMRT_SCHED_CPU_MAX_SEQS 32
+#define LLMRT_SCHED_CPU_MAX_TOKENS 2048
+/* Fill whichever of *max_seqs, *max_tokens is 0 with the default for the backend kind. */
+void llmrt_sched_default_limits(int on_gpu, int32_t *max_seqs, int32_t *max_tokens);
 
 llmrt_status llmrt_sched_init(llmrt_scheduler *s, llmrt_kv *kv, int32_t max_seqs,
                               int32_t max_tokens, llmrt_error *err);

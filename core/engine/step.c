@@ -15,12 +15,19 @@
  * cancellation, host-side sampling, a length limit reached) falls back to the plain
  * synchronous step.
  *
- * CUDA graphs: decode steps of 1, 2, 4, ... sequences (padded with rows that write nowhere
- * and read the zero block) are captured once per shape and replayed. */
+ * CUDA graphs: decode steps of 1, 2, 4, ..., 32, 64, 96, ... sequences (padded with rows that
+ * write nowhere and read the zero block) are captured once per shape and replayed.
+ *
+ * Structured outputs (constrain.c): a step with rows under a grammar launches its forward
+ * (from a graph without the sampling), computes those rows' token masks on the host while
+ * the device runs it, then uploads them, masks the logits on the device and samples; it is
+ * never chained, since each mask depends on the token before. */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <llmrt/ext/logits_mask.h>
 
 #include "clock.h"
 #include "engine_internal.h"
@@ -33,16 +40,23 @@ static int row_needs_host(const llmrt_engine *e, const eseq *s)
 {
     if (s->sp.logprobs >= 0 || llmrt_sampler_has_penalties(&s->sp))
         return 1;
+    if (s->grammar && !e->mask_ops)
+        return 1;
     if (!llmrt_sampler_greedy(&s->sp))
         return e->bvt->sample == NULL;
     return e->bvt->argmax == NULL && e->bvt->sample == NULL;
 }
 
+/* The rows of the graph that serves n decode rows: 1, 2, 4, ..., 32, then multiples of 32 (a
+ * step up to 256 rows costs about the same at any row count, but padding to the next power of
+ * two would double the batch kernels' work past 128 rows), at most graph_max_rows. */
 static int32_t graph_bucket(const llmrt_engine *e, int32_t n)
 {
     int32_t b = 1;
-    while (b < n)
+    while (b < n && b < 32)
         b *= 2;
+    if (b < n)
+        b = (n + 31) / 32 * 32;
     return b < e->graph_max_rows ? b : e->graph_max_rows;
 }
 
@@ -107,6 +121,8 @@ static void fill_inputs(llmrt_engine *e, flight *f, int32_t *max_seq_len, int32_
     int32_t row = 0;
     qs[0] = 0;
     f->any_host = 0;
+    f->n_masked = 0;
+    f->mask_ms = 0;
     for (int32_t i = 0; i < f->n_items; i++) {
         const llmrt_sched_item *it = &f->items[i];
         eseq *s = it->seq->owner;
@@ -132,6 +148,7 @@ static void fill_inputs(llmrt_engine *e, flight *f, int32_t *max_seq_len, int32_
         q->uniform = row_uniform(s, len);
         f->row_host[i] = it->samples && row_needs_host(e, s);
         f->any_host |= f->row_host[i];
+        f->n_masked += it->samples && s->grammar;
     }
     for (int32_t i = f->n_items; i < f->n_rows; i++, row++) { /* padding rows */
         tok[row] = 0;
@@ -168,17 +185,36 @@ static device_op pick_device_op(const llmrt_engine *e, const flight *f)
         return DEVICE_OP_NONE;
     if (any_temp)
         return DEVICE_OP_SAMPLE; /* row_needs_host guarantees sample exists for these rows */
-    if (e->bvt->argmax && !f->any_host && LLMRT_VT_HAS(e->parts.model_vt, llmrt_model_vtable, forward_argmax))
+    if (e->bvt->argmax && !f->any_host && !f->n_masked &&
+        LLMRT_VT_HAS(e->parts.model_vt, llmrt_model_vtable, forward_argmax))
         return DEVICE_OP_FORWARD_ARGMAX;
     return e->bvt->argmax ? DEVICE_OP_ARGMAX : DEVICE_OP_SAMPLE;
 }
 
+/* argmax / sample over the flight's logits into its output buffer (op NONE: nothing). */
+static llmrt_status enqueue_sampling(llmrt_engine *e, flight *f, device_op op, llmrt_error *err)
+{
+    int32_t *out = e->sb.out.device[f->half];
+    llmrt_status st = LLMRT_OK;
+    if (op == DEVICE_OP_ARGMAX)
+        st = e->bvt->argmax(e->b, out, e->sb.logits, f->n_rows, e->info.vocab, err);
+    else if (op == DEVICE_OP_SAMPLE)
+        st = e->bvt->sample(e->b, out, e->sb.logits,
+                            (const llmrt_sample_params *)llmrt_step_dev(&e->sb, f->half,
+                                                                        f->lay.sample_params),
+                            f->n_rows, e->info.vocab, err);
+    if (st)
+        llmrt_error_prefix(err, "sampling on the device");
+    return st;
+}
+
+/* The forward, and the sampling `op` says (NONE: the forward alone). */
 static llmrt_status enqueue_device_work(llmrt_engine *e, flight *f, const llmrt_batch *batch,
-                                        llmrt_error *err)
+                                        device_op op, llmrt_error *err)
 {
     int32_t *out = e->sb.out.device[f->half];
     llmrt_status st;
-    if (f->device_op == DEVICE_OP_FORWARD_ARGMAX) {
+    if (op == DEVICE_OP_FORWARD_ARGMAX) {
         st = e->parts.model_vt->forward_argmax(e->parts.model, batch, &e->kv.view, e->sb.logits,
                                                out, err);
         if (st)
@@ -192,15 +228,32 @@ static llmrt_status enqueue_device_work(llmrt_engine *e, flight *f, const llmrt_
                            batch->n_seqs);
         return st;
     }
-    if (f->device_op == DEVICE_OP_ARGMAX)
-        st = e->bvt->argmax(e->b, out, e->sb.logits, f->n_rows, e->info.vocab, err);
-    else if (f->device_op == DEVICE_OP_SAMPLE)
-        st = e->bvt->sample(e->b, out, e->sb.logits,
-                            (const llmrt_sample_params *)llmrt_step_dev(&e->sb, f->half,
-                                                                        f->lay.sample_params),
-                            f->n_rows, e->info.vocab, err);
-    if (st)
-        llmrt_error_prefix(err, "sampling on the device");
+    return enqueue_sampling(e, f, op, err);
+}
+
+/* A flight with constrained rows, after its forward was enqueued: their masks (on the host,
+ * while the device computes), to the device, applied to the logits; then the sampling. */
+static llmrt_status constrained_tail(llmrt_engine *e, flight *f, llmrt_error *err)
+{
+    llmrt_status st = LLMRT_OK;
+    double t0 = llmrt_now_s();
+    size_t bytes = 0;
+    int32_t n_dev = engine_masks_fill(e, f, &bytes);
+    f->mask_ms = (llmrt_now_s() - t0) * 1e3;
+    if (n_dev > 0) {
+        TRY(e->parts.memory.vt->to_device(e->parts.memory.m, &e->masks, f->half, bytes, err));
+        f->h2d_bytes += in_bus_bytes(e, bytes);
+        const char *dev = e->masks.device[f->half];
+        st = e->mask_ops->apply(e->b, e->sb.logits, (const int32_t *)dev,
+                                (const uint32_t *)(dev + e->mask_map_bytes), f->n_rows,
+                                e->info.vocab, err);
+        if (st) {
+            llmrt_error_prefix(err, "masking %d rows of logits on the device", n_dev);
+            goto cleanup;
+        }
+    }
+    TRY(enqueue_sampling(e, f, f->device_op, err));
+cleanup:
     return st;
 }
 
@@ -212,12 +265,19 @@ static llmrt_status enqueue_inputs(llmrt_engine *e, flight *f, llmrt_error *err)
                                          err);
 }
 
-static llmrt_status enqueue_outputs(llmrt_engine *e, flight *f, llmrt_error *err)
+static llmrt_status enqueue_outputs(llmrt_engine *e, flight *f, device_op op, llmrt_error *err)
 {
-    if (f->device_op == DEVICE_OP_NONE)
+    if (op == DEVICE_OP_NONE)
         return LLMRT_OK;
     return e->parts.memory.vt->to_host(e->parts.memory.m, &e->sb.out, f->half,
                                        sizeof(int32_t) * (size_t)f->n_rows, err);
+}
+
+/* What a graph of flight f holds: its device op, or the forward alone (NONE) when
+ * constrained rows need their masks between the forward and the sampling. */
+static device_op graph_op(const flight *f)
+{
+    return f->n_masked ? DEVICE_OP_NONE : f->device_op;
 }
 
 static graph_entry *find_graph(llmrt_engine *e, const flight *f)
@@ -233,14 +293,14 @@ static graph_entry *find_graph(llmrt_engine *e, const flight *f)
     for (int i = 0; i < e->n_graphs; i++) {
         graph_entry *g = &e->graphs[i];
         if (g->rows == f->n_rows && g->half == half && g->chained == f->chained &&
-            g->op == f->device_op)
+            g->op == graph_op(f))
             return g;
     }
     if (e->n_graphs == MAX_GRAPHS)
         return NULL;
     graph_entry *g = &e->graphs[e->n_graphs];
     memset(g, 0, sizeof *g);
-    g->rows = f->n_rows, g->half = half, g->chained = f->chained, g->op = f->device_op;
+    g->rows = f->n_rows, g->half = half, g->chained = f->chained, g->op = graph_op(f);
     return g;
 }
 
@@ -277,8 +337,11 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
     if (f->graph && !g)
         f->graph = 0;
     const int in_graph_copies = f->graph && e->copies_in_graph;
-    /* the graph records the events after its copies itself */
+    const device_op gop = graph_op(f);
+    /* the graph records the events after its copies itself; EV_COMPUTE_DONE only a graph
+     * that ends with the sampling (none: a constrained tail may follow it) */
     const int in_graph_events = in_graph_copies && e->graph_events;
+    const int compute_event_in_graph = in_graph_events && gop != DEVICE_OP_NONE;
     if (!in_graph_copies)
         TRY(enqueue_inputs(e, f, err));
     if (!in_graph_events)
@@ -293,11 +356,11 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
                 if (gs == LLMRT_OK && in_graph_events)
                     gs = e->bvt->event_record(e->b, e->ev[h][EV_INPUTS_DONE], &gerr);
                 if (gs == LLMRT_OK)
-                    gs = enqueue_device_work(e, f, &batch, &gerr);
-                if (gs == LLMRT_OK && in_graph_events)
+                    gs = enqueue_device_work(e, f, &batch, gop, &gerr);
+                if (gs == LLMRT_OK && compute_event_in_graph)
                     gs = e->bvt->event_record(e->b, e->ev[h][EV_COMPUTE_DONE], &gerr);
                 if (gs == LLMRT_OK && in_graph_copies)
-                    gs = enqueue_outputs(e, f, &gerr);
+                    gs = enqueue_outputs(e, f, gop, &gerr);
                 llmrt_graph *cg = NULL;
                 llmrt_status es = e->bvt->graph_end(e->b, &cg, gs == LLMRT_OK ? &gerr : NULL);
                 if (gs == LLMRT_OK && es == LLMRT_OK && cg) {
@@ -323,9 +386,8 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
                     TRY(enqueue_inputs(e, f, err));
                 if (in_graph_events)
                     TRY(e->bvt->event_record(e->b, e->ev[h][EV_INPUTS_DONE], err));
-                TRY(enqueue_device_work(e, f, &batch, err));
-                TRY(e->bvt->event_record(e->b, e->ev[h][EV_COMPUTE_DONE], err));
-                goto outputs;
+                TRY(enqueue_device_work(e, f, &batch, gop, err));
+                goto tail;
             }
         }
         st = e->bvt->graph_launch(e->b, g->g, err);
@@ -333,16 +395,17 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
             llmrt_error_prefix(err, "replaying the %d-sequence decode graph", f->n_rows);
             goto cleanup;
         }
-        if (in_graph_copies)
+        if (in_graph_copies && gop != DEVICE_OP_NONE)
             outputs_enqueued(e, f);
-        if (in_graph_events)
+        if (compute_event_in_graph)
             goto cleanup; /* EV_COMPUTE_DONE is the graph's */
     } else {
-        TRY(enqueue_device_work(e, f, &batch, err));
+        TRY(enqueue_device_work(e, f, &batch, gop, err));
     }
+tail:
+    if (f->n_masked)
+        TRY(constrained_tail(e, f, err));
     TRY(e->bvt->event_record(e->b, e->ev[h][EV_COMPUTE_DONE], err));
-outputs:
-    (void)0;
 cleanup:
     return st;
 }
@@ -352,7 +415,7 @@ static llmrt_status finish_launch(llmrt_engine *e, flight *f, llmrt_error *err)
 {
     llmrt_status st = LLMRT_OK;
     if (!f->d2h_done) {
-        TRY(enqueue_outputs(e, f, err));
+        TRY(enqueue_outputs(e, f, f->device_op, err));
         outputs_enqueued(e, f);
     }
     TRY(e->bvt->event_record(e->b, e->ev[f->half][EV_OUTPUTS_DONE], err));
@@ -360,7 +423,8 @@ cleanup:
     return st;
 }
 
-/* The host-side sampling of rows that need it (penalties, logprobs, no device op). */
+/* The host-side sampling of rows that need it (penalties, logprobs, a grammar without the
+ * device mask op, no device op). */
 static llmrt_status host_sample(llmrt_engine *e, flight *f, llmrt_error *err)
 {
     llmrt_status st = LLMRT_OK;
@@ -393,11 +457,15 @@ static llmrt_status host_sample(llmrt_engine *e, flight *f, llmrt_error *err)
             eseq *s = f->items[i].seq->owner;
             const float *raw = rows + (size_t)(i - r0) * (size_t)V;
             const float *use = raw;
-            if (llmrt_sampler_has_penalties(&s->sp)) {
+            const int masked = f->n_masked && e->mask_slot[i] >= 0;
+            if (llmrt_sampler_has_penalties(&s->sp) || masked) {
                 memcpy(e->row_scratch, raw, sizeof(float) * (size_t)V);
-                llmrt_sampler_apply_penalties(e->sampler, e->row_scratch, &s->sp, s->tokens,
-                                              s->n_prompt, s->tokens + s->n_prompt,
-                                              s->n_generated);
+                if (llmrt_sampler_has_penalties(&s->sp))
+                    llmrt_sampler_apply_penalties(e->sampler, e->row_scratch, &s->sp, s->tokens,
+                                                  s->n_prompt, s->tokens + s->n_prompt,
+                                                  s->n_generated);
+                if (masked)
+                    engine_mask_apply_host(e, f->half, e->mask_slot[i], e->row_scratch);
                 use = e->row_scratch;
             }
             int32_t len = f->items[i].start + f->items[i].n_new;
@@ -410,6 +478,71 @@ static llmrt_status host_sample(llmrt_engine *e, flight *f, llmrt_error *err)
                                        e->top_lps + (size_t)i * LLMRT_MAX_TOP_LOGPROBS);
         }
     }
+cleanup:
+    return st;
+}
+
+/* Row i's raw logits on the host (a copy through the staging buffer when device memory is
+ * not host memory). */
+static llmrt_status row_logits(llmrt_engine *e, flight *f, int32_t i, const float **row,
+                               llmrt_error *err)
+{
+    llmrt_status st = LLMRT_OK;
+    const size_t V = (size_t)e->info.vocab;
+    if (e->be_caps & LLMRT_BACKEND_CAP_HOST_IS_DEVICE) {
+        *row = e->sb.logits + (size_t)i * V;
+        return LLMRT_OK;
+    }
+    TRY(e->bvt->copy(e->b, e->sb.staging.device[0], e->sb.logits + (size_t)i * V,
+                     sizeof(float) * V, LLMRT_COPY_D2D, err));
+    TRY(e->parts.memory.vt->to_host(e->parts.memory.m, &e->sb.staging, 0, sizeof(float) * V,
+                                    err));
+    TRY(e->bvt->synchronize(e->b, err));
+    f->d2h_bytes += out_bus_bytes(e, sizeof(float) * V);
+    *row = e->sb.staging.host[0];
+cleanup:
+    return st;
+}
+
+/* A constrained row's sampled token must continue its grammar and leave room to finish
+ * within the budget (constrain.c). When it does not (near the end of the budget), draw it
+ * again on the host among the tokens that do; when none does, the reply ends here: stopped
+ * when it is complete, else failed. */
+static llmrt_status check_constrained(llmrt_engine *e, flight *f, int32_t i, llmrt_error *err)
+{
+    llmrt_status st = LLMRT_OK;
+    eseq *s = f->items[i].seq->owner;
+    e->row_fate[i] = ROW_TOKEN;
+    if (engine_grammar_fits(e, s, e->sampled[i]))
+        return LLMRT_OK;
+    int32_t n = engine_grammar_allowed(e, s, e->repick_words);
+    if (n < 0)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory checking a grammar");
+    if (n == 0) {
+        e->row_fate[i] = engine_grammar_complete(s->grammar) ? ROW_STOP : ROW_DEAD;
+        return LLMRT_OK;
+    }
+    const float *raw;
+    TRY(row_logits(e, f, i, &raw, err));
+    const int32_t V = e->info.vocab;
+    memcpy(e->row_scratch, raw, sizeof(float) * (size_t)V);
+    if (llmrt_sampler_has_penalties(&s->sp))
+        llmrt_sampler_apply_penalties(e->sampler, e->row_scratch, &s->sp, s->tokens, s->n_prompt,
+                                      s->tokens + s->n_prompt, s->n_generated);
+    for (int32_t v = 0; v < V; v++)
+        if (!llmrt_gram_bit(e->repick_words, v))
+            e->row_scratch[v] = -INFINITY;
+    int32_t len = f->items[i].start + f->items[i].n_new;
+    int32_t t = llmrt_sampler_pick(e->sampler, e->row_scratch, &s->sp, row_uniform(s, len));
+    if (!llmrt_gram_bit(e->repick_words, t)) { /* every allowed logit was NaN: take one */
+        for (t = 0; t < V && !llmrt_gram_bit(e->repick_words, t); t++)
+            ;
+    }
+    e->sampled[i] = t;
+    if (s->sp.logprobs >= 0) /* the raw row (a host row's logits were never masked) */
+        llmrt_sampler_logprobs(e->sampler, raw, t, s->sp.logprobs, &e->lp_buf[i],
+                               e->top_ids + (size_t)i * LLMRT_MAX_TOP_LOGPROBS,
+                               e->top_lps + (size_t)i * LLMRT_MAX_TOP_LOGPROBS);
 cleanup:
     return st;
 }
@@ -438,6 +571,10 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
     }
     if (f->any_host)
         TRY(host_sample(e, f, err));
+    if (f->n_masked)
+        for (int32_t i = 0; i < f->n_items; i++)
+            if (e->mask_slot[i] >= 0 && !((eseq *)f->items[i].seq->owner)->done)
+                TRY(check_constrained(e, f, i, err));
     f->active = 0;
     if (e->cur != NO_FLIGHT && &e->fl[e->cur] == f)
         e->cur = NO_FLIGHT;
@@ -470,6 +607,8 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
     rec.idle_ms = rec.wall_ms > rec.gpu_busy_ms ? rec.wall_ms - rec.gpu_busy_ms : 0;
     rec.h2d_bytes = f->h2d_bytes;
     rec.d2h_bytes = f->d2h_bytes;
+    rec.n_masked = f->n_masked;
+    rec.mask_ms = f->mask_ms;
     e->t_prev_out = t_out;
 
     pthread_mutex_lock(&e->mu);
@@ -483,6 +622,16 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
         s->refs--;
         if (s->done || !f->items[i].samples)
             continue;
+        if (f->n_masked && e->mask_slot[i] >= 0 && e->row_fate[i] != ROW_TOKEN) {
+            engine_finish_without_token(e, s,
+                                        e->row_fate[i] == ROW_STOP ? LLMRT_FINISH_STOP
+                                                                   : LLMRT_FINISH_ERROR,
+                                        e->row_fate[i] == ROW_STOP
+                                            ? NULL
+                                            : "structured output: no token of the vocabulary "
+                                              "continues the reply's grammar here");
+            continue;
+        }
         int asked = s->sp.logprobs >= 0;
         int32_t n_top = asked ? s->sp.logprobs : 0;
         engine_accept_token(e, s, e->sampled[i], asked ? e->lp_buf[i] : 0, n_top,
@@ -554,7 +703,8 @@ static void prepare(llmrt_engine *e, flight *f, int32_t *max_seq_len, int32_t *m
  * preemption. */
 static int can_chain(llmrt_engine *e, const flight *p, int cancels_pending)
 {
-    if (!e->async_on || cancels_pending || p->any_host || p->device_op == DEVICE_OP_NONE)
+    if (!e->async_on || cancels_pending || p->any_host || p->device_op == DEVICE_OP_NONE ||
+        p->n_masked)
         return 0;
     if (llmrt_sched_can_admit(&e->sched))
         return 0;
@@ -665,8 +815,12 @@ llmrt_status llmrt_engine_step(llmrt_engine *e, llmrt_error *err)
     e->next_half ^= 1;
     f->chained = 0;
     f->n_items = n;
-    for (int32_t i = 0; i < n; i++)
-        ((eseq *)f->items[i].seq->owner)->refs++;
+    for (int32_t i = 0; i < n; i++) {
+        eseq *s = f->items[i].seq->owner;
+        s->refs++;
+        if (!s->t_scheduled)
+            s->t_scheduled = t0;
+    }
     int32_t max_seq_len, max_q;
     prepare(e, f, &max_seq_len, &max_q);
     f->t_prepared = llmrt_now_s();
@@ -674,7 +828,7 @@ llmrt_status llmrt_engine_step(llmrt_engine *e, llmrt_error *err)
     e->cur = f->half;
     TRY(launch(e, f, NULL, max_seq_len, max_q, err));
     TRY(finish_launch(e, f, err));
-    if (!e->async_on || f->any_host || !all_sample(f))
+    if (!e->async_on || f->any_host || !all_sample(f) || f->n_masked)
         TRY(collect(e, f, err));
 done:
     /* Nobody left to read a step still in the air (all of its sequences ended): collect it

@@ -49,6 +49,7 @@ void engine_seq_free(eseq *s)
     if (s->detok)
         llmrt_detok_free(s->detok);
     llmrt_stopper_free(s->stopper);
+    llmrt_grammar_free(s->grammar);
     free(s);
 }
 
@@ -131,8 +132,14 @@ static llmrt_status seq_from_request(llmrt_engine *e, const llmrt_request *req, 
     int32_t *ids = NULL;
     size_t n = 0;
     eseq *s = NULL;
+    /* the grammar is the engine's from here on, whatever happens */
+    llmrt_grammar *grammar = req ? req->sampling.grammar : NULL;
     if (!req)
         FAIL(err, LLMRT_ERR_INVALID_ARG, "no request");
+    if (grammar && (st = engine_grammar_take(e, grammar, err)) != LLMRT_OK) {
+        grammar = NULL; /* another request's, or another engine's: not ours to free */
+        goto cleanup;
+    }
     TRY(check_sampling(e, &req->sampling, err));
     if (req->prompt_ids) {
         if (req->n_prompt < 0)
@@ -173,6 +180,9 @@ static llmrt_status seq_from_request(llmrt_engine *e, const llmrt_request *req, 
     s->sched.n_tokens = (int32_t)n;
     s->sched.tokens = s->tokens;
     s->sp = req->sampling;
+    s->sp.grammar = NULL; /* held in s->grammar */
+    s->grammar = grammar;
+    grammar = NULL;
     s->cb = req->on_token;
     s->user = req->user;
     if (s->sp.top_k < 0)
@@ -206,6 +216,7 @@ static llmrt_status seq_from_request(llmrt_engine *e, const llmrt_request *req, 
 cleanup:
     free(ids);
     engine_seq_free(s);
+    llmrt_grammar_free(grammar);
     return st;
 }
 
@@ -332,12 +343,67 @@ int32_t llmrt_engine_max_model_len(llmrt_engine *e) { return e->max_model_len; }
 
 llmrt_tokenizer *llmrt_engine_tokenizer(llmrt_engine *e) { return e->parts.tokenizer; }
 
+uint32_t llmrt_engine_sampling_defaults(llmrt_engine *e, llmrt_sampling *s, uint32_t given)
+{
+    const llmrt_hf_sampling *g = &e->parts.sampling;
+    uint32_t take = g->set & ~given;
+    if (take & LLMRT_SAMPLING_TEMPERATURE)
+        s->temperature = g->temperature;
+    if (take & LLMRT_SAMPLING_TOP_P)
+        s->top_p = g->top_p;
+    if (take & LLMRT_SAMPLING_TOP_K)
+        s->top_k = g->top_k;
+    if (take & LLMRT_SAMPLING_MIN_P)
+        s->min_p = g->min_p;
+    if (take & LLMRT_SAMPLING_REPETITION_PENALTY)
+        s->repetition_penalty = g->repetition_penalty;
+    return take;
+}
+
+const char *llmrt_engine_sampling_defaults_text(llmrt_engine *e)
+{
+    return e->sampling_text;
+}
+
 llmrt_status llmrt_engine_chat_render(llmrt_engine *e, const llmrt_chat_message *msgs,
                                       uint32_t n, const llmrt_chat_options *opt, char **text,
                                       llmrt_error *err)
 {
     static const llmrt_chat_ref none = {NULL, NULL, "the engine was built without a chat format"};
     return llmrt_chat_render_text(e->parts.chat ? e->parts.chat : &none, msgs, n, opt, text, err);
+}
+
+llmrt_status llmrt_engine_chat_tokenize(llmrt_engine *e, const llmrt_chat_message *msgs,
+                                        uint32_t n, const llmrt_chat_options *opt,
+                                        uint32_t flags, int32_t **ids, size_t *n_ids,
+                                        llmrt_error *err)
+{
+    static const llmrt_chat_ref none = {NULL, NULL, "the engine was built without a chat format"};
+    uint32_t cf = ((flags & LLMRT_CHAT_TRUST_CONTENT) ? LLMRT_CHAT_CONTENT_SPECIAL : 0) |
+                  ((flags & LLMRT_CHAT_BOS) ? LLMRT_CHAT_ADD_SPECIAL : 0);
+    *ids = NULL;
+    *n_ids = 0;
+    if (!e->parts.tokenizer)
+        return llmrt_fail(err, LLMRT_ERR_STATE,
+                          "the model folder has no tokenizer.json, so chat is not available");
+    return llmrt_chat_encode(e->parts.chat ? e->parts.chat : &none, e->parts.tokenizer, msgs, n,
+                             opt, cf, ids, n_ids, NULL, err);
+}
+
+const llmrt_chat_syntax *llmrt_engine_chat_syntax(llmrt_engine *e)
+{
+    return llmrt_chat_syntax_of(e->parts.chat);
+}
+
+int llmrt_engine_chat_prompt_in_reasoning(llmrt_engine *e, const char *prompt)
+{
+    return llmrt_chat_prompt_in_reasoning(e->parts.chat, prompt);
+}
+
+llmrt_status llmrt_engine_chat_parser_new(llmrt_engine *e, const llmrt_reply_options *opt,
+                                          llmrt_chat_parser **out, llmrt_error *err)
+{
+    return llmrt_chat_parser_open(e->parts.chat, opt, out, err);
 }
 
 const char *llmrt_engine_chat_unavailable(llmrt_engine *e)

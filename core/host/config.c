@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config_internal.h"
 #include "error.h"
@@ -322,6 +323,8 @@ void llmrt_config_free(llmrt_config *cfg)
     free(cfg->s);
     free(cfg->path);
     free(cfg->dir);
+    free(cfg->sys_path);
+    free(cfg->sys_dir);
     free(cfg);
 }
 
@@ -368,6 +371,10 @@ llmrt_status llmrt_config_build(const char *path, const char *const *sets, int n
     llmrt_status st;
     llmrt_config *cfg = NULL;
     TRY(llmrt_config_new(&cfg, err));
+    char sys[4200];
+    const char *sys_path = llmrt_config_system_path(sys, sizeof sys);
+    if (sys_path && access(sys_path, F_OK) == 0)
+        TRY(llmrt_config_load_system_file(cfg, sys_path, err));
     if (path)
         TRY(llmrt_config_load_file(cfg, path, err));
     TRY(llmrt_config_apply_env(cfg, err));
@@ -407,7 +414,9 @@ llmrt_status llmrt_config_declare(llmrt_config *cfg, const char *section, const 
         llmrt_status st = llmrt_key_check_value(section, k, e->value, e->origin, err);
         if (st)
             return st;
-        char *resolved = e->level == LVL_FILE ? resolve(k, e->value, cfg->dir) : NULL;
+        char *resolved = e->level == LVL_FILE     ? resolve(k, e->value, cfg->dir)
+                         : e->level == LVL_SYSTEM ? resolve(k, e->value, cfg->sys_dir)
+                                                  : NULL;
         if (resolved)
             free(e->value), e->value = resolved;
         e->decl = k;
@@ -421,6 +430,9 @@ llmrt_status llmrt_config_declare(llmrt_config *cfg, const char *section, const 
 /* LLMRT_* variables that are not keys: what llmrt, its tools and its test harness read. */
 static const char *const non_key_vars[] = {
     "LLMRT_MEMORY",         /* short for memory.plugin */
+    "LLMRT_SYSTEM_CONFIG",  /* the system config file's path (config_ini.c) */
+    "LLMRT_RUN_NO_BUILD",   /* scripts/run.sh */
+    "LLMRT_RUN_MODEL",
     "LLMRT_PLUGIN_PATH",    /* plugin search folders (registry.c) */
     "LLMRT_BENCH_COMMIT",   /* the commit a bench report names (bench_env.c) */
     "LLMRT_CUPTI_TRACE",    /* backend-cuda's benchmark tool */
@@ -435,8 +447,9 @@ static const char *const non_key_vars[] = {
     "LLMRT_BUNDLE_LIBS",    /* scripts/gpu-pack.sh */
     "LLMRT_8B_DIR",         /* scripts/gpu-check.sh, backend-cuda's gpu-sweep.sh */
     "LLMRT_TOKENIZER_DIR",  /* the tokenizer folder of tools/fetch-*-tokenizer.sh and tests */
-    "LLMRT_LOGITS_BACKEND", /* tests/integration/test_logits.sh */
+    "LLMRT_LOGITS_BACKEND", /* tests/integration/test_logits.sh, test_moe_logits.sh */
     "LLMRT_LOGITS_TOL",
+    "LLMRT_LOGITS_ROUTER_BAND",
 };
 
 extern char **environ;
@@ -582,6 +595,7 @@ int llmrt_config_bool(const llmrt_config *cfg, const char *key)
 }
 
 const char *llmrt_config_path(const llmrt_config *cfg) { return cfg->path; }
+const char *llmrt_config_system_file(const llmrt_config *cfg) { return cfg->sys_path; }
 
 static const llmrt_section *section_view(cfg_section *s)
 {

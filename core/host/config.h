@@ -6,7 +6,9 @@
  * mean", environment overrides, provenance, masking of secrets, `llmrt config --show` and
  * `--template` are written once, here, for both.
  *
- * Precedence, lowest first: default < INI file < environment LLMRT_<SECTION>_<KEY>
+ * Precedence, lowest first: default < the system file (etc/llmrt/runtime.ini beside the
+ * installation, /etc/llmrt/runtime.ini for /usr/bin/llmrt; LLMRT_SYSTEM_CONFIG overrides
+ * its path, empty: none) < INI file (-c) < environment LLMRT_<SECTION>_<KEY>
  * (LLMRT_BACKEND_CPU_THREADS for [backend.cpu] threads; LLMRT_MEMORY is short for
  * memory.plugin) < --set section.key=value. The file and --set are read before the plugins
  * are known, so every value keeps the level it came from: a plugin's environment overrides,
@@ -47,13 +49,23 @@ void llmrt_config_free(llmrt_config *cfg);
  * values. Errors name file:line: unknown or duplicate sections (at their header), unknown or
  * duplicate keys, bad values, lines longer than the INI reader takes, indented lines. */
 llmrt_status llmrt_config_load_file(llmrt_config *cfg, const char *path, llmrt_error *err);
+/* The same at the system file's level (below a -c file, whatever the order they are read
+ * in). */
+llmrt_status llmrt_config_load_system_file(llmrt_config *cfg, const char *path,
+                                           llmrt_error *err);
+/* The system file's path into buf[n]: LLMRT_SYSTEM_CONFIG when set (NULL when it is empty),
+ * else etc/llmrt/runtime.ini of the installation the running executable belongs to
+ * (<exe>/../etc/..., with <prefix>/usr/bin/llmrt reading <prefix>/etc/...: /usr/bin/llmrt
+ * reads /etc/llmrt/runtime.ini). The file need not exist. */
+const char *llmrt_config_system_path(char *buf, size_t n);
 /* Apply LLMRT_<SECTION>_<KEY> of every declared key and LLMRT_MEMORY from the environment. */
 llmrt_status llmrt_config_apply_env(llmrt_config *cfg, llmrt_error *err);
 /* Apply one "section.key=value" (plugin sections: "memory.pinned.key=value") at --set level;
  * origin names it in messages ("--set"). */
 llmrt_status llmrt_config_set(llmrt_config *cfg, const char *assignment, const char *origin,
                               llmrt_error *err);
-/* defaults + file (when path != NULL) + environment + sets. */
+/* defaults + the system file (when it exists) + file (when path != NULL) + environment +
+ * sets. */
 llmrt_status llmrt_config_build(const char *path, const char *const *sets, int n_sets,
                                 llmrt_config **out, llmrt_error *err);
 
@@ -86,8 +98,10 @@ int llmrt_config_is_default(const llmrt_config *cfg, const char *key);
 int64_t llmrt_config_int(const llmrt_config *cfg, const char *key);
 double llmrt_config_float(const llmrt_config *cfg, const char *key);
 int llmrt_config_bool(const llmrt_config *cfg, const char *key);
-/* The file the config was loaded from, or NULL. */
+/* The file the config was loaded from (-c), or NULL. */
 const char *llmrt_config_path(const llmrt_config *cfg);
+/* The system file that was read, or NULL. */
+const char *llmrt_config_system_file(const llmrt_config *cfg);
 
 /* A plugin's section ("memory.pinned"); never NULL (empty when absent). */
 const llmrt_section *llmrt_config_plugin_section(const llmrt_config *cfg, const char *name);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config_internal.h"
+#include "error.h"
 
 /* inih (Debian's build: 200-byte lines, multi-line values, no callback for a section header)
  * parses; its line reader is ours, so that every line is checked before inih sees it: a line
@@ -28,6 +29,8 @@ typedef struct seen_name {
 
 typedef struct ini_ctx {
     llmrt_config *cfg;
+    int level;       /* LVL_FILE or LVL_SYSTEM */
+    const char *dir; /* the file's folder (relative PATH values) */
     FILE *f;
     const char *path;
     int line;
@@ -187,8 +190,8 @@ static int ini_on_value(void *user, const char *section, const char *name, const
                  first);
         return 1;
     }
-    c->st = cfg_set_value(c->cfg, section, name, value ? value : "", where, LVL_FILE, c->cfg->dir,
-                      c->err);
+    c->st = cfg_set_value(c->cfg, section, name, value ? value : "", where, c->level, c->dir,
+                          c->err);
     if (c->st != LLMRT_OK)
         c->err_line = c->line;
     return 1;
@@ -235,9 +238,9 @@ static llmrt_status open_config(const char *path, FILE **out, llmrt_error *err)
     return LLMRT_OK;
 }
 
-llmrt_status llmrt_config_load_file(llmrt_config *cfg, const char *path, llmrt_error *err)
+static llmrt_status load_file(llmrt_config *cfg, const char *path, int level, llmrt_error *err)
 {
-    ini_ctx c = {.cfg = cfg, .path = path, .err = err, .st = LLMRT_OK};
+    ini_ctx c = {.cfg = cfg, .level = level, .path = path, .err = err, .st = LLMRT_OK};
     llmrt_status st = open_config(path, &c.f, err);
     if (st)
         return st;
@@ -253,8 +256,10 @@ llmrt_status llmrt_config_load_file(llmrt_config *cfg, const char *path, llmrt_e
         *slash = 0;
     else
         strcpy(dir, ".");
-    free(cfg->dir);
-    cfg->dir = dir;
+    char **dir_slot = level == LVL_SYSTEM ? &cfg->sys_dir : &cfg->dir;
+    free(*dir_slot);
+    *dir_slot = dir;
+    c.dir = dir;
     int bad_line = ini_parse_stream(ini_read_line, &c, ini_on_value, &c);
     int read_error = ferror(c.f);
     fclose(c.f);
@@ -272,7 +277,49 @@ llmrt_status llmrt_config_load_file(llmrt_config *cfg, const char *path, llmrt_e
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory reading config file %s", path);
     if (read_error)
         return llmrt_fail(err, LLMRT_ERR_IO, "cannot read config file %s", path);
-    free(cfg->path);
-    cfg->path = cfg_strdup(path);
+    char **path_slot = level == LVL_SYSTEM ? &cfg->sys_path : &cfg->path;
+    free(*path_slot);
+    *path_slot = cfg_strdup(path);
     return LLMRT_OK;
+}
+
+llmrt_status llmrt_config_load_file(llmrt_config *cfg, const char *path, llmrt_error *err)
+{
+    return load_file(cfg, path, LVL_FILE, err);
+}
+
+llmrt_status llmrt_config_load_system_file(llmrt_config *cfg, const char *path,
+                                           llmrt_error *err)
+{
+    llmrt_status st = load_file(cfg, path, LVL_SYSTEM, err);
+    if (st)
+        llmrt_error_prefix(err, "the system config (LLMRT_SYSTEM_CONFIG= to skip it)");
+    return st;
+}
+
+const char *llmrt_config_system_path(char *buf, size_t n)
+{
+    const char *env = getenv("LLMRT_SYSTEM_CONFIG");
+    if (env) {
+        if (!env[0])
+            return NULL;
+        snprintf(buf, n, "%s", env);
+        return buf;
+    }
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0)
+        return NULL;
+    exe[len] = 0;
+    for (int up = 0; up < 2; up++) { /* <prefix>/bin/llmrt → <prefix> */
+        char *slash = strrchr(exe, '/');
+        if (!slash)
+            return NULL;
+        *slash = 0;
+    }
+    size_t el = strlen(exe);
+    if (el >= 4 && strcmp(exe + el - 4, "/usr") == 0)
+        exe[el - 4] = 0; /* /usr/bin/llmrt → /etc, as Debian's packages put it */
+    snprintf(buf, n, "%s/etc/llmrt/runtime.ini", exe);
+    return buf;
 }

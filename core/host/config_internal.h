@@ -9,7 +9,7 @@
 /* Where a value came from, lowest first: a value only replaces one of the same or a lower
  * level, so the order in which sources are read does not matter (plugin keys' environment
  * is read after --set). */
-enum { LVL_DEFAULT = 0, LVL_FILE = 1, LVL_ENV = 2, LVL_SET = 3 };
+enum { LVL_DEFAULT = 0, LVL_SYSTEM = 1, LVL_FILE = 2, LVL_ENV = 3, LVL_SET = 4 };
 
 typedef struct cfg_entry {
     char *key, *value, *origin;
@@ -37,6 +37,7 @@ struct llmrt_config {
     size_t n, cap, n_core;
     char *path;
     char *dir; /* the loaded file's folder: relative PATH values resolve against it */
+    char *sys_path, *sys_dir; /* the same for the system file (LVL_SYSTEM), when read */
     llmrt_section empty;
 };
 

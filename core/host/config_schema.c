@@ -72,11 +72,13 @@ static const llmrt_key cache_keys[] = {
 };
 
 static const llmrt_key scheduler_keys[] = {
-    {"max_num_seqs", LLMRT_KEY_INT, "32", "1..4096",
-     "Most sequences running at once (continuous batching).",
+    {"max_num_seqs", LLMRT_KEY_INT, "0", "0..4096",
+     "Most sequences running at once (continuous batching). 0: by backend, 256 on a GPU "
+     "(a decode step reads the weights once for all of them), 32 on CPU.",
      0},
-    {"max_num_batched_tokens", LLMRT_KEY_INT, "2048", "16..1048576",
-     "Most tokens in one step; longer prompts are prefilled in chunks.",
+    {"max_num_batched_tokens", LLMRT_KEY_INT, "0", "0..1048576",
+     "Most tokens in one step; longer prompts are prefilled in chunks, beside the decode "
+     "rows. 0: by backend, 8192 on a GPU, 2048 on CPU.",
      0},
     {"async_scheduling", LLMRT_KEY_BOOL, "true", NULL,
      "Launch step N+1 before the host has read step N's tokens (decode inputs gathered on "
@@ -89,32 +91,70 @@ static const llmrt_key scheduler_keys[] = {
 
 static const llmrt_key server_keys[] = {
     {"host", LLMRT_KEY_STRING, "127.0.0.1", NULL,
-     "Address `llmrt serve` binds. Loopback by default; 0.0.0.0 exposes it to the network.",
+     "Address `llmrt serve` binds (--host). Loopback by default; 0.0.0.0 exposes it to the "
+     "network (without api_key that logs a warning).",
      0},
     {"port", LLMRT_KEY_INT, "8000", "0..65535",
      "TCP port of `llmrt serve` (--port is its short form; 0 picks a free port).",
      0},
     {"api_key", LLMRT_KEY_STRING, "", NULL,
-     "When set, requests need `Authorization: Bearer <api_key>`.",
+     "When set, requests need `Authorization: Bearer <api_key>` (--api-key).",
      LLMRT_KEY_SECRET},
     {"served_model_name", LLMRT_KEY_STRING, "", NULL,
      "Model id reported by /v1/models and accepted in requests (default: the model folder's "
-     "name).",
+     "name; --served-model-name).",
      0},
     {"max_body_bytes", LLMRT_KEY_INT, "1048576", "1024..1073741824",
      "Largest accepted request body; larger ones get 413.",
      0},
     {"max_connections", LLMRT_KEY_INT, "256", "1..65536",
-     "Most simultaneous HTTP connections.",
+     "Most simultaneous HTTP connections. Connections still sending their request are closed, "
+     "oldest first, rather than leave fewer than an eighth of them free for new clients.",
+     0},
+    {"max_connections_per_ip", LLMRT_KEY_INT, "64", "0..65536",
+     "Most simultaneous connections from one client address (0: no limit; behind a reverse "
+     "proxy every client has the proxy's address).",
+     0},
+    {"request_timeout_s", LLMRT_KEY_INT, "30", "1..3600",
+     "Seconds a connection may take to send a request's headers and body, counted from its "
+     "start or from the end of its previous response; a slower one is closed.",
      0},
     {"max_queue", LLMRT_KEY_INT, "512", "1..1000000",
-     "Most requests waiting or running; beyond it new requests get 503.",
+     "Most requests waiting or running; beyond it new requests get 503 (one that needs more "
+     "choices than this, n x prompts, gets 400).",
      0},
     {"timeout_s", LLMRT_KEY_INT, "600", "1..86400",
      "Idle connection timeout in seconds.",
      0},
     {"log_interval_s", LLMRT_KEY_FLOAT, "5", "0..3600",
      "Seconds between throughput log lines while busy (0: off).",
+     0},
+    {"log_format", LLMRT_KEY_ENUM, "text", "text|json",
+     "Log lines on stderr: text (a UTC timestamp, the level, the message) or json (one object "
+     "per line: time, level, logger, message and the access fields).",
+     0},
+    {"access_log", LLMRT_KEY_BOOL, "true", NULL,
+     "One log line per HTTP request: method, path, route, status, duration, prompt and "
+     "completion tokens, client address and request id (X-Request-Id, echoed back).",
+     0},
+    {"cors_origins", LLMRT_KEY_STRING, "", NULL,
+     "Origins that browsers may call the API from (CORS): a comma-separated list such as "
+     "https://a.example,https://b.example, or * for any. Empty: no CORS headers.",
+     0},
+    {"metrics_prefix", LLMRT_KEY_ENUM, "llmrt", "llmrt|vllm",
+     "Names of the /metrics series: llmrt_*, or vLLM's (vllm:num_requests_waiting, "
+     "vllm:time_to_first_token_seconds, ...) so dashboards and routers made for vLLM work "
+     "unchanged.",
+     0},
+    {"allow_special_tokens_in_content", LLMRT_KEY_BOOL, "false", NULL,
+     "Let the text of special tokens inside chat message contents become those tokens. "
+     "false: it is tokenized as plain text, so a client cannot forge chat structure (a "
+     "system turn of its own); true only for trusted clients.",
+     0},
+    {"reasoning", LLMRT_KEY_ENUM, "on", "on|off",
+     "Chat replies: on splits the model's reasoning (a <think> block, as the family marks it) into "
+     "message.reasoning_content / delta.reasoning_content, for families whose chat format "
+     "marks it; off leaves it in content.",
      0},
 };
 

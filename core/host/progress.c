@@ -2,11 +2,13 @@
  * disk and network speeds), so "MB/s" compares directly with dd or fio output. */
 #include "progress.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "log.h"
 
 #define REDRAW_INTERVAL_S 0.1
 #define BAR_WIDTH 24
@@ -82,6 +84,22 @@ static void draw_tty(llmrt_progress *p, double now)
     p->last_draw = now;
 }
 
+/* A plain line: on stderr while the log writes JSON, it is a log line of its own (one JSON
+ * object, like every other line there). */
+static void plain_line(llmrt_progress *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void plain_line(llmrt_progress *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (!p->tty && p->out == stderr && llmrt_log_get_format() == LLMRT_LOG_JSON)
+        llmrt_vlog(LLMRT_LOG_INFO, "progress", fmt, ap);
+    else
+        vfprintf(p->out, fmt, ap);
+    va_end(ap);
+    fflush(p->out);
+}
+
 static void draw_plain(llmrt_progress *p, double now)
 {
     double f = fraction(p);
@@ -95,10 +113,9 @@ static void draw_plain(llmrt_progress *p, double now)
     p->last_tenth = tenth;
     char bytes[64];
     fmt_bytes_pair(bytes, sizeof bytes, p->done_bytes, p->total_bytes);
-    fprintf(p->out, "%s: %d%% (%s, %llu/%llu %s, %.0f MB/s)\n", p->label, tenth * 10, bytes,
-            (unsigned long long)p->done_items, (unsigned long long)p->total_items, p->unit,
-            rate_mb_s(p, now));
-    fflush(p->out);
+    plain_line(p, "%s: %d%% (%s, %llu/%llu %s, %.0f MB/s)\n", p->label, tenth * 10, bytes,
+               (unsigned long long)p->done_items, (unsigned long long)p->total_items, p->unit,
+               rate_mb_s(p, now));
 }
 
 void llmrt_progress_add(llmrt_progress *p, uint64_t bytes, uint64_t items)
@@ -126,10 +143,9 @@ void llmrt_progress_done(llmrt_progress *p)
             snprintf(bytes, sizeof bytes, "%.2f GB", (double)p->done_bytes / 1e9);
         else
             snprintf(bytes, sizeof bytes, "%.1f MB", (double)p->done_bytes / 1e6);
-        fprintf(p->out, "%s%s: done: %s, %llu %s in %.2f s (%.0f MB/s)\n", p->drawn ? "\r\033[K" : "",
-                p->label, bytes, (unsigned long long)p->done_items, p->unit, now - p->t0,
-                rate_mb_s(p, now));
-        fflush(p->out);
+        plain_line(p, "%s%s: done: %s, %llu %s in %.2f s (%.0f MB/s)\n",
+                   p->drawn ? "\r\033[K" : "", p->label, bytes,
+                   (unsigned long long)p->done_items, p->unit, now - p->t0, rate_mb_s(p, now));
         p->finished = 1;
     }
     pthread_mutex_unlock(&p->lock);

@@ -807,6 +807,20 @@ int llmrt_tokenizer_is_special(const llmrt_tokenizer *t, int32_t id)
     return id >= 0 && id < t->vocab_size && t->id_special[id];
 }
 
+size_t llmrt_tokenizer_added_count(const llmrt_tokenizer *t) { return t->n_added; }
+
+const char *llmrt_tokenizer_added_at(const llmrt_tokenizer *t, size_t i, size_t *len,
+                                     int *special)
+{
+    if (i >= t->n_added)
+        return NULL;
+    if (len)
+        *len = t->added[i].len;
+    if (special)
+        *special = t->added[i].special;
+    return t->added[i].content;
+}
+
 const uint8_t *llmrt_tokenizer_token_bytes(const llmrt_tokenizer *t, int32_t id, size_t *len)
 {
     if (id < 0 || id >= t->vocab_size || !t->id_str[id])

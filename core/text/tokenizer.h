@@ -64,6 +64,11 @@ int32_t llmrt_tokenizer_token_id(const llmrt_tokenizer *tok, const char *token);
 const char *llmrt_tokenizer_token_str(const llmrt_tokenizer *tok, int32_t id);
 /* 1 when the id is an added token marked "special" (skipped by skip_special decoding). */
 int llmrt_tokenizer_is_special(const llmrt_tokenizer *tok, int32_t id);
+/* The added tokens (tokenizer.json's added_tokens): how many, and the i-th one's text as
+ * written (*len its length; *special 1 for a special one). NULL for i out of range. */
+size_t llmrt_tokenizer_added_count(const llmrt_tokenizer *tok);
+const char *llmrt_tokenizer_added_at(const llmrt_tokenizer *tok, size_t i, size_t *len,
+                                     int *special);
 
 /* ---- tokenizer_config.json ---- */
 
@@ -95,6 +100,23 @@ enum {
 llmrt_status llmrt_tokenizer_encode(const llmrt_tokenizer *tok, const char *text, size_t len,
                                     uint32_t flags, int32_t **ids, size_t *n_ids,
                                     llmrt_error *err);
+
+/* A byte range [start, start + len) of a text. */
+typedef struct llmrt_text_span {
+    size_t start, len;
+} llmrt_text_span;
+
+/* As llmrt_tokenizer_encode, where special added tokens are not matched where they would
+ * overlap one of the `literal` spans ([n_literal], ascending, not overlapping): there they
+ * are plain text, as with LLMRT_ENCODE_SPECIAL_AS_TEXT, and everywhere else they are
+ * special tokens. The rest of the text is tokenized exactly as a whole (no cut at the spans'
+ * edges). For a rendered chat prompt whose message contents are the spans. A special token
+ * that is matched after normalization (normalized: true) is plain text in every segment
+ * that touches a span. */
+llmrt_status llmrt_tokenizer_encode_spans(const llmrt_tokenizer *tok, const char *text,
+                                          size_t len, uint32_t flags,
+                                          const llmrt_text_span *literal, size_t n_literal,
+                                          int32_t **ids, size_t *n_ids, llmrt_error *err);
 
 /* ---- decoding ---- */
 

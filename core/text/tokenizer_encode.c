@@ -15,6 +15,10 @@
 typedef struct enc {
     const llmrt_tokenizer *tok;
     uint32_t flags;
+    const char *text;                /* the whole input: spans are offsets into it */
+    const llmrt_text_span *lit;      /* [n_lit] where special tokens are plain text */
+    size_t n_lit;
+    int seg_literal;                 /* the raw segment being normalized touches a span */
     llmrt_bpe_scratch bs;
     llmrt__pretok_scratch ps;
     int32_t *ids;
@@ -60,11 +64,26 @@ static int32_t cp_before(const char *s, size_t pos)
     return cp;
 }
 
+/* 1 when [start, stop) of the input text overlaps a literal span. */
+static int overlaps_literal(const enc *e, size_t start, size_t stop)
+{
+    for (size_t i = 0; i < e->n_lit; i++) {
+        const llmrt_text_span *sp = &e->lit[i];
+        if (sp->start >= stop)
+            break;
+        if (sp->start + sp->len > start && sp->len > 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* Cut the added tokens of `set` out of s; hand the text between them to `plain`. This is
  * HF's AddedVocabulary::find_matches: matches are found leftmost-longest and never
- * overlap; a match rejected by single_word is skipped, not searched again shorter. */
+ * overlap; a match rejected by single_word is skipped, not searched again shorter. `raw`:
+ * s lies in the input text (literal spans apply by position), else it is a normalized
+ * segment (they apply through seg_literal). */
 static llmrt_status split_added(enc *e, const tok_added_set *set, const char *s, size_t len,
-                                plain_fn plain)
+                                plain_fn plain, int raw)
 {
     llmrt_status st = LLMRT_OK;
     const llmrt_tokenizer *t = e->tok;
@@ -89,6 +108,11 @@ static llmrt_status split_added(enc *e, const tok_added_set *set, const char *s,
         size_t start = p - 1, stop = start + hit->match_len;
         i = stop;
         if ((e->flags & LLMRT_ENCODE_SPECIAL_AS_TEXT) && hit->special)
+            continue;
+        if (hit->special && e->n_lit &&
+            (raw ? overlaps_literal(e, (size_t)(s - e->text) + start,
+                                    (size_t)(s - e->text) + stop)
+                 : e->seg_literal))
             continue;
         if (start < start_offset)
             continue; /* inside the whitespace an rstrip already took */
@@ -139,14 +163,16 @@ static llmrt_status encode_segment(enc *e, const char *s, size_t len)
     const llmrt_tokenizer *t = e->tok;
     char *norm = NULL;
     size_t nl;
+    e->seg_literal = e->n_lit && overlaps_literal(e, (size_t)(s - e->text),
+                                                  (size_t)(s - e->text) + len);
     if (t->n_norm == 0) {
         if (t->norm_set.n)
-            return split_added(e, &t->norm_set, s, len, pretokenize);
+            return split_added(e, &t->norm_set, s, len, pretokenize, 1);
         return pretokenize(e, s, len);
     }
     TRY(llmrt__tok_normalize(t, s, len, &norm, &nl, e->err));
     if (t->norm_set.n)
-        TRY(split_added(e, &t->norm_set, norm, nl, pretokenize));
+        TRY(split_added(e, &t->norm_set, norm, nl, pretokenize, 0));
     else
         TRY(pretokenize(e, norm, nl));
 cleanup:
@@ -158,8 +184,17 @@ llmrt_status llmrt_tokenizer_encode(const llmrt_tokenizer *tok, const char *text
                                     uint32_t flags, int32_t **ids, size_t *n_ids,
                                     llmrt_error *err)
 {
+    return llmrt_tokenizer_encode_spans(tok, text, len, flags, NULL, 0, ids, n_ids, err);
+}
+
+llmrt_status llmrt_tokenizer_encode_spans(const llmrt_tokenizer *tok, const char *text,
+                                          size_t len, uint32_t flags,
+                                          const llmrt_text_span *literal, size_t n_literal,
+                                          int32_t **ids, size_t *n_ids, llmrt_error *err)
+{
     llmrt_status st = LLMRT_OK;
-    enc e = {.tok = tok, .flags = flags, .err = err};
+    enc e = {.tok = tok, .flags = flags, .text = text, .lit = literal, .n_lit = n_literal,
+             .err = err};
     *ids = NULL;
     *n_ids = 0;
     size_t valid = llmrt__utf8_valid_prefix((const uint8_t *)text, len);
@@ -170,7 +205,7 @@ llmrt_status llmrt_tokenizer_encode(const llmrt_tokenizer *tok, const char *text
         for (size_t i = 0; i < tok->n_post_prefix; i++)
             TRY(push_id(&e, tok->post_prefix[i]));
     if (len > 0)
-        TRY(split_added(&e, &tok->raw_set, text, len, encode_segment));
+        TRY(split_added(&e, &tok->raw_set, text, len, encode_segment, 1));
     if (flags & LLMRT_ENCODE_ADD_SPECIAL)
         for (size_t i = 0; i < tok->n_post_suffix; i++)
             TRY(push_id(&e, tok->post_suffix[i]));

@@ -58,6 +58,40 @@ typedef struct llmrt_chat_syntax {
                                     it (enable_thinking = false) */
 } llmrt_chat_syntax;
 
+/* ---- reply parsing (since 1.2) ----
+ * A family's replies carry markup (Qwen3: <think>...</think> reasoning, <tool_call>{...}
+ * </tool_call> calls). The host streams the reply's text into a parser of the family as the
+ * engine releases it; the parser says what the text is through the sink: content, reasoning,
+ * and tool calls (a begin with the function's name, the arguments' JSON text in fragments, an
+ * end). Concatenating what the sink got gives the same content, reasoning and calls however
+ * the text was split into pushes. Text that may begin a tag is held back until the parser
+ * knows (as stop strings are); a call that does not parse stays content, never an error. */
+
+/* Where a parser reports (since 1.2). Strings are valid during the call only. A callback may
+ * fail only for lack of memory (LLMRT_ERR_NOMEM), which the parser returns. */
+typedef struct llmrt_reply_sink {
+    void *ctx;
+    llmrt_status (*content)(void *ctx, const char *s, size_t n);
+    llmrt_status (*reasoning)(void *ctx, const char *s, size_t n);
+    /* Call number `index` (0, 1, ... in reply order) to the function `name` (NUL-terminated,
+     * non-empty) begins. */
+    llmrt_status (*tool_call_begin)(void *ctx, uint32_t index, const char *name);
+    /* More of call `index`'s arguments: the fragments concatenate to a JSON object's text. */
+    llmrt_status (*tool_call_args)(void *ctx, uint32_t index, const char *s, size_t n);
+    llmrt_status (*tool_call_end)(void *ctx, uint32_t index);
+} llmrt_reply_sink;
+
+typedef struct llmrt_reply_options {
+    uint32_t struct_size;        /* sizeof(llmrt_reply_options) as the host was built */
+    int32_t reasoning;           /* 1: reasoning markup becomes reasoning; 0: it stays content */
+    int32_t starts_in_reasoning; /* 1: the prompt opened reasoning (it ends inside an open
+                                    think block), so the reply starts inside it */
+    int32_t tool_calls;          /* 1: tool-call markup becomes calls; 0: it stays content (the
+                                    request offered no tools, or tool_choice "none") */
+} llmrt_reply_options;
+
+typedef struct llmrt_reply_parser llmrt_reply_parser; /* one reply's parse state, opaque */
+
 typedef struct llmrt_chat_vtable {
     uint32_t struct_size; /* (required) */
     /* (required) Recognise a chat template's text. `where` names its source in messages
@@ -78,6 +112,20 @@ typedef struct llmrt_chat_vtable {
 
     /* (optional, since 1.2) The family's markup of replies (see llmrt_chat_syntax). */
     const llmrt_chat_syntax *(*syntax)(const llmrt_chat *c);
+
+    /* ---- a streaming parser of replies (optional, since 1.2: all four or none) ---- */
+    /* A parser for one reply. opt as the host knows it (struct_size). */
+    llmrt_status (*parser_create)(const llmrt_chat *c, const llmrt_reply_options *opt,
+                                  llmrt_reply_parser **out, llmrt_error *err);
+    /* The next n bytes of the reply (UTF-8, any split). What is certain goes to `sink` now;
+     * text that may begin or end a tag waits for the next push or finish. */
+    llmrt_status (*parser_push)(llmrt_reply_parser *p, const char *text, size_t n,
+                                const llmrt_reply_sink *sink, llmrt_error *err);
+    /* The reply is over: everything held back goes to `sink` (an unclosed call that parses is
+     * a call, else content). Once per parser; push is not called after it. */
+    llmrt_status (*parser_finish)(llmrt_reply_parser *p, const llmrt_reply_sink *sink,
+                                  llmrt_error *err);
+    void (*parser_destroy)(llmrt_reply_parser *p);
 } llmrt_chat_vtable;
 
 #define LLMRT_CHAT_REQUIRED(X) X(create) X(destroy) X(family) X(render)

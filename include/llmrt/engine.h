@@ -61,6 +61,10 @@ const char *llmrt_finish_reason_str(llmrt_finish_reason r);
 
 #define LLMRT_MAX_TOP_LOGPROBS 20 /* most top logprobs per token (OpenAI allows 20) */
 
+/* A grammar a reply must follow (structured outputs), compiled by the engine
+ * (llmrt_engine_grammar_*, below) and handed to one request in llmrt_sampling.grammar. */
+typedef struct llmrt_grammar llmrt_grammar;
+
 /* Sampling parameters of one request (vLLM semantics). llmrt_sampling_init sets the defaults
  * noted on each field; the engine copies everything at submit. */
 typedef struct llmrt_sampling {
@@ -83,9 +87,26 @@ typedef struct llmrt_sampling {
     const char *const *stop;  /* [n_stop] stop strings, matched on the detokenized output and
                                  never included in it (copied at submit; needs a tokenizer) */
     int32_t n_stop;
+    /* (appended) Structured outputs: the reply follows this grammar — only tokens whose bytes
+     * continue it are sampled, eos and stop ids only where the reply may end, and the request
+     * ends (FINISH_STOP) when the reply is complete and nothing may follow. It also ends
+     * within max_tokens when it can: near the end of the budget only tokens that leave room
+     * to finish are taken. NULL = unconstrained (default). Submit takes the handle (the
+     * engine frees it when the request ends, or at once when submit fails); one handle
+     * serves one request. */
+    llmrt_grammar *grammar;
 } llmrt_sampling;
 
 void llmrt_sampling_init(llmrt_sampling *s);
+
+/* Fields of llmrt_sampling a model folder may give defaults for (generation_config.json). */
+enum {
+    LLMRT_SAMPLING_TEMPERATURE = 1u << 0,
+    LLMRT_SAMPLING_TOP_P = 1u << 1,
+    LLMRT_SAMPLING_TOP_K = 1u << 2,
+    LLMRT_SAMPLING_MIN_P = 1u << 3,
+    LLMRT_SAMPLING_REPETITION_PENALTY = 1u << 4
+};
 
 /* One event for one request, delivered on the stepping thread. Pointers are valid only
  * during the callback. */
@@ -115,6 +136,8 @@ typedef struct llmrt_token_event {
                                    reached the host */
     int32_t cached_tokens;      /* prompt tokens found in the prefix cache (not computed) when
                                    the request was admitted; 0 with cache.prefix_caching off */
+    double time_scheduled_s;    /* the same clock when the request's first prompt tokens went
+                                   into a step (queue time ends there); 0 while it waited */
 } llmrt_token_event;
 
 typedef void (*llmrt_token_cb)(void *user, const llmrt_token_event *ev);
@@ -157,6 +180,10 @@ typedef struct llmrt_step_record {
     double idle_ms;             /* wall − busy (>= 0): device time lost to the host */
     uint64_t h2d_bytes;         /* bytes of step inputs moved host → device */
     uint64_t d2h_bytes;         /* bytes of step outputs moved device → host */
+    /* (appended) structured outputs */
+    int32_t n_masked;           /* rows sampled under a grammar's token mask */
+    double mask_ms;             /* host time computing their masks (while the forward runs on
+                                   an asynchronous backend) */
 } llmrt_step_record;
 
 typedef void (*llmrt_step_cb)(void *user, const llmrt_step_record *rec);
@@ -270,6 +297,15 @@ void llmrt_engine_model_info(llmrt_engine *e, llmrt_model_info *out);
 /* The model's eos ids (config.json + generation_config.json). */
 int32_t llmrt_engine_eos_ids(llmrt_engine *e, const int32_t **ids);
 int32_t llmrt_engine_max_model_len(llmrt_engine *e);
+/* The model's own sampling defaults, as vLLM applies them: each of temperature, top_p, top_k,
+ * min_p and repetition_penalty that generation_config.json sets and `given` (LLMRT_SAMPLING_*
+ * bits: what the caller was told explicitly) does not name is set in *s from the file. An
+ * explicit value always wins, so a given temperature 0 stays greedy. Returns the bits it set.
+ * Thread-safe. */
+uint32_t llmrt_engine_sampling_defaults(llmrt_engine *e, llmrt_sampling *s, uint32_t given);
+/* The defaults as text for messages ("temperature 0.6, top_p 0.95, top_k 20"), "" when the
+ * model folder sets none. */
+const char *llmrt_engine_sampling_defaults_text(llmrt_engine *e);
 /* The tokenizer of the model folder, or NULL when it has none (ids only). The engine only
  * reads it (encoding text prompts in submit, decoding on the stepping thread), so callers
  * may use it from any thread as far as core/tokenizer.h allows concurrent reads. */
@@ -292,6 +328,50 @@ llmrt_status llmrt_engine_detokenize(llmrt_engine *e, const int32_t *ids, size_t
                                      int skip_special, char **text, size_t *len,
                                      llmrt_error *err);
 
+/* ---- structured outputs: grammars for llmrt_sampling.grammar ----
+ * Each call compiles (or finds in the engine's cache of recent grammars) an automaton over
+ * bytes and returns a fresh handle for one request. Errors: LLMRT_ERR_UNSUPPORTED for a
+ * keyword or construct outside the subset (the message names it and where it is),
+ * LLMRT_ERR_INVALID_ARG for a malformed schema / pattern, LLMRT_ERR_LIMIT for one too large
+ * to compile, LLMRT_ERR_STATE when the model folder has no tokenizer. Thread-safe. Free a
+ * handle that is never submitted with llmrt_grammar_free, before the engine is destroyed. */
+typedef struct llmrt_grammar_options {
+    uint32_t struct_size;   /* sizeof(llmrt_grammar_options) */
+    const char *prefix;     /* literal text before the document (a tool-call opening tag) */
+    const char *suffix;     /* after it */
+    const char *separator;  /* between documents when more than one may come */
+    int32_t min_count;      /* documents: at least (default 1) ... */
+    int32_t max_count;      /* ... at most (default: min_count) */
+    const char *lead_open;  /* an optional block before the first document: lead_open, text */
+    const char *lead_close; /*   without lead_close, lead_close, a little whitespace (a
+                                 reasoning section such as <think> ... </think>) */
+    int32_t strict;         /* JSON schema: objects without additionalProperties take no
+                               other keys (default 0: they may) */
+} llmrt_grammar_options;
+
+void llmrt_grammar_options_init(llmrt_grammar_options *o);
+
+/* A JSON schema (JSON text, `len` bytes). The subset: type (object, array, string, integer,
+ * number, boolean, null, or a list), properties, required, additionalProperties, items,
+ * minItems, maxItems, enum, const, anyOf, allOf of one, $ref to "#..." (recursion allowed),
+ * minLength, maxLength, pattern, format (date, time, date-time, uuid, email, ipv4),
+ * minimum, maximum, exclusiveMinimum, exclusiveMaximum (whole bounds for numbers); title,
+ * description, default and other annotations are ignored. "{"type": "object"}" is any JSON
+ * object. Properties are written in the schema's order. opt may be NULL. */
+llmrt_status llmrt_engine_grammar_json_schema(llmrt_engine *e, const char *schema, size_t len,
+                                              const llmrt_grammar_options *opt,
+                                              llmrt_grammar **out, llmrt_error *err);
+/* The whole reply matches a regular expression (Python / PCRE syntax; the regular subset:
+ * no back-references, look-around or \b). */
+llmrt_status llmrt_engine_grammar_regex(llmrt_engine *e, const char *pattern, size_t len,
+                                        const llmrt_grammar_options *opt, llmrt_grammar **out,
+                                        llmrt_error *err);
+/* The reply is exactly one of choices [n] (UTF-8, NUL-terminated). */
+llmrt_status llmrt_engine_grammar_choice(llmrt_engine *e, const char *const *choices, int32_t n,
+                                         const llmrt_grammar_options *opt, llmrt_grammar **out,
+                                         llmrt_error *err);
+void llmrt_grammar_free(llmrt_grammar *g);
+
 /* ---- chat: the model plugin's chat format over the folder's chat template ---- */
 /* Render messages [n] into the prompt text the model expects (malloc'd, NUL-terminated; the
  * caller frees it with free()). opt may be NULL (a generation prompt, thinking allowed, no
@@ -300,8 +380,42 @@ llmrt_status llmrt_engine_detokenize(llmrt_engine *e, const int32_t *ids, size_t
 llmrt_status llmrt_engine_chat_render(llmrt_engine *e, const llmrt_chat_message *msgs,
                                       uint32_t n, const llmrt_chat_options *opt, char **text,
                                       llmrt_error *err);
+/* Render messages and tokenize the prompt (malloc'd *ids, free() it): what to submit as
+ * prompt_ids. Special-token text that the messages carry (<|im_end|> in a user's content)
+ * stays plain text; only the template's own special tokens become special ids, so a message
+ * cannot forge chat structure. Flags: LLMRT_CHAT_TRUST_CONTENT lets special-token text in
+ * contents become special tokens (trusted clients only); LLMRT_CHAT_BOS adds the
+ * tokenizer's post-processor tokens (e.g. a BOS). Thread-safe. */
+enum { LLMRT_CHAT_TRUST_CONTENT = 1u << 0, LLMRT_CHAT_BOS = 1u << 1 };
+llmrt_status llmrt_engine_chat_tokenize(llmrt_engine *e, const llmrt_chat_message *msgs,
+                                        uint32_t n, const llmrt_chat_options *opt,
+                                        uint32_t flags, int32_t **ids, size_t *n_ids,
+                                        llmrt_error *err);
 /* NULL when chat works; else why it does not ("... has no tokenizer.json"). */
 const char *llmrt_engine_chat_unavailable(llmrt_engine *e);
+/* The chat format's reply markup (tool-call and reasoning tags, llmrt/chat.h), or NULL when
+ * the model has no chat format or its family declares none. Valid while the engine lives. */
+const llmrt_chat_syntax *llmrt_engine_chat_syntax(llmrt_engine *e);
+
+/* ---- replies: the model family's markup of replies (chat.h since 1.2) ---- */
+/* The family's reply markup (tool-call and reasoning tags), or NULL when it has none. */
+const llmrt_chat_syntax *llmrt_engine_chat_syntax(llmrt_engine *e);
+/* 1 when the rendered `prompt` ends inside an open think block (its last think_open comes
+ * after its last think_close): the reply starts inside reasoning (llmrt_reply_options'
+ * starts_in_reasoning). 0 for a family without reasoning markup. */
+int llmrt_engine_chat_prompt_in_reasoning(llmrt_engine *e, const char *prompt);
+/* A streaming parser for one reply: push the reply's text as the engine releases it, then
+ * finish; the sink hears content, reasoning and tool calls (chat.h's llmrt_reply_sink). When
+ * the family has no parser every byte is content. Thread-safe; a parser belongs to one
+ * thread. Free it with llmrt_chat_parser_free. */
+typedef struct llmrt_chat_parser llmrt_chat_parser;
+llmrt_status llmrt_engine_chat_parser_new(llmrt_engine *e, const llmrt_reply_options *opt,
+                                          llmrt_chat_parser **out, llmrt_error *err);
+llmrt_status llmrt_chat_parser_push(llmrt_chat_parser *p, const char *text, size_t n,
+                                    const llmrt_reply_sink *sink, llmrt_error *err);
+llmrt_status llmrt_chat_parser_finish(llmrt_chat_parser *p, const llmrt_reply_sink *sink,
+                                      llmrt_error *err);
+void llmrt_chat_parser_free(llmrt_chat_parser *p);
 
 #ifdef __cplusplus
 }

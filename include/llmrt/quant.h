@@ -18,6 +18,7 @@ extern "C" {
 typedef struct llmrt_quant llmrt_quant;     /* a quant-plugin instance, opaque */
 /* (synth.h declares `struct llmrt_quant_vtable` for llmrt_synth_request) */
 typedef struct llmrt_qlinear llmrt_qlinear; /* one loaded quantized linear, opaque */
+typedef struct llmrt_qgroup llmrt_qgroup;   /* (since 1.2) linears run as one grouped op, opaque */
 
 /* Folds for linear_forward_fused: elementwise work after y = x · Wᵀ that the same launch does. */
 enum {
@@ -91,6 +92,41 @@ typedef struct llmrt_quant_vtable {
     llmrt_status (*synth_linear)(const char *quant_config_json, const llmrt_ckpt_writer *w,
                                  const char *prefix, int64_t in_features, int64_t out_features,
                                  llmrt_error *err);
+
+    /* ---- grouped linears: a mixture-of-experts layer's experts (optional, since 1.2: all
+     * three or none) ----
+     * A MoE layer sends each token row to a few of its experts, chosen on the device; only the
+     * quant plugin knows how its experts' weights are laid out, so it runs them all in one
+     * call that reads each row's expert from device memory: no host synchronisation, and a
+     * step reads only the chosen experts' weights.
+     *
+     * Group linears [n] (loaded by this instance; each may be NULL: the rows of that index are
+     * computed by someone else, e.g. the dense experts of a partly quantized layer) that share
+     * in_features and out_features. max_rows bounds n_rows of every forward (the plugin sizes
+     * its scratch here: forward allocates nothing). flags: the folds (LLMRT_FUSE_*) forward will
+     * ask for; LLMRT_ERR_UNSUPPORTED when the plugin cannot group these linears or fold that
+     * for them (the caller then asks without the fold). The linears outlive the group.
+     * Allocates and may synchronise: not inside a graph capture. */
+    llmrt_status (*linear_group_create)(llmrt_quant *q, const llmrt_qlinear *const *linears,
+                                        int32_t n, int32_t max_rows, uint32_t flags,
+                                        llmrt_qgroup **out, llmrt_error *err);
+    /* For every row r < n_rows (n_rows <= max_rows) whose linear i = row_linear[r] is >= 0 and
+     * not NULL in the group:
+     *   y[r, :] = x[row_src ? row_src[r] : r, :] · W_iᵀ        y [n_rows, out], x [.., in]
+     * with the folds in flags (a subset of the group's; LLMRT_FUSE_OUT_SWIGLU: each W_i is
+     * [gate; up] and y [n_rows, out / 2] = silu(gate) * up). Other rows of y are left as they
+     * were. row_linear and row_src ([n_rows]) are device arrays read on the device: the call
+     * never synchronises with the host and can be captured in a graph. linear_start (device,
+     * [n + 1]) or NULL: when given, the rows are sorted by linear — linear i's rows are
+     * [linear_start[i], linear_start[i + 1]), rows after linear_start[n] are skipped — so the
+     * plugin may read each linear's weights once for all of its rows. Each row's values do not
+     * depend on the other rows of the call, their number or their order. Enqueued on the
+     * backend's stream, fp32 accumulation. */
+    llmrt_status (*linear_forward_grouped)(llmrt_quant *q, const llmrt_qgroup *g, float *y,
+                                           const float *x, const int32_t *row_linear,
+                                           const int32_t *row_src, const int32_t *linear_start,
+                                           int32_t n_rows, uint32_t flags, llmrt_error *err);
+    void (*linear_group_destroy)(llmrt_quant *q, llmrt_qgroup *g);
 } llmrt_quant_vtable;
 
 #define LLMRT_QUANT_REQUIRED(X)                                                              \

@@ -12,6 +12,7 @@
 
 #include <llmrt/ext/cpu.h>
 #include <llmrt/ext/fused.h>
+#include <llmrt/ext/logits_mask.h>
 
 #include <errno.h>
 #include <sched.h>
@@ -205,8 +206,9 @@ static const llmrt_fused_ops fused_ext = {
     .swiglu = cpu_swiglu,
 };
 
-/* "llmrt.cpu" (the vector path and thread count, for other plugins' CPU kernels) and
- * "llmrt.fused" (cpu_fused.c), each at its version or older. */
+/* "llmrt.cpu" (the vector path and thread count, for other plugins' CPU kernels),
+ * "llmrt.fused" (cpu_fused.c) and "llmrt.logits_mask" (cpu_logits_mask.c), each at its
+ * version or older. */
 static const void *cpu_extension(llmrt_backend *b, const char *name, uint32_t version)
 {
     (void)b;
@@ -214,6 +216,8 @@ static const void *cpu_extension(llmrt_backend *b, const char *name, uint32_t ve
         return version <= LLMRT_EXT_CPU_VERSION ? &cpu_ext : NULL;
     if (name && strcmp(name, LLMRT_EXT_FUSED) == 0)
         return version <= LLMRT_EXT_FUSED_VERSION ? &fused_ext : NULL;
+    if (name && strcmp(name, LLMRT_EXT_LOGITS_MASK) == 0)
+        return version <= LLMRT_EXT_LOGITS_MASK_VERSION ? &cpu_logits_mask_ext : NULL;
     return NULL;
 }
 

@@ -86,6 +86,9 @@ llmrt_status cpu_silu_mul(llmrt_backend *b, float *out, const float *gate, const
                           int64_t n, llmrt_error *err);
 llmrt_status cpu_add(llmrt_backend *b, float *out, const float *a, const float *c, int64_t n,
                      llmrt_error *err);
+/* cpu_logits_mask.c: the "llmrt.logits_mask" extension's table */
+extern const struct llmrt_logits_mask_ops cpu_logits_mask_ext;
+
 llmrt_status cpu_argmax(llmrt_backend *b, int32_t *out, const float *logits, int32_t rows,
                         int32_t vocab, llmrt_error *err);
 llmrt_status cpu_kv_store(llmrt_backend *b, void *k_cache, void *v_cache, llmrt_dtype kv_dtype,

@@ -25,16 +25,26 @@
  *   finish:  out[r] = the j of that maximum; the maxima reset for the next call
  * Slack: b is taken x (1 + 1e-3) plus |A| 2^-20, for the f32 rounding of the norms and of A ± b.
  * A row whose weights are not finite is always a candidate (c1 = inf); a row of x that is not
- * finite gets id 0. */
+ * finite gets id 0.
+ *
+ * Past 8 rows (batch decode) the screen is the backend's gemm itself (cuBLAS on the tensor
+ * cores, x rounded to w's type x'), whose error against the GEMV's logit is bounded the same
+ * way: |L_j - A_j| <= ||w_j|| ((gamma + gamma' (1 + 2^-7)) ||x|| + ||x - x'||), gamma' taking
+ * u = 2^-20 for the tensor cores' f32 accumulation (truncating adds; Fasi et al. 2021 measure
+ * well under that). Candidates are then recomputed in the GEMV's order as above, so the ids of
+ * a batch are the ids each row would get alone: greedy decoding of a batch equals the same
+ * requests decoded one by one. */
 #include "cuda_common.cuh"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define AH_THREADS 256             /* threads per block, every kernel */
 #define AH_WARPS (AH_THREADS / 32)
-#define AH_MAX_ROWS 8              /* rows per call: the GEMV sizes of cuda_gemm */
+#define AH_MAX_ROWS 8              /* rows per call of the int8 screen: the GEMV sizes of cuda_gemm */
+#define AH_MANY_ROWS 1024          /* rows per call past those (gemm screen), unless tune ah_rows */
 #define AH_R 2                     /* screen: weight rows per warp at once */
 #define AH_UNROLL 4                /* screen: 16-byte loads per row and lane in flight */
 #define AH_BLOCKS_PER_SM 4         /* screen: resident blocks per SM (grid-stride over rows) */
@@ -47,6 +57,7 @@ struct llmrt_argmax_head {
     int8_t *q;                      /* [vocab, d] round(w / s) */
     float *scale;                   /* [vocab] s_j */
     float2 *cb;                     /* [vocab] (c1_j, c2_j) */
+    float2 *cbg;                    /* [vocab] the same for the gemm screen (n > 8) */
     float *approx;                  /* [max_rows, vocab] A */
     float *part;                    /* [max_rows, blocks] per-block max (A - b) */
     float2 *xnorm;                  /* [max_rows] (||x_r||, ||x_r - x'_r||) */
@@ -68,8 +79,9 @@ __device__ __forceinline__ double warp_sum_d(double v)
 /* One warp per row: s_j, q_j, c1_j and c2_j. */
 template <typename T>
 __global__ void ah_prepare_kernel(int8_t *__restrict__ q, float *__restrict__ scale,
-                                  float2 *__restrict__ cb, const T *__restrict__ w, int vocab,
-                                  int d, double gamma)
+                                  float2 *__restrict__ cb, float2 *__restrict__ cbg,
+                                  const T *__restrict__ w, int vocab, int d, double gamma,
+                                  double gamma_tc)
 {
     const int lane = threadIdx.x & 31;
     const int64_t n_warps = (int64_t)gridDim.x * (blockDim.x / 32);
@@ -102,6 +114,10 @@ __global__ void ah_prepare_kernel(int8_t *__restrict__ q, float *__restrict__ sc
             const double c2 = sqrt(qq) * (1.0 + 2.0 * gamma);
             cb[row] = finite ? make_float2(__double2float_ru(c1 * 1.0001), __double2float_ru(c2 * 1.0001))
                              : make_float2(INFINITY, 0.0f);
+            const double wn = sqrt(ww);
+            const double g1 = wn * (gamma + gamma_tc * (1.0 + 0x1p-7));
+            cbg[row] = finite ? make_float2(__double2float_ru(g1 * 1.0001), __double2float_ru(wn * 1.0001))
+                              : make_float2(INFINITY, 0.0f);
         }
     }
 }
@@ -357,6 +373,68 @@ __global__ void ah_finish_kernel(int32_t *__restrict__ out, unsigned long long *
         atomicAdd(stats + 1, (unsigned long long)n);
 }
 
+/* ---- more than 8 rows: the gemm as the screen ---- */
+
+/* Per row r of x [n, d]: (||x_r||, ||x_r - x'_r||), x' = x rounded to T as cuda_gemm's cast. */
+template <typename T>
+__global__ void __launch_bounds__(AH_THREADS)
+ah_norms_kernel(float2 *__restrict__ xnorm, const float *__restrict__ x, int d)
+{
+    __shared__ float red[32];
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
+    const float *xr = x + (int64_t)blockIdx.x * d;
+    float xx = 0.0f, dd = 0.0f;
+    for (int k = threadIdx.x; k < d; k += AH_THREADS) {
+        const float v = xr[k];
+        const float e = v - to_f32(from_f32<T>(v));
+        xx = fmaf(v, v, xx);
+        dd = fmaf(e, e, dd);
+    }
+    xx = block_sum(xx, red);
+    dd = block_sum(dd, red);
+    if (threadIdx.x == 0)
+        xnorm[blockIdx.x] = make_float2(sqrtf(xx), sqrtf(dd));
+}
+
+/* Grid (blocks, n): per block and row, max_j (A_j - b_j) over its stretch of the vocabulary. */
+__global__ void __launch_bounds__(AH_THREADS)
+ah_lower_kernel(float *__restrict__ part, const float *__restrict__ approx,
+                const float2 *__restrict__ xnorm, const float2 *__restrict__ cbg, int vocab)
+{
+    __shared__ float red[32];
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
+    const int r = blockIdx.y;
+    const float2 xn = xnorm[r];
+    const float *a_r = approx + (int64_t)r * vocab;
+    float lo = -INFINITY;
+    for (int64_t j = (int64_t)blockIdx.x * AH_THREADS + threadIdx.x; j < vocab;
+         j += (int64_t)gridDim.x * AH_THREADS) {
+        const float a = a_r[j];
+        lo = fmaxf(lo, a - ah_slack(cbg[j], xn, a));
+    }
+    lo = block_max(lo, red);
+    if (threadIdx.x == 0)
+        part[(int64_t)r * gridDim.x + blockIdx.x] = lo;
+}
+
+/* out[r] for r < n (any n), maxima reset */
+__global__ void ah_finish_many_kernel(int32_t *__restrict__ out,
+                                      unsigned long long *__restrict__ best,
+                                      unsigned long long *stats, int n)
+{
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
+    for (int r = threadIdx.x; r < n; r += blockDim.x) {
+        const unsigned long long v = best[r];
+        out[r] = v ? (int32_t)(0xFFFFFFFFu - (uint32_t)(v & 0xFFFFFFFFu)) : 0;
+        best[r] = 0;
+    }
+    if (stats && threadIdx.x == 0)
+        atomicAdd(stats + 1, (unsigned long long)n);
+}
+
 /* ---- host side ---- */
 
 extern "C" void cuda_argmax_head_destroy(llmrt_backend *b, llmrt_argmax_head *h)
@@ -371,7 +449,7 @@ extern "C" void cuda_argmax_head_destroy(llmrt_backend *b, llmrt_argmax_head *h)
             fprintf(stderr, "cuda argmax_head: %llu rows, %.1f candidates per row\n", st[1],
                     (double)st[0] / (double)st[1]);
     }
-    void *bufs[] = {h->q, h->scale, h->cb, h->approx, h->part, h->xnorm, h->best, h->stats};
+    void *bufs[] = {h->q, h->scale, h->cb, h->cbg, h->approx, h->part, h->xnorm, h->best, h->stats};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             cuda_dev_free(b, bufs[i]);
@@ -422,16 +500,18 @@ extern "C" llmrt_status cuda_argmax_head_create(llmrt_backend *b, const llmrt_te
                           "cuda argmax_head: w [%lld, %lld] must have a multiple of %d columns "
                           "and 16-byte aligned data",
                           (long long)vocab, (long long)d, AH_XG);
-    if (max_rows < 1 || max_rows > AH_MAX_ROWS)
+    const int most = b->tune.ah_rows > 0 ? b->tune.ah_rows : AH_MANY_ROWS;
+    if (max_rows < 1 || max_rows > (most > AH_MAX_ROWS ? most : AH_MAX_ROWS))
         return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
                           "cuda argmax_head: %d rows per call; 1..%d are supported", max_rows,
-                          AH_MAX_ROWS);
-    const size_t smem = screen_smem(max_rows, (int)d);
+                          most > AH_MAX_ROWS ? most : AH_MAX_ROWS);
+    const int screen_rows = max_rows < AH_MAX_ROWS ? max_rows : AH_MAX_ROWS;
+    const size_t smem = screen_smem(screen_rows, (int)d);
     if (smem + 1024 > b->smem_optin) /* 1 KB: the screen's static shared memory */
         return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
                           "cuda argmax_head: %d rows of %lld inputs need %zu bytes of shared "
                           "memory; the device has %zu per block",
-                          max_rows, (long long)d, smem, b->smem_optin);
+                          screen_rows, (long long)d, smem, b->smem_optin);
     llmrt_status st = cuda_use(b, err);
     if (st)
         return st;
@@ -454,6 +534,7 @@ extern "C" llmrt_status cuda_argmax_head_create(llmrt_backend *b, const llmrt_te
         {(void **)&h->q, V * (size_t)d},
         {(void **)&h->scale, V * sizeof(float)},
         {(void **)&h->cb, V * sizeof(float2)},
+        {(void **)&h->cbg, V * sizeof(float2)},
         {(void **)&h->approx, (size_t)max_rows * V * sizeof(float)},
         {(void **)&h->part, (size_t)max_rows * (size_t)h->blocks * sizeof(float)},
         {(void **)&h->xnorm, (size_t)max_rows * sizeof(float2)},
@@ -472,19 +553,21 @@ extern "C" llmrt_status cuda_argmax_head_create(llmrt_backend *b, const llmrt_te
     }
     {
         const double u = ldexp(1.0, -24), gamma = (double)d * u / (1.0 - (double)d * u);
+        const double utc = ldexp(1.0, -20), gtc = (double)d * utc / (1.0 - (double)d * utc);
         const unsigned grid = (unsigned)(b->sm_count * 8);
         switch (w->dtype) {
         case LLMRT_DTYPE_F16:
             ah_prepare_kernel<__half><<<grid, AH_THREADS, 0, b->stream>>>(
-                h->q, h->scale, h->cb, (const __half *)w->data, h->vocab, h->d, gamma);
+                h->q, h->scale, h->cb, h->cbg, (const __half *)w->data, h->vocab, h->d, gamma, gtc);
             break;
         case LLMRT_DTYPE_BF16:
             ah_prepare_kernel<__nv_bfloat16><<<grid, AH_THREADS, 0, b->stream>>>(
-                h->q, h->scale, h->cb, (const __nv_bfloat16 *)w->data, h->vocab, h->d, gamma);
+                h->q, h->scale, h->cb, h->cbg, (const __nv_bfloat16 *)w->data, h->vocab, h->d,
+                gamma, gtc);
             break;
         default:
             ah_prepare_kernel<float><<<grid, AH_THREADS, 0, b->stream>>>(
-                h->q, h->scale, h->cb, (const float *)w->data, h->vocab, h->d, gamma);
+                h->q, h->scale, h->cb, h->cbg, (const float *)w->data, h->vocab, h->d, gamma, gtc);
             break;
         }
     }
@@ -509,6 +592,53 @@ static void launch_screen(llmrt_backend *b, llmrt_argmax_head *h, const float *x
                 h->approx, h->part, h->xnorm, h->q, h->scale, h->cb, x, h->vocab, h->d);
 }
 
+template <typename T>
+static void launch_select(llmrt_backend *b, llmrt_argmax_head *h, const float2 *cb,
+                          unsigned long long *stats, const float *x, int n)
+{
+    const dim3 grid((unsigned)h->blocks, (unsigned)n);
+    cuda_launch(b, ah_select_kernel<T>, grid, AH_THREADS, 0, h->best, stats, h->approx, h->part,
+                h->xnorm, cb, (const T *)h->w, x, h->vocab, h->d, h->blocks);
+}
+
+/* n > 8 rows: approx = the backend's gemm, then the same select as the int8 screen's. */
+static llmrt_status forward_many(llmrt_backend *b, llmrt_argmax_head *h, int32_t *out,
+                                 const float *x, int32_t n, llmrt_error *err)
+{
+    llmrt_tensor w;
+    memset(&w, 0, sizeof w);
+    w.dtype = h->dtype;
+    w.ndim = 2;
+    w.shape[0] = h->vocab;
+    w.shape[1] = h->d;
+    w.data = (void *)h->w;
+    llmrt_status st = cuda_gemm(b, h->approx, x, &w, n, err);
+    if (st)
+        return st;
+    switch (h->dtype) {
+    case LLMRT_DTYPE_F16: cuda_launch(b, ah_norms_kernel<__half>, (unsigned)n, AH_THREADS, 0, h->xnorm, x, h->d); break;
+    case LLMRT_DTYPE_BF16: cuda_launch(b, ah_norms_kernel<__nv_bfloat16>, (unsigned)n, AH_THREADS, 0, h->xnorm, x, h->d); break;
+    default: cuda_launch(b, ah_norms_kernel<float>, (unsigned)n, AH_THREADS, 0, h->xnorm, x, h->d); break;
+    }
+    if ((st = cuda_check_launch(err, "argmax_head norms")))
+        return st;
+    cuda_launch(b, ah_lower_kernel, dim3((unsigned)h->blocks, (unsigned)n), AH_THREADS, 0,
+                h->part, (const float *)h->approx, (const float2 *)h->xnorm,
+                (const float2 *)h->cbg, h->vocab);
+    if ((st = cuda_check_launch(err, "argmax_head lower bounds")))
+        return st;
+    unsigned long long *stats = b->tune.ah_stats ? h->stats : NULL;
+    switch (h->dtype) {
+    case LLMRT_DTYPE_F16: launch_select<__half>(b, h, h->cbg, stats, x, n); break;
+    case LLMRT_DTYPE_BF16: launch_select<__nv_bfloat16>(b, h, h->cbg, stats, x, n); break;
+    default: launch_select<float>(b, h, h->cbg, stats, x, n); break;
+    }
+    if ((st = cuda_check_launch(err, "argmax_head select")))
+        return st;
+    cuda_launch(b, ah_finish_many_kernel, 1, 256, 0, out, h->best, stats, n);
+    return cuda_check_launch(err, "argmax_head finish");
+}
+
 extern "C" llmrt_status cuda_argmax_head_forward(llmrt_backend *b, llmrt_argmax_head *h,
                                                  int32_t *out, const float *x, int32_t n,
                                                  llmrt_error *err)
@@ -521,6 +651,8 @@ extern "C" llmrt_status cuda_argmax_head_forward(llmrt_backend *b, llmrt_argmax_
     llmrt_status st = cuda_use(b, err);
     if (st)
         return st;
+    if (n > AH_MAX_ROWS)
+        return forward_many(b, h, out, x, n, err);
     switch (n) {
     case 1: launch_screen<1>(b, h, x); break;
     case 2: launch_screen<2>(b, h, x); break;

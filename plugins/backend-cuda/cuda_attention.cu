@@ -7,6 +7,13 @@
  * tokens) reuses K/V across queries, so it is a tiled flash-attention kernel: a tile of query
  * rows in shared memory against tiles of keys/values, causal, online softmax, fp32 FMA.
  *
+ * cuda_attention() dispatches: decode rows to the kernel here while every split of the plan
+ * gets a block of its own (batch 1), else to the batch kernel that walks the same splits with
+ * fewer blocks (cuda_attention_batch.cu); prefill rows of f16/bf16 caches at head_dim 64, 96,
+ * 128 to the tensor-core kernel (cuda_attention_mma.cu), others to the fp32 kernel here; in a
+ * step that mixes both, each row to its own kind. [backend.cuda] tune att_inv=0, att_mixed=0,
+ * att_pf_mma=0 bring back the choices before those kernels.
+ *
  * Grid sizes come only from host values (max_seq_len, max_query_len, counts); the actual
  * lengths are read on the device and surplus blocks exit early, so one launch shape serves
  * every step of a CUDA graph bucket. All math is fp32; caches may be F32/F16/BF16. The decode
@@ -14,109 +21,11 @@
  * scheduler, so its softmax is a latency chain and the accurate expf cost ~0.5 us per layer
  * at ctx 2048 (H200: 2.46 -> 2.40 ms per decode step, with the in-block merge's weights taken
  * once per head instead of once per output element). */
-#include "cuda_common.cuh"
+#include "cuda_attention_common.cuh"
 
 #include <math.h>
 
-#define ATT_WARPS 4          /* decode: warps per block */
-#define ATT_TT 2             /* decode: tokens per row group per iteration (loads in flight;
-                              * H200, 8B, ctx 2048: 4 -> 2 took 2.40 -> 2.37 ms: a shorter
-                              * dependent chain per thread, more splits) */
-#define ATT_MAX_SPLITS 256   /* decode: most splits of one sequence */
-#define ATT_DEFAULT_SPLITS 32 /* decode: most splits unless [backend.cuda] tune att_maxs says */
-#define ATT_COUNTERS (1 << 20) /* decode: completion counters at the start of the scratch */
-#define ATT_WINDOW_BYTES 32768 /* decode: K/V a block copies to shared memory before its wait */
 #define PF_THREADS 256       /* prefill: threads per block (16 x 16) */
-
-/* Splits a context of L tokens uses, out of at most S, none shorter than cmin tokens. */
-__device__ __forceinline__ int att_active_splits(int L, int S, int cmin)
-{
-    int a = (L + cmin - 1) / cmin;
-    if (a > S)
-        a = S;
-    return a < 1 ? 1 : a;
-}
-
-/* Largest power of two <= cap that divides v (host and device). */
-__host__ __device__ constexpr int att_pow2_div(int v, int cap)
-{
-    int d = 1;
-    while (d * 2 <= cap && v % (d * 2) == 0)
-        d *= 2;
-    return d;
-}
-
-/* Largest power of two <= v (v >= 1). */
-__host__ __device__ constexpr int att_pow2_floor(int v)
-{
-    int d = 1;
-    while (d * 2 <= v)
-        d *= 2;
-    return d;
-}
-
-/* How lanes cover one K/V row of HD elements of T with 16-byte loads: LPR lanes per row (a
- * power of two, so row sums are xor-shuffles), EPL elements per lane. head_dim 32..256 in
- * steps of 32 all fit; when HD / VEC is not a power of two (96) a lane takes several vectors
- * and a block handles fewer query heads at once (GB_MAX) to stay within registers. */
-template <typename T, int HD> struct att_geom {
-    static constexpr int VEC = 16 / (int)sizeof(T);           /* elements per 16-byte load */
-    static constexpr int LPR = att_pow2_div(HD / VEC, 32);     /* lanes per row */
-    static constexpr int EPL = HD / LPR;                       /* elements per lane */
-    static constexpr int NV = EPL / VEC;                       /* 16-byte loads per lane per row */
-    static constexpr int RPW = 32 / LPR;                       /* rows a warp reads at once */
-    static constexpr int NRG = ATT_WARPS * RPW;                /* row groups per block */
-    static constexpr int TT = EPL <= 8 ? ATT_TT : 2;           /* tokens per row group per step */
-    static constexpr int GB_MAX = att_pow2_floor(64 / EPL >= 8 ? 8 : 64 / EPL >= 1 ? 64 / EPL : 1); /* query heads per block */
-};
-
-/* The head_dims the kernels are built for. */
-static inline int att_head_dim_ok(int hd)
-{
-    return hd == 32 || hd == 64 || hd == 96 || hd == 128 || hd == 256;
-}
-
-/* ---- decode ---- */
-
-/* K/V rows of tokens t = first .. first + TT - 1 for one row group (zero past t1): tokens
- * before w_end from the block's staged window in shared memory (ks/vs: row t - t0, RV
- * 16-byte pieces per row, this lane's from piece lr * NV), the rest from the cache. */
-template <typename T, int TT, int NV, int VEC>
-__device__ __forceinline__ void att_load_rows(uint4 (&kraw)[TT][NV], uint4 (&vraw)[TT][NV],
-                                              bool (&valid)[TT], int first, int t1, int t0,
-                                              int w_end, const uint4 *ks, const uint4 *vs,
-                                              int rv, int lr, const int32_t *__restrict__ bt,
-                                              int bs, const T *__restrict__ kc,
-                                              const T *__restrict__ vc, int64_t slot_stride,
-                                              int64_t head_off)
-{
-#pragma unroll
-    for (int u = 0; u < TT; u++) {
-        const int t = first + u;
-        valid[u] = t < t1;
-        if (!valid[u]) {
-#pragma unroll
-            for (int v = 0; v < NV; v++)
-                kraw[u][v] = vraw[u][v] = make_uint4(0, 0, 0, 0);
-        } else if (t < w_end) {
-            const int at = (t - t0) * rv + lr * NV;
-#pragma unroll
-            for (int v = 0; v < NV; v++) {
-                kraw[u][v] = ks[at + v];
-                vraw[u][v] = vs[at + v];
-            }
-        } else {
-            const int64_t slot = (int64_t)bt[t / bs] * bs + t % bs;
-            const T *kp = kc + slot * slot_stride + head_off;
-            const T *vp = vc + slot * slot_stride + head_off;
-#pragma unroll
-            for (int v = 0; v < NV; v++) {
-                kraw[u][v] = ldg16(kp + v * VEC);
-                vraw[u][v] = ldg16(vp + v * VEC);
-            }
-        }
-    }
-}
 
 /* Block (split, kv-head sub-group, sequence). GB query heads (of one KV head's group) share
  * every K/V row this block reads. When the sequence uses one split (a short context, or
@@ -417,7 +326,8 @@ __global__ void __launch_bounds__(PF_THREADS)
 attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, const T *__restrict__ kc,
                     const T *__restrict__ vc, const int32_t *__restrict__ query_start,
                     const int32_t *__restrict__ seq_lens, const int32_t *__restrict__ block_tables,
-                    int mbps, int bs, int n_heads, int n_kv_heads, float scale, int GR)
+                    int mbps, int bs, int n_heads, int n_kv_heads, float scale, int GR,
+                    int skip_single)
 {
     using P = pf_shape<HD>;
     constexpr int QR = P::QR, KT = P::KT, LDQ = P::LDQ, LDP = P::LDP;
@@ -440,7 +350,7 @@ attn_prefill_kernel(float *__restrict__ out, const float *__restrict__ q, const 
     const int qs0 = query_start[s];
     const int qlen = query_start[s + 1] - qs0;
     const int tok0 = blockIdx.x * TQ;
-    if (tok0 >= qlen)
+    if (tok0 >= qlen || (skip_single && qlen == 1)) /* one-token rows: the decode kernel's */
         return;
     const int L = seq_lens[s];
     const int pos0 = L - qlen; /* position of query token 0 */
@@ -651,7 +561,7 @@ llmrt_status cuda_attention_init(llmrt_backend *b, llmrt_error *err)
     }
     if (win > 0 && fits)
         b->att_window = win;
-    return LLMRT_OK;
+    return cuda_attention_mma_init(b, err);
 }
 
 /* Largest power of two <= cap that divides g. */
@@ -741,21 +651,21 @@ static void launch_decode_hd(const att_launch &a, int gb)
 }
 
 template <typename T, int HD>
-static void launch_prefill(const att_launch &a, int gr)
+static void launch_prefill(const att_launch &a, int gr, int skip_single)
 {
     const llmrt_attn_params *p = a.p;
     cuda_launch(a.b, attn_prefill_kernel<T, HD>, a.grid, PF_THREADS, pf_shape<HD>::SMEM, a.out,
                 a.q, (const T *)a.kc, (const T *)a.vc, p->query_start, p->seq_lens,
                 p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads, p->n_kv_heads,
-                p->scale, gr);
+                p->scale, gr, skip_single);
 }
 
 template <typename T>
-static void launch_prefill_hd(const att_launch &a, int gr)
+static void launch_prefill_hd(const att_launch &a, int gr, int skip_single)
 {
     switch (a.p->head_dim) {
 #define PF(HD)                                                                                 \
-    case HD: launch_prefill<T, HD>(a, gr); break;
+    case HD: launch_prefill<T, HD>(a, gr, skip_single); break;
         ATT_FOR_EACH_HD(PF)
 #undef PF
     default: break;
@@ -816,7 +726,14 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
     a.cmin = 1;
     a.stage_t = 0;
 
-    if (p->max_query_len <= 1) {
+    /* Decode rows. The split plan (splits of >= tpi tokens, at most att_maxs) depends on the
+     * context length only; s_fill (~4 blocks per SM over the batch) only says how many blocks
+     * walk it. Where one block per split fits (small batches: batch 1 and 2 for Qwen3-8B),
+     * the batch-1 kernel runs as it always has; at larger batches the batch kernel walks the
+     * same splits with fewer blocks (cuda_attention_batch.cu), bit for bit alike. A mixed step
+     * (prefill rows too) sends its one-token sequences there and the rest to prefill. */
+    const int mixed = p->max_query_len > 1 && b->tune.att_mixed >= 0;
+    if (p->max_query_len <= 1 || mixed) {
         int tpi = 32, gb_max = 1;
         switch (p->kv_dtype) {
         case LLMRT_DTYPE_F32: decode_geom<float>(p->head_dim, &tpi, &gb_max); break;
@@ -839,13 +756,15 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
         const int max_splits = b->tune.att_maxs > 0 ? b->tune.att_maxs : ATT_DEFAULT_SPLITS;
         int64_t s_len = ceil_div64(p->max_seq_len, a.cmin);
         int64_t s_fill = ceil_div64((int64_t)fill * b->sm_count, (int64_t)p->n_seqs * gy);
-        int64_t S = s_len < s_fill ? s_len : s_fill;
-        if (S > max_splits)
-            S = max_splits;
+        int64_t S = s_len < max_splits ? s_len : max_splits; /* the plan */
         if (S > ATT_MAX_SPLITS)
             S = ATT_MAX_SPLITS;
         if (S < 1)
             S = 1;
+        int64_t SB = S < s_fill ? S : s_fill; /* blocks per (sequence, head group) */
+        if (b->tune.att_inv < 0 && !mixed)
+            S = SB; /* the plan before the batch kernel: capped by the batch */
+        const int batch_kernel = SB < S || mixed;
         a.S = (int)S;
         if (S > 1) {
             /* [counters: ATT_COUNTERS u32, only ever used as counters, so always zero between
@@ -864,15 +783,30 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
             a.part = (float *)(a.counters + ATT_COUNTERS);
             a.part_ml = a.part + rows * p->head_dim;
         }
-        a.grid = dim3((unsigned)S, (unsigned)gy, (unsigned)p->n_seqs);
-        switch (p->kv_dtype) {
-        case LLMRT_DTYPE_F32: launch_decode_hd<float>(a, gb); break;
-        case LLMRT_DTYPE_F16: launch_decode_hd<__half>(a, gb); break;
-        default: launch_decode_hd<__nv_bfloat16>(a, gb); break;
+        if (batch_kernel) {
+            cuda_decode_batch_args ba;
+            ba.p = p;
+            ba.out = out, ba.part = a.part, ba.part_ml = a.part_ml, ba.counters = a.counters;
+            ba.q = q;
+            ba.S = (int)S, ba.cmin = a.cmin, ba.gb = gb;
+            ba.grid = dim3((unsigned)(SB < 1 ? 1 : SB), (unsigned)gy, (unsigned)p->n_seqs);
+            if ((st = cuda_attention_decode_batch(b, &ba, err)) != LLMRT_OK || !mixed)
+                return st;
+        } else {
+            a.grid = dim3((unsigned)S, (unsigned)gy, (unsigned)p->n_seqs);
+            switch (p->kv_dtype) {
+            case LLMRT_DTYPE_F32: launch_decode_hd<float>(a, gb); break;
+            case LLMRT_DTYPE_F16: launch_decode_hd<__half>(a, gb); break;
+            default: launch_decode_hd<__nv_bfloat16>(a, gb); break;
+            }
+            return cuda_check_launch(err, "attention decode");
         }
-        return cuda_check_launch(err, "attention decode");
     }
 
+    /* Prefill rows: on the tensor cores where the cache is f16/bf16 (cuda_attention_mma.cu),
+     * else the fp32 kernel below. */
+    if (cuda_attention_mma_ok(b, p))
+        return cuda_attention_prefill_mma(b, out, q, p, mixed, err);
     if (prefill_smem(p->head_dim) > b->smem_optin)
         return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
                           "cuda attention: prefill with head_dim %d needs %zu bytes of shared "
@@ -885,9 +819,9 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
     a.grid = dim3((unsigned)ceil_div64(p->max_query_len, tq), (unsigned)gy, (unsigned)p->n_seqs);
     a.S = 1;
     switch (p->kv_dtype) {
-    case LLMRT_DTYPE_F32: launch_prefill_hd<float>(a, gr); break;
-    case LLMRT_DTYPE_F16: launch_prefill_hd<__half>(a, gr); break;
-    default: launch_prefill_hd<__nv_bfloat16>(a, gr); break;
+    case LLMRT_DTYPE_F32: launch_prefill_hd<float>(a, gr, mixed); break;
+    case LLMRT_DTYPE_F16: launch_prefill_hd<__half>(a, gr, mixed); break;
+    default: launch_prefill_hd<__nv_bfloat16>(a, gr, mixed); break;
     }
     return cuda_check_launch(err, "attention prefill");
 }

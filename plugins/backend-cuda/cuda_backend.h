@@ -48,6 +48,11 @@ typedef struct cuda_tune {
     int sample_full; /* sample: 1 = every row on the one-block path (tests, A/B) */
     int copy_kernel; /* -1: every copy on the copy engine (cuda_copy.cu) */
     int ah_stats;    /* argmax_head: count candidates, print per row at destroy */
+    int att_pf_mma;  /* -1: prefill attention on the fp32 FMA kernel, not the tensor cores */
+    int att_inv;     /* -1: decode splits capped by the batch (the plan before the batch kernel:
+                      * a token's bits then depend on its batch) */
+    int att_mixed;   /* -1: a mixed step's decode rows through the prefill kernel too */
+    int ah_rows;     /* argmax_head: most rows per call past the int8 screen's 8 (default 1024) */
 } cuda_tune;
 
 struct llmrt_backend {
@@ -169,6 +174,9 @@ llmrt_status cuda_attention_init(llmrt_backend *b, llmrt_error *err);
 /* cuda_gemm.cu */
 llmrt_status cuda_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
                        int32_t n, llmrt_error *err);
+/* cuda_logits_mask.cu: the "llmrt.logits_mask" extension's table */
+extern const struct llmrt_logits_mask_ops cuda_logits_mask_ext;
+
 /* cuda_sample.cu */
 llmrt_status cuda_argmax(llmrt_backend *b, int32_t *out, const float *logits, int32_t rows,
                          int32_t vocab, llmrt_error *err);

@@ -10,6 +10,7 @@
 #include <llmrt/cuda.h>
 #include <llmrt/ext/argmax_head.h>
 #include <llmrt/ext/fused.h>
+#include <llmrt/ext/logits_mask.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -142,7 +143,11 @@ static const llmrt_key cuda_keys[] = {
     {"tune", LLMRT_KEY_STRING, "", NULL,
      "Kernel tuning knobs for benchmark sweeps, \"key=value,...\" (0 = the built-in choice): "
      "att_cmin, att_fill, att_maxs, att_win (decode attention splits and K/V staging), "
-     "sample_full, copy_k, ah_stats; unknown knobs are ignored with a warning.",
+     "att_pf_mma=0 (prefill attention on the fp32 kernel instead of the tensor cores), "
+     "att_inv=0 (decode splits capped by the batch size: batch-dependent rounding), "
+     "att_mixed=0 (a mixed step's decode rows through the prefill kernel), ah_rows (most "
+     "rows of a greedy argmax_head call), sample_full, copy_k, ah_stats; unknown knobs are "
+     "ignored with a warning.",
      LLMRT_KEY_DEVELOPER},
 };
 #define N_CUDA_KEYS ((uint32_t)(sizeof cuda_keys / sizeof cuda_keys[0]))
@@ -224,6 +229,14 @@ static void parse_tune(const llmrt_host *host, const char *text, const char *whe
             t->sample_full = v;
         else if (strcmp(tok, "ah_stats") == 0)
             t->ah_stats = v;
+        else if (strcmp(tok, "att_pf_mma") == 0)
+            t->att_pf_mma = v > 0 ? 1 : -1;
+        else if (strcmp(tok, "att_inv") == 0)
+            t->att_inv = v > 0 ? 1 : -1;
+        else if (strcmp(tok, "att_mixed") == 0)
+            t->att_mixed = v > 0 ? 1 : -1;
+        else if (strcmp(tok, "ah_rows") == 0)
+            t->ah_rows = v;
         else if (host && host->log)
             host->log(host->ctx, LLMRT_LOG_WARN, "cuda",
                       "[backend.cuda] tune (%s): unknown knob '%s' ignored", where, tok);
@@ -418,6 +431,7 @@ static const void *cuda_extension(llmrt_backend *b, const char *name, uint32_t v
         {LLMRT_EXT_CUDA, LLMRT_EXT_CUDA_VERSION, &cuda_ext},
         {LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION, &fused_ext},
         {LLMRT_EXT_ARGMAX_HEAD, LLMRT_EXT_ARGMAX_HEAD_VERSION, &argmax_head_ext},
+        {LLMRT_EXT_LOGITS_MASK, LLMRT_EXT_LOGITS_MASK_VERSION, &cuda_logits_mask_ext},
     };
     (void)b;
     for (size_t i = 0; name && i < sizeof ext / sizeof ext[0]; i++)

@@ -1,166 +1,24 @@
-/* qwen3_config.c — config.json → qwen3_config, with jansson.
- *
- * Why here and not the core's hf_config: plugins never link libllmrt, and a model plugin
- * knows best which keys its architecture needs. Both spellings in the wild are accepted:
- * rope_theta (released Qwen3 checkpoints) and rope_parameters.rope_theta (transformers 5).
- * Variants this plugin does not implement (attention biases, sliding windows, RoPE scaling)
- * are rejected by name instead of silently computing something else. */
-#include <math.h>
+/* qwen3_config.c — config.json → qwen3_config for Qwen3ForCausalLM: the keys every Qwen3
+ * decoder reads (plugins/qwen3-common/qwen3_config_common.c), with intermediate_size required
+ * (the dense MLP's width). */
 #include <string.h>
-
-#include <jansson.h>
 
 #include "qwen3.h"
 
 int qwen3_config_matches(const char *config_json, int *is_json)
 {
-    json_error_t jerr;
-    json_t *root = json_loads(config_json ? config_json : "", 0, &jerr);
-    *is_json = root != NULL && json_is_object(root);
-    int found = 0;
-    json_t *archs = root ? json_object_get(root, "architectures") : NULL;
-    size_t i;
-    json_t *a;
-    if (json_is_array(archs)) {
-        json_array_foreach(archs, i, a) {
-            if (json_is_string(a) && strcmp(json_string_value(a), QWEN3_ARCH) == 0)
-                found = 1;
-        }
-    }
-    json_decref(root);
-    return found;
-}
-
-/* A positive integer key; `def` < 0 means required. */
-static llmrt_status get_int(json_t *root, const char *key, int64_t def, int32_t *out,
-                            llmrt_error *err)
-{
-    json_t *v = json_object_get(root, key);
-    if (!v || json_is_null(v)) {
-        if (def < 0)
-            return llmrt_fail(err, LLMRT_ERR_FORMAT,
-                              "config.json: required key \"%s\" is missing (a positive integer)",
-                              key);
-        *out = (int32_t)def;
-        return LLMRT_OK;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > INT32_MAX)
-        return llmrt_fail(err, LLMRT_ERR_FORMAT,
-                          "config.json: \"%s\" must be a positive integer below 2^31", key);
-    *out = (int32_t)json_integer_value(v);
-    return LLMRT_OK;
-}
-
-static llmrt_status get_real(json_t *obj, const char *key, double def, double *out,
-                             const char *where, llmrt_error *err)
-{
-    json_t *v = json_object_get(obj, key);
-    if (!v || json_is_null(v)) {
-        *out = def;
-        return LLMRT_OK;
-    }
-    if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v)))
-        return llmrt_fail(err, LLMRT_ERR_FORMAT, "config.json: \"%s%s\" must be a positive number",
-                          where, key);
-    *out = json_number_value(v);
-    return LLMRT_OK;
-}
-
-/* Reject a RoPE variant other than plain ("default") RoPE. */
-static llmrt_status check_rope_type(json_t *obj, const char *key, llmrt_error *err)
-{
-    if (!obj || json_is_null(obj))
-        return LLMRT_OK;
-    if (!json_is_object(obj))
-        return llmrt_fail(err, LLMRT_ERR_FORMAT, "config.json: \"%s\" must be an object or null",
-                          key);
-    json_t *t = json_object_get(obj, "rope_type");
-    if (!t)
-        t = json_object_get(obj, "type");
-    if (t && !(json_is_string(t) && strcmp(json_string_value(t), "default") == 0))
-        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                          "config.json: %s.rope_type = %s is not supported by the qwen3 plugin "
-                          "(only \"default\" RoPE)",
-                          key, json_is_string(t) ? json_string_value(t) : "(not a string)");
-    return LLMRT_OK;
+    return qwen3_config_lists_arch(config_json, QWEN3_ARCH, is_json);
 }
 
 llmrt_status qwen3_config_parse(const char *config_json, qwen3_config *out, llmrt_error *err)
 {
-    llmrt_status st = LLMRT_OK;
-    json_error_t jerr;
-    json_t *root = json_loads(config_json ? config_json : "", 0, &jerr);
-    memset(out, 0, sizeof *out);
-    if (!root || !json_is_object(root)) {
-        st = llmrt_fail(err, LLMRT_ERR_FORMAT, "config.json: %s (line %d)",
-                        root ? "not a JSON object" : jerr.text, jerr.line);
-        goto cleanup;
-    }
-    if ((st = get_int(root, "vocab_size", -1, &out->vocab, err)) ||
-        (st = get_int(root, "hidden_size", -1, &out->hidden, err)) ||
-        (st = get_int(root, "intermediate_size", -1, &out->intermediate, err)) ||
-        (st = get_int(root, "num_hidden_layers", -1, &out->n_layers, err)) ||
-        (st = get_int(root, "num_attention_heads", -1, &out->n_heads, err)) ||
-        (st = get_int(root, "num_key_value_heads", out->n_heads, &out->n_kv_heads, err)) ||
-        (st = get_int(root, "max_position_embeddings", 32768, &out->max_position, err)))
-        goto cleanup;
-    if ((st = get_int(root, "head_dim", out->hidden / out->n_heads > 0 ? out->hidden / out->n_heads : 1,
-                      &out->head_dim, err)))
-        goto cleanup;
-    if (out->n_heads % out->n_kv_heads != 0) {
-        st = llmrt_fail(err, LLMRT_ERR_FORMAT,
-                        "config.json: num_attention_heads (%d) must be a multiple of "
-                        "num_key_value_heads (%d)",
-                        out->n_heads, out->n_kv_heads);
-        goto cleanup;
-    }
-    if (out->head_dim % 2 != 0) {
-        st = llmrt_fail(err, LLMRT_ERR_FORMAT,
-                        "config.json: head_dim (%d) must be even (RoPE rotates pairs)", out->head_dim);
-        goto cleanup;
-    }
-    if ((st = get_real(root, "rms_norm_eps", 1e-6, &out->eps, "", err)))
-        goto cleanup;
-
-    /* RoPE: transformers 5 writes rope_parameters {rope_type, rope_theta}; released
-     * checkpoints write rope_theta (+ rope_scaling). Qwen3's default theta is 10000. */
-    json_t *rp = json_object_get(root, "rope_parameters");
-    if ((st = check_rope_type(rp, "rope_parameters", err)) ||
-        (st = check_rope_type(json_object_get(root, "rope_scaling"), "rope_scaling", err)))
-        goto cleanup;
-    if ((st = get_real(root, "rope_theta", 10000.0, &out->rope_theta, "", err)))
-        goto cleanup;
-    if (json_is_object(rp) && json_object_get(rp, "rope_theta") &&
-        (st = get_real(rp, "rope_theta", out->rope_theta, &out->rope_theta, "rope_parameters.", err)))
-        goto cleanup;
-
-    json_t *tie = json_object_get(root, "tie_word_embeddings");
-    if (tie && !json_is_boolean(tie) && !json_is_null(tie)) {
-        st = llmrt_fail(err, LLMRT_ERR_FORMAT, "config.json: \"tie_word_embeddings\" must be true or false");
-        goto cleanup;
-    }
-    out->tie = json_is_true(tie); /* Qwen3Config defaults to false */
-
-    if (json_is_true(json_object_get(root, "attention_bias"))) {
-        st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                        "config.json: attention_bias = true is not supported by the qwen3 plugin "
-                        "(Qwen3 projections have no bias)");
-        goto cleanup;
-    }
-    if (json_is_true(json_object_get(root, "use_sliding_window"))) {
-        st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                        "config.json: use_sliding_window = true is not supported by the qwen3 "
-                        "plugin (full causal attention only)");
-        goto cleanup;
-    }
-    json_t *act = json_object_get(root, "hidden_act");
-    if (act && !(json_is_string(act) && strcmp(json_string_value(act), "silu") == 0)) {
-        st = llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                        "config.json: hidden_act = %s is not supported by the qwen3 plugin (silu only)",
-                        json_is_string(act) ? json_string_value(act) : "(not a string)");
-        goto cleanup;
-    }
-cleanup:
+    static const qwen3_config_spec spec = {.plugin = "qwen3", .intermediate_default = -1};
+    json_t *root = NULL;
+    llmrt_status st = qwen3_config_load(config_json, &root, err);
+    if (st == LLMRT_OK)
+        st = qwen3_config_read(root, &spec, out, err);
+    else
+        memset(out, 0, sizeof *out);
     json_decref(root);
     return st;
 }

@@ -1,10 +1,9 @@
 /* qwen3_plugin.c — the model-qwen3 plugin's descriptor and vtable: probe, create (config,
  * backend op check, the backend's extensions, weights, scratch, the greedy argmax_head),
- * destroy, info, forward, forward_argmax.
- *
- * Why check ops at create: a backend may leave ops NULL (a partial third-party backend); a
- * clear "backend 'x' lacks op 'rope'" at load time beats a crash in the first forward. */
+ * destroy, info, forward, forward_argmax. The decoder itself is plugins/qwen3-common's; this
+ * plugin gives it a dense SwiGLU MLP in every layer. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,40 +18,6 @@ static llmrt_status q3_probe(const char *config_json, llmrt_error *err)
                                                          : "config.json is not a JSON object");
 }
 
-static llmrt_status check_backend(const llmrt_backend_ref *be, llmrt_error *err)
-{
-    const llmrt_backend_vtable *vt = be->vt;
-    const char *missing = NULL;
-#define NEED(m)                                                                               \
-    if (!missing && !LLMRT_VT_HAS(vt, llmrt_backend_vtable, m))                                  \
-        missing = #m;
-    NEED(dev_alloc) NEED(dev_free) NEED(copy) NEED(synchronize) NEED(embedding) NEED(rmsnorm)
-    NEED(rope) NEED(kv_store) NEED(attention) NEED(silu_mul) NEED(add) NEED(gemm)
-#undef NEED
-    if (missing)
-        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                          "backend '%s' does not provide the '%s' operation, which the qwen3 model "
-                          "needs",
-                          be->name ? be->name : "?", missing);
-    return LLMRT_OK;
-}
-
-static llmrt_status check_quant(const llmrt_quant_ref *q, llmrt_error *err)
-{
-    const llmrt_quant_vtable *vt = q->vt;
-    const char *missing = NULL;
-#define NEED(m)                                                                               \
-    if (!missing && !LLMRT_VT_HAS(vt, llmrt_quant_vtable, m))                                    \
-        missing = #m;
-    NEED(linear_load) NEED(linear_free) NEED(linear_forward)
-#undef NEED
-    if (missing)
-        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                          "quant plugin '%s' does not provide '%s', which the qwen3 model needs",
-                          q->name ? q->name : "?", missing);
-    return LLMRT_OK;
-}
-
 /* [model.qwen3]: declared here, validated (and filled in with defaults) by the host. */
 static const llmrt_key qwen3_keys[] = {
     {"fuse", LLMRT_KEY_ENUM, "auto", "auto|off",
@@ -60,196 +25,85 @@ static const llmrt_key qwen3_keys[] = {
      "has them (off: separate ones, for A/B).",
      0},
     {"greedy_head", LLMRT_KEY_ENUM, "auto", "auto|off",
-     "Greedy steps of up to 8 sequences find their argmax through the backend's argmax_head "
-     "(CUDA: an int8 copy of lm_head screens, the candidates are recomputed exactly: the same "
-     "ids; vocab x hidden bytes more device memory). off: lm_head + argmax always.",
+     "Greedy steps find their argmax through the backend's argmax_head (CUDA: an int8 copy "
+     "of lm_head screens up to 8 sequences, the lm_head gemm screens larger batches, and the "
+     "candidates are recomputed exactly as for one row: each row's id is the one it gets "
+     "alone; vocab x hidden bytes, plus vocab x 4 bytes per sequence, more device memory). "
+     "off: lm_head + argmax always.",
      0},
 };
 #define N_QWEN3_KEYS ((uint32_t)(sizeof qwen3_keys / sizeof qwen3_keys[0]))
 
-/* fuse (see llmrt_model.fuse) and greedy_head (see llmrt_model.greedy_head): auto or off. A
- * caller without a host (a test) may pass NULL or a partial section: absent keys take their
- * defaults. */
-static llmrt_status parse_section(const llmrt_section *cfg, int *fuse, int *greedy_head,
-                                  llmrt_error *err)
+/* The MLPs' activations (T = max_tokens): buffers only the separate or only the fused
+ * projections use are sized 0 when no layer needs them (gate and up alone are 200 MB at 2048
+ * tokens for Qwen3-8B). */
+static llmrt_status alloc_mlp_act(llmrt_model *m, llmrt_error *err)
 {
-    int *flags[] = {fuse, greedy_head};
-    for (uint32_t i = 0; i < N_QWEN3_KEYS; i++) {
-        const char *key = qwen3_keys[i].name;
-        const char *v = llmrt_key_value(cfg, qwen3_keys, N_QWEN3_KEYS, key);
-        if (strcmp(v, "auto") != 0 && strcmp(v, "off") != 0) {
-            const char *where = "default";
-            for (size_t j = 0; cfg && cfg->where && j < cfg->n; j++)
-                if (strcmp(cfg->keys[j], key) == 0)
-                    where = cfg->where[j];
-            return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                              "%s: [model.qwen3] %s = '%s': expected auto (%s where the backend "
-                              "has them) or off",
-                              where, key, v,
-                              i == 0 ? "fused ops and projections" : "the argmax_head ops");
-        }
-        *flags[i] = strcmp(v, "auto") == 0;
-    }
-    return LLMRT_OK;
-}
-
-/* The backend's "llmrt.fused" table when it has every op of it, else NULL. */
-static const llmrt_fused_ops *fused_ops_of(const llmrt_backend_ref *be)
-{
-    const llmrt_fused_ops *f =
-        llmrt_backend_extension(be->vt, be->b, LLMRT_EXT_FUSED, LLMRT_EXT_FUSED_VERSION);
-    return LLMRT_VT_HAS(f, llmrt_fused_ops, add_rmsnorm) &&
-                   LLMRT_VT_HAS(f, llmrt_fused_ops, qk_norm_rope_store) &&
-                   LLMRT_VT_HAS(f, llmrt_fused_ops, swiglu)
-               ? f
-               : NULL;
-}
-
-/* The backend's "llmrt.argmax_head" table when it has every op of it, else NULL. */
-static const llmrt_argmax_head_ops *argmax_head_ops_of(const llmrt_backend_ref *be)
-{
-    const llmrt_argmax_head_ops *h = llmrt_backend_extension(be->vt, be->b, LLMRT_EXT_ARGMAX_HEAD,
-                                                             LLMRT_EXT_ARGMAX_HEAD_VERSION);
-    return LLMRT_VT_HAS(h, llmrt_argmax_head_ops, create) &&
-                   LLMRT_VT_HAS(h, llmrt_argmax_head_ops, forward) &&
-                   LLMRT_VT_HAS(h, llmrt_argmax_head_ops, destroy)
-               ? h
-               : NULL;
-}
-
-/* greedy_head = auto: the backend's argmax_head over lm_head for steps of up to 8 sequences,
- * when it offers the extension and takes this lm_head. It only saves time, so when the
- * backend cannot make one (this lm_head unsupported, or its copy does not fit) the model goes
- * without: an info line, or a warning for a failure other than LLMRT_ERR_UNSUPPORTED. */
-static void make_head(llmrt_model *m)
-{
-    const llmrt_argmax_head_ops *ops = m->greedy_head ? argmax_head_ops_of(&m->be) : NULL;
-    if (!ops)
-        return;
-    const int32_t rows = m->params.max_seqs < 8 ? m->params.max_seqs : 8;
-    llmrt_error e = {0};
-    llmrt_status st = ops->create(m->be.b, &m->lm_head, rows, &m->head, &e);
+    const qwen3_config *c = &m->d.cfg;
+    const size_t T = (size_t)m->d.params.max_tokens, I = (size_t)c->intermediate;
+    int sep_gu = 0, fused_gu = 0;
+    for (int32_t l = 0; l < c->n_layers; l++)
+        sep_gu |= !m->mlp[l].fused_gate_up, fused_gu |= m->mlp[l].fused_gate_up;
+    const size_t n[] = {sep_gu ? T * I : 0, sep_gu ? T * I : 0, T * I, fused_gu ? T * 2 * I : 0};
+    float **dst[] = {&m->act.gate, &m->act.up, &m->act.act, &m->act.gu};
+    enum { NB = sizeof n / sizeof n[0] };
+    size_t bytes[NB], off[NB], total = 0;
+    for (size_t i = 0; i < NB; i++)
+        bytes[i] = n[i] * sizeof(float);
+    llmrt_status st = qwen3_alloc_block(&m->d.rt, NB, bytes, off, &m->act_base, &total, err);
     if (st) {
-        m->head = NULL;
-        if (m->has_host)
-            m->host.log(m->host.ctx, st == LLMRT_ERR_UNSUPPORTED ? LLMRT_LOG_INFO : LLMRT_LOG_WARN,
-                        "qwen3", "greedy_head: not used (%s)", e.msg);
-        return;
-    }
-    m->head_ops = ops;
-    m->head_rows = rows;
-    if (m->has_host)
-        m->host.log(m->host.ctx, LLMRT_LOG_INFO, "qwen3",
-                    "greedy_head: greedy steps of up to %d sequences take their argmax through "
-                    "the backend's argmax_head",
-                    rows);
-}
-
-static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
-
-static llmrt_status alloc_scratch(llmrt_model *m, llmrt_error *err)
-{
-    const qwen3_config *c = &m->cfg;
-    const size_t T = (size_t)m->params.max_tokens, S = (size_t)m->params.max_seqs;
-    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
-    const size_t QD = (size_t)c->n_heads * (size_t)c->head_dim;
-    const size_t KVD = (size_t)c->n_kv_heads * (size_t)c->head_dim;
-    /* elements of each buffer, in qwen3_scratch order */
-    /* buffers only the separate or only the fused projections use are sized 0 when no layer
-     * needs them (gate and up alone are 200 MB at 2048 tokens for Qwen3-8B) */
-    int sep_qkv = 0, fused_qkv = 0, sep_gu = 0, fused_gu = 0;
-    for (int32_t l = 0; l < c->n_layers; l++) {
-        sep_qkv |= !m->layers[l].fused_qkv, fused_qkv |= m->layers[l].fused_qkv;
-        sep_gu |= !m->layers[l].fused_gate_up, fused_gu |= m->layers[l].fused_gate_up;
-    }
-    const size_t n[] = {T * H, T * H, T * QD, sep_qkv ? T * KVD : 0, sep_qkv ? T * KVD : 0,
-                        T * QD, T * H, sep_gu ? T * I : 0, sep_gu ? T * I : 0, T * I, S * H,
-                        fused_qkv ? T * (QD + 2 * KVD) : 0, fused_gu ? T * 2 * I : 0};
-    float **dst[] = {&m->s.x, &m->s.xn, &m->s.q, &m->s.k, &m->s.v, &m->s.attn, &m->s.proj,
-                     &m->s.gate, &m->s.up, &m->s.act, &m->s.rows, &m->s.qkv, &m->s.gu};
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++)
-        total += align_up(n[i] * sizeof(float));
-    llmrt_status st = m->be.vt->dev_alloc(m->be.b, total, &m->s.base, err);
-    if (st) {
+        m->act_base = NULL;
         char why[LLMRT_ERROR_MSG_MAX];
         snprintf(why, sizeof why, "%s", err ? err->msg : "");
         return llmrt_fail(err, st,
-                          "qwen3 activations for %zu tokens (hidden_size %zu, intermediate_size "
-                          "%zu, num_attention_heads * head_dim %zu; %.1f MiB): %s",
-                          T, H, I, QD, (double)total / (1 << 20), why);
+                          "qwen3 MLP activations for %zu tokens (intermediate_size %zu; %.1f "
+                          "MiB): %s",
+                          T, I, (double)total / (1 << 20), why);
     }
-    size_t off = 0;
-    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
-        *dst[i] = n[i] ? (float *)((char *)m->s.base + off) : NULL;
-        off += align_up(n[i] * sizeof(float));
-    }
+    for (size_t i = 0; i < NB; i++)
+        *dst[i] = n[i] ? (float *)((char *)m->act_base + off[i]) : NULL;
     return LLMRT_OK;
 }
 
-/* On an asynchronous (GPU) backend, run layer 0's projections once at prefill sizes (the
- * model's max_tokens and 128 rows) on the scratch buffers, and wait: the one-time costs of the
- * backend's first GEMMs of each shape (loading the GEMM library's kernels, its heuristics,
- * scratch growth) then land in the load time instead of the first request's time to first
- * token. The results are discarded; every layer has the same shapes. */
+/* Layer 0's projections once at prefill sizes (qwen3_warm_up): every layer has its shapes. */
 static llmrt_status warm_up(llmrt_model *m, llmrt_error *err)
 {
-    const llmrt_backend_vtable *vt = m->be.vt;
-    if (!vt->caps || !(vt->caps(m->be.b) & LLMRT_BACKEND_CAP_ASYNC) || m->cfg.n_layers < 1)
+    if (m->d.cfg.n_layers < 1)
         return LLMRT_OK;
-    const qwen3_layer *L = &m->layers[0];
-    const int32_t T = m->params.max_tokens;
-    const int32_t sizes[2] = {T < 128 ? T : 128, T};
-    llmrt_status st = LLMRT_OK;
-    for (int i = 0; i < 2 && st == LLMRT_OK; i++) {
-        const int32_t n = sizes[i];
-        if (i == 1 && n == sizes[0])
-            break;
-        const qwen3_linear *ls[7];
-        float *ys[7];
-        int k = 0;
-        if (L->fused_qkv) {
-            ls[k] = &L->qkv_proj, ys[k++] = m->s.qkv;
-        } else {
-            ls[k] = &L->q_proj, ys[k++] = m->s.q;
-            ls[k] = &L->k_proj, ys[k++] = m->s.k;
-            ls[k] = &L->v_proj, ys[k++] = m->s.v;
-        }
-        ls[k] = &L->o_proj, ys[k++] = m->s.proj;
-        if (L->fused_gate_up) {
-            ls[k] = &L->gate_up_proj, ys[k++] = m->s.gu;
-        } else {
-            ls[k] = &L->gate_proj, ys[k++] = m->s.gate;
-            ls[k] = &L->up_proj, ys[k++] = m->s.up;
-        }
-        ls[k] = &L->down_proj, ys[k++] = m->s.proj;
-        for (int j = 0; j < k && st == LLMRT_OK; j++) {
-            const float *x = ls[j] == &L->o_proj ? m->s.attn : ls[j] == &L->down_proj ? m->s.act : m->s.xn;
-            st = ls[j]->q ? m->quant.vt->linear_forward(m->quant.q, ls[j]->q, ys[j], x, n, err)
-                          : vt->gemm(m->be.b, ys[j], x, &ls[j]->w, n, err);
-        }
+    const qwen3_attn *A = &m->d.attn[0];
+    const qwen3_mlp *M = &m->mlp[0];
+    const qwen3_act *s = &m->d.s;
+    const qwen3_linear *ls[7];
+    float *ys[7];
+    const float *xs[7];
+    int k = 0;
+#define ADD(l, y, x) (ls[k] = (l), ys[k] = (y), xs[k++] = (x))
+    if (A->fused_qkv) {
+        ADD(&A->qkv_proj, s->qkv, s->xn);
+    } else {
+        ADD(&A->q_proj, s->q, s->xn);
+        ADD(&A->k_proj, s->k, s->xn);
+        ADD(&A->v_proj, s->v, s->xn);
     }
-    if (st == LLMRT_OK)
-        st = vt->synchronize(m->be.b, err);
-    return st;
+    ADD(&A->o_proj, s->proj, s->attn);
+    if (M->fused_gate_up) {
+        ADD(&M->gate_up_proj, m->act.gu, s->xn);
+    } else {
+        ADD(&M->gate_proj, m->act.gate, s->xn);
+        ADD(&M->up_proj, m->act.up, s->xn);
+    }
+    ADD(&M->down_proj, s->proj, m->act.act);
+#undef ADD
+    return qwen3_warm_up(&m->d.rt, ls, ys, xs, k, m->d.params.max_tokens, err);
 }
 
-/* m->glu_rows: the fewest rows the quant plugin folds SwiGLU into a layer's gate/up projection
- * for (0 when it does not, or some layer's gate/up is not one fused quantized linear). */
+/* The fewest rows the quant plugin folds SwiGLU into a layer's gate/up projection for (0 when
+ * it does not, or some layer's gate/up is not one fused quantized linear). */
 static int32_t glu_rows(const llmrt_model *m)
 {
-    const llmrt_quant_vtable *qv = m->quant.vt;
-    if (!m->fuse || !m->use_gate_up || !qv ||
-        !LLMRT_VT_HAS(qv, llmrt_quant_vtable, linear_forward_fused) ||
-        !LLMRT_VT_HAS(qv, llmrt_quant_vtable, linear_fused_max_rows))
-        return 0;
-    int32_t rows = m->params.max_tokens;
-    for (int32_t l = 0; l < m->cfg.n_layers && rows > 0; l++) {
-        const qwen3_layer *L = &m->layers[l];
-        if (!L->fused_gate_up || !L->gate_up_proj.q)
-            return 0;
-        const int32_t r =
-            qv->linear_fused_max_rows(m->quant.q, L->gate_up_proj.q, LLMRT_FUSE_OUT_SWIGLU);
+    int32_t rows = m->d.params.max_tokens;
+    for (int32_t l = 0; l < m->d.cfg.n_layers && rows > 0; l++) {
+        const int32_t r = qwen3_mlp_glu_rows(&m->d.rt, &m->mlp[l]);
         rows = r < rows ? r : rows;
     }
     return rows > 0 ? rows : 0;
@@ -259,12 +113,10 @@ static void q3_destroy(llmrt_model *m)
 {
     if (!m)
         return;
-    if (m->head)
-        m->head_ops->destroy(m->be.b, m->head);
     qwen3_weights_free(m);
-    if (m->s.base)
-        m->be.vt->dev_free(m->be.b, m->s.base);
-    free(m->layers);
+    if (m->act_base)
+        m->d.rt.be.vt->dev_free(m->d.rt.be.b, m->act_base);
+    free(m->mlp);
     free(m);
 }
 
@@ -282,38 +134,35 @@ static llmrt_status q3_create(const llmrt_host *host, const llmrt_section *cfg,
                           "qwen3 create: max_tokens (%d) and max_seqs (%d) must be at least 1",
                           params->max_tokens, params->max_seqs);
     int fuse = 1, greedy_head = 1;
-    if ((st = parse_section(cfg, &fuse, &greedy_head, err)) || (st = check_backend(backend, err)) ||
-        (quant && quant->vt && (st = check_quant(quant, err))))
+    if ((st = qwen3_key_auto_off(cfg, qwen3_keys, N_QWEN3_KEYS, "model.qwen3", "fuse",
+                                 "fused ops and projections", &fuse, err)) ||
+        (st = qwen3_key_auto_off(cfg, qwen3_keys, N_QWEN3_KEYS, "model.qwen3", "greedy_head",
+                                 "the argmax_head ops", &greedy_head, err)))
         return st;
 
     llmrt_model *m = calloc(1, sizeof *m);
     if (!m)
         return llmrt_fail(err, LLMRT_ERR_NOMEM, "qwen3 create: out of memory");
-    if (host) {
-        m->host = *host;
-        m->has_host = host->log != NULL;
+    if ((st = qwen3_decoder_init(&m->d, host, "qwen3", backend, quant, params, fuse, greedy_head,
+                                 err))) {
+        free(m);
+        return st;
     }
-    m->be = *backend;
-    if (quant && quant->vt)
-        m->quant = *quant;
-    m->params = *params;
-    /* Fused ops are a backend extension; fused projections need the op that consumes their
-     * output (qk_norm_rope_store splits q|k|v, swiglu splits gate|up). */
-    m->fuse = fuse;
-    m->greedy_head = greedy_head;
-    m->fused = fuse ? fused_ops_of(backend) : NULL;
-    m->use_qkv = m->use_gate_up = m->fused != NULL;
-    if ((st = qwen3_config_parse(ckpt->config_json, &m->cfg, err)) ||
-        (st = qwen3_weights_check_layers(&m->cfg, ckpt, err)))
+    m->d.mlp = qwen3_dense_mlp;
+    m->d.mlp_ctx = m;
+    if ((st = qwen3_config_parse(ckpt->config_json, &m->d.cfg, err)) ||
+        (st = qwen3_check_layers(&m->d.cfg, ckpt, err)) ||
+        (st = qwen3_decoder_alloc_layers(&m->d, err)))
         goto fail;
-    m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);
-    if (!m->layers) {
+    m->mlp = calloc((size_t)m->d.cfg.n_layers, sizeof *m->mlp);
+    if (!m->mlp) {
         st = llmrt_fail(err, LLMRT_ERR_NOMEM, "qwen3 create: out of memory");
         goto fail;
     }
-    if ((st = qwen3_weights_load(m, ckpt, err)) || (st = alloc_scratch(m, err)))
+    if ((st = qwen3_weights_load(m, ckpt, err)) || (st = qwen3_decoder_alloc_act(&m->d, err)) ||
+        (st = alloc_mlp_act(m, err)))
         goto fail;
-    make_head(m);
+    qwen3_decoder_make_head(&m->d);
     if ((st = warm_up(m, err)))
         goto fail;
     m->glu_rows = glu_rows(m);
@@ -326,31 +175,20 @@ fail:
 
 static void q3_info(llmrt_model *m, llmrt_model_info *out)
 {
-    memset(out, 0, sizeof *out);
-    strncpy(out->arch, QWEN3_ARCH, sizeof out->arch - 1);
-    out->n_layers = m->cfg.n_layers;
-    out->n_heads = m->cfg.n_heads;
-    out->n_kv_heads = m->cfg.n_kv_heads;
-    out->head_dim = m->cfg.head_dim;
-    out->hidden = m->cfg.hidden;
-    out->intermediate = m->cfg.intermediate;
-    out->vocab = m->cfg.vocab;
-    out->max_position = m->cfg.max_position;
-    out->weight_dtype = m->embed.dtype;
-    out->weight_bytes = m->weight_bytes;
+    qwen3_decoder_info(&m->d, QWEN3_ARCH, m->d.cfg.intermediate, out);
 }
 
 static llmrt_status q3_forward(llmrt_model *m, const llmrt_batch *batch, const llmrt_kv_cache *kv,
                                float *logits, llmrt_error *err)
 {
-    return qwen3_forward(m, batch, kv, logits, err);
+    return qwen3_decoder_forward(&m->d, batch, kv, logits, err);
 }
 
 static llmrt_status q3_forward_argmax(llmrt_model *m, const llmrt_batch *batch,
                                       const llmrt_kv_cache *kv, float *logits, int32_t *out,
                                       llmrt_error *err)
 {
-    return qwen3_forward_argmax(m, batch, kv, logits, out, err);
+    return qwen3_decoder_forward_argmax(&m->d, batch, kv, logits, out, err);
 }
 
 static const llmrt_model_vtable qwen3_vtable = {

@@ -11,7 +11,12 @@
  *   prefix.qweight int32 [in, out/8]        prefix.qzeros int32 [in/group, out/8]
  *   prefix.scales  f16   [in/group, out]    w[o][i] = (q[i][o] - z[i/group][o]) * s[i/group][o]
  * (nibble order in awq_pack.h). A linear without qweight is dense in the checkpoint
- * (modules_to_not_convert, lm_head): linear_load answers NOT_FOUND and the model loads it. */
+ * (modules_to_not_convert, lm_head): linear_load answers NOT_FOUND and the model loads it.
+ *
+ * Grouped linears (a MoE layer's experts, quant.h since 1.2) run every row against its own
+ * linear in one call, the row's linear read on the device: a loop on the host over the CPU
+ * kernel, one kernel on CUDA (awq_cuda_grouped.cu). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +39,7 @@
 #include "awq_config.h"
 #include "awq_cpu.h"
 #include "awq_cuda.h"
+#include "awq_cuda_grouped.h"
 
 typedef enum { AWQ_ON_CPU = 1, AWQ_ON_CUDA = 2 } awq_target;
 
@@ -182,9 +188,13 @@ static llmrt_status awq_probe(const char *quant_config_json, llmrt_error *err)
  * the section as written. */
 static const llmrt_key awq_keys[] = {
     {"tune", LLMRT_KEY_STRING, "", NULL,
-     "CUDA GEMV tuning knobs for benchmark sweeps, \"key=value,...\": kw = K-splitting warps "
-     "per block (1, 2, 4, 8, 16), sx=0 = read x from global memory instead of staging it in "
-     "shared memory, fx=0 = no folds (SwiGLU in the gate/up GEMV); unknown knobs are ignored.",
+     "CUDA kernel tuning knobs for benchmark sweeps, \"key=value,...\": kw = K-splitting "
+     "warps per block (1, 2, 4, 8, 16), sx=0 = read x from global memory instead of staging it "
+     "in shared memory, fx=0 = no folds (SwiGLU in the gate/up GEMV); the batch kernel: mma=0 "
+     "= off (the GEMV to 32 rows, then dequant + cuBLAS), mma_min / mma_max = its row range "
+     "(9 / 256: the GEMV below, cuBLAS above), mma_w = row warps per block (4, 8), mma_split "
+     "= K ranges across blocks, mma_fill = target blocks per SM (2); unknown knobs are "
+     "ignored.",
      LLMRT_KEY_DEVELOPER},
 };
 #define N_AWQ_KEYS ((uint32_t)(sizeof awq_keys / sizeof awq_keys[0]))
@@ -574,6 +584,192 @@ static llmrt_status awq_linear_dequant(llmrt_quant *q, const llmrt_qlinear *l, f
     return llmrt_fail(err, LLMRT_ERR_INTERNAL, "quant-awq: linear has no kernel");
 }
 
+/* ---- grouped linears (quant.h, since 1.2): a MoE layer's experts ----
+ * CPU: the rows are host memory, so the call groups them by linear on the host (or takes the
+ * caller's linear_start), gathers each linear's input rows, runs the CPU kernel over them
+ * (its results do not depend on which rows share a call) and scatters the outputs, folding
+ * SwiGLU there. CUDA: awq_cuda_grouped.cu, one launch reading each row's expert on the
+ * device. */
+
+struct llmrt_qgroup {
+    int32_t n, max_rows;
+    int64_t in, out;
+    uint32_t flags;
+    const llmrt_qlinear **l; /* [n], NULL entries: rows left to the caller */
+    float *xg, *yg;          /* CPU: gathered inputs [max_rows, in], outputs [max_rows, out] */
+    int32_t *idx;            /* CPU: [max_rows] one linear's rows of an unsorted call */
+#ifdef AWQ_HAVE_CUDA
+    awq_cuda_group *cuda;
+#endif
+};
+
+static void awq_linear_group_destroy(llmrt_quant *q, llmrt_qgroup *g)
+{
+    if (!g)
+        return;
+#ifdef AWQ_HAVE_CUDA
+    if (g->cuda)
+        awq_cuda_group_destroy(g->cuda);
+#endif
+    (void)q;
+    free(g->xg);
+    free(g->yg);
+    free(g->idx);
+    free(g->l);
+    free(g);
+}
+
+static llmrt_status awq_linear_group_create(llmrt_quant *q, const llmrt_qlinear *const *ls,
+                                            int32_t n, int32_t max_rows, uint32_t flags,
+                                            llmrt_qgroup **out, llmrt_error *err)
+{
+    *out = NULL;
+    if (n < 1 || max_rows < 1)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "quant-awq: a group of %d linears for %d rows", n, max_rows);
+    if (flags & ~(uint32_t)LLMRT_FUSE_OUT_SWIGLU)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED, "quant-awq: grouped folds 0x%x", flags);
+    const llmrt_qlinear *first = NULL;
+    for (int32_t i = 0; i < n; i++) {
+        if (!ls[i])
+            continue;
+        if (!first)
+            first = ls[i];
+        if (ls[i]->in != first->in || ls[i]->out != first->out)
+            return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                              "quant-awq: linear %d of a group is [%lld, %lld], linear 0's [%lld, "
+                              "%lld]: grouped linears share a shape",
+                              i, (long long)ls[i]->out, (long long)ls[i]->in,
+                              (long long)first->out, (long long)first->in);
+    }
+    if (!first)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "quant-awq: a group of no linears");
+    if ((flags & LLMRT_FUSE_OUT_SWIGLU) && first->out % 2 != 0)
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "quant-awq: SwiGLU over %lld outputs (not [gate; up])",
+                          (long long)first->out);
+    llmrt_qgroup *g = calloc(1, sizeof *g);
+    if (!g || !(g->l = calloc((size_t)n, sizeof *g->l))) {
+        free(g);
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "quant-awq: out of memory");
+    }
+    memcpy(g->l, ls, (size_t)n * sizeof *ls);
+    g->n = n, g->max_rows = max_rows, g->flags = flags;
+    g->in = first->in, g->out = first->out;
+    llmrt_status st = LLMRT_OK;
+    if (q->target == AWQ_ON_CPU) {
+        const int64_t need = awq_cpu_scratch_floats(first->cpu, max_rows);
+        g->xg = malloc((size_t)max_rows * (size_t)g->in * sizeof(float));
+        g->yg = malloc((size_t)max_rows * (size_t)g->out * sizeof(float));
+        g->idx = malloc((size_t)max_rows * sizeof *g->idx);
+        if (!g->xg || !g->yg || !g->idx)
+            st = llmrt_fail(err, LLMRT_ERR_NOMEM,
+                            "quant-awq: out of memory for a group's %d rows of [%lld, %lld]",
+                            max_rows, (long long)g->out, (long long)g->in);
+        if (st == LLMRT_OK && need > q->scratch_cap) {
+            float *sc = realloc(q->scratch, (size_t)need * sizeof(float));
+            if (!sc)
+                st = llmrt_fail(err, LLMRT_ERR_NOMEM, "quant-awq: out of memory for scratch");
+            else
+                q->scratch = sc, q->scratch_cap = need;
+        }
+    } else {
+#ifdef AWQ_HAVE_CUDA
+        const awq_cuda_linear **cl = calloc((size_t)n, sizeof *cl);
+        if (!cl) {
+            st = llmrt_fail(err, LLMRT_ERR_NOMEM, "quant-awq: out of memory");
+        } else {
+            for (int32_t i = 0; i < n; i++)
+                cl[i] = ls[i] ? ls[i]->cuda : NULL;
+            st = awq_cuda_group_create(&q->backend, cl, n, max_rows, flags, &g->cuda, err);
+            free(cl);
+        }
+#else
+        st = llmrt_fail(err, LLMRT_ERR_INTERNAL, "quant-awq: a CUDA target in a build without CUDA");
+#endif
+    }
+    if (st) {
+        awq_linear_group_destroy(q, g);
+        return st;
+    }
+    *out = g;
+    return LLMRT_OK;
+}
+
+/* The CPU: linear i's rows [r0, r0 + cnt) of a sorted call, or the rows listed in idx. */
+static void cpu_group_rows(llmrt_quant *q, const llmrt_qgroup *g, const llmrt_qlinear *l,
+                           float *y, const float *x, const int32_t *row_src, const int32_t *idx,
+                           int32_t r0, int32_t cnt, int swiglu)
+{
+    const int64_t in = g->in, out = g->out, yw = swiglu ? out / 2 : out;
+    const float *xe = x + (int64_t)r0 * in;
+    if (row_src || idx) {
+        for (int32_t i = 0; i < cnt; i++) {
+            const int32_t r = idx ? idx[i] : r0 + i;
+            memcpy(g->xg + (int64_t)i * in, x + (int64_t)(row_src ? row_src[r] : r) * in,
+                   (size_t)in * sizeof(float));
+        }
+        xe = g->xg;
+    }
+    const int direct = !idx && !swiglu;
+    float *ye = direct ? y + (int64_t)r0 * out : g->yg;
+    awq_cpu_forward(&q->backend, l->cpu, ye, xe, cnt, q->scratch);
+    if (direct)
+        return;
+    for (int32_t i = 0; i < cnt; i++) {
+        const int32_t r = idx ? idx[i] : r0 + i;
+        const float *src = g->yg + (int64_t)i * out;
+        float *dst = y + (int64_t)r * yw;
+        if (swiglu)
+            for (int64_t k = 0; k < yw; k++) {
+                const float gate = src[k];
+                dst[k] = gate / (1.0f + expf(-gate)) * src[yw + k];
+            }
+        else
+            memcpy(dst, src, (size_t)out * sizeof(float));
+    }
+}
+
+static llmrt_status awq_linear_forward_grouped(llmrt_quant *q, const llmrt_qgroup *g, float *y,
+                                               const float *x, const int32_t *row_linear,
+                                               const int32_t *row_src, const int32_t *linear_start,
+                                               int32_t n_rows, uint32_t flags, llmrt_error *err)
+{
+    if (n_rows < 0 || n_rows > g->max_rows)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "quant-awq: a grouped call of %d rows; the group was made for 0..%d",
+                          n_rows, g->max_rows);
+    if (flags & ~g->flags)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "quant-awq: folds 0x%x asked of a group made for 0x%x", flags, g->flags);
+    if (n_rows == 0)
+        return LLMRT_OK;
+#ifdef AWQ_HAVE_CUDA
+    if (g->cuda)
+        return awq_cuda_group_forward(g->cuda, y, x, row_linear, row_src, linear_start, n_rows,
+                                      flags, err);
+#endif
+    const int swiglu = (flags & LLMRT_FUSE_OUT_SWIGLU) != 0;
+    int32_t *idx = g->idx;
+    for (int32_t i = 0; i < g->n; i++) {
+        if (!g->l[i])
+            continue;
+        if (linear_start) {
+            const int32_t r0 = linear_start[i], cnt = linear_start[i + 1] - r0;
+            if (cnt > 0)
+                cpu_group_rows(q, g, g->l[i], y, x, row_src, NULL, r0, cnt, swiglu);
+            continue;
+        }
+        int32_t cnt = 0;
+        for (int32_t r = 0; r < n_rows; r++)
+            if (row_linear[r] == i)
+                idx[cnt++] = r;
+        if (cnt > 0)
+            cpu_group_rows(q, g, g->l[i], y, x, row_src, idx, 0, cnt, swiglu);
+    }
+    return LLMRT_OK;
+}
+
 static const llmrt_quant_vtable awq_vtable = {
     .struct_size = sizeof(llmrt_quant_vtable),
     .probe = awq_probe,
@@ -589,6 +785,9 @@ static const llmrt_quant_vtable awq_vtable = {
     .linear_fused_max_rows = awq_linear_fused_max_rows,
     .synth_config = awq_synth_config,
     .synth_linear = awq_synth_linear,
+    .linear_group_create = awq_linear_group_create,
+    .linear_forward_grouped = awq_linear_forward_grouped,
+    .linear_group_destroy = awq_linear_group_destroy,
 };
 
 static const llmrt_plugin_desc awq_desc = {

@@ -32,10 +32,20 @@
  * writes silu(gate) * up — one launch and one buffer round trip less per layer (H200, Qwen3-8B:
  * decode 2.32 -> 2.25 ms).
  *
- * For n > 32 tokens (prefill) tensor cores at full tile sizes win: the linear is dequantised
- * into an f16 scratch matrix and multiplied by the backend's gemm (cuBLAS). */
-#include "awq_cuda.h"
-#include "awq_cuda_layout.cuh"
+ * Which kernel serves n rows (awq_cuda_forward; the bounds are [quant.awq] tune knobs, so an
+ * H200 run can sweep them):
+ *   n <= 8 (mma_min - 1)       this GEMV (decode);
+ *   9 <= n <= 256 (mma_max)    the batch kernel (awq_cuda_mma.cu): each weight read once per
+ *                              step for up to 32 tokens a block, x staged per block, the same
+ *                              arithmetic as this GEMV, so a token's outputs do not depend on
+ *                              its batch;
+ *   above                      the linear dequantised into an f16 scratch matrix and multiplied
+ *                              by the backend's gemm (cuBLAS): prefill at full tile sizes.
+ * With mma=0 the GEMV serves up to 32 rows and cuBLAS the rest (the layout before the batch
+ * kernel). Counting for Qwen3-8B's gate/up at n = 32: 52 MB of weights (13 us at 4 TB/s)
+ * against 6.4 GFLOP (~11 us on mma.sync): the batch kernel must overlap both; at n = 256,
+ * 51 GFLOP dominate and cuBLAS's larger tiles start to pay for the dequant round trip. */
+#include "awq_cuda_internal.cuh"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -45,43 +55,6 @@
 #include <string.h>
 
 #include <llmrt/cuda.h>
-
-#define AWQ_MT 2            /* m-tiles (16 rows each) per warp: AWQ_CL_MPAD / 16 */
-#define AWQ_MAX_N 32        /* tokens the tensor-core GEMV handles (4 n-tiles of 8) */
-#define AWQ_ITK AWQ_CL_KPAD /* inputs per warp iteration */
-#define AWQ_KW_MAX 16       /* K-splitting warps per block */
-#define AWQ_SX_MAX_BYTES 32768 /* decode: x staged in shared memory up to this size */
-
-/* Developer tuning knobs ([quant.awq] tune = "key=value,..."; 0 = built-in choice), for
- * benchmark sweeps without a rebuild. Not a user setting. */
-typedef struct awq_tune {
-    int kw;     /* force K-splitting warps per block (1..16, a power of two) */
-    int sx;     /* -1: never stage x in shared memory (sx=0); default: when it fits */
-    int fx;     /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
-} awq_tune;
-
-struct awq_cuda_ctx {
-    llmrt_backend_ref be;
-    cudaStream_t stream;
-    int device;
-    int sm_count;
-    int pdl;                  /* the backend's launch protocol (llmrt_cuda_ext.pdl) */
-    awq_tune tune;
-    void *staging;            /* raw qweight | qzeros | scales of one part during a load */
-    size_t staging_bytes;
-    __half *deq;              /* dequantised f16 [out, in] for n > AWQ_MAX_N */
-    size_t deq_bytes;
-};
-
-struct awq_cuda_linear {
-    int64_t in, out, group;
-    int64_t kpad, outp;       /* padded inputs and rows */
-    int64_t n_mtiles;
-    int kw;                   /* K-splitting warps per block */
-    uint32_t *wq;             /* [n_mtiles][kpad/64][32][4] */
-    uint32_t *meta;           /* [n_mtiles][kpad/group][8][2] */
-    size_t wq_bytes, meta_bytes;
-};
 
 /* ---- errors and device selection ---- */
 
@@ -285,7 +258,24 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const 
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
+            else if (strcmp(tok, "mma") == 0)
+                ctx->tune.mma = v > 0 ? 1 : -1;
+            else if (strcmp(tok, "mma_min") == 0)
+                ctx->tune.mma_min = v;
+            else if (strcmp(tok, "mma_max") == 0)
+                ctx->tune.mma_max = v;
+            else if (strcmp(tok, "mma_w") == 0)
+                ctx->tune.mma_w = v;
+            else if (strcmp(tok, "mma_split") == 0)
+                ctx->tune.mma_split = v;
+            else if (strcmp(tok, "mma_fill") == 0)
+                ctx->tune.mma_fill = v;
         }
+    }
+    llmrt_status st = awq_mma_init(ctx, err);
+    if (st) {
+        free(ctx);
+        return st;
     }
     *out = ctx;
     return LLMRT_OK;
@@ -297,7 +287,7 @@ extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
         return;
     cudaSetDevice(ctx->device);
     cudaStreamSynchronize(ctx->stream);
-    void *bufs[] = {ctx->staging, ctx->deq};
+    void *bufs[] = {ctx->staging, ctx->deq, ctx->mma_part};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             ctx->be.vt->dev_free(ctx->be.b, bufs[i]);
@@ -361,6 +351,10 @@ extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_pa
         const size_t deq = (size_t)out * (size_t)in * sizeof(__half);
         if ((st = grow(ctx, (void **)&ctx->deq, &ctx->deq_bytes, deq, 0, "prefill dequant scratch",
                        err)))
+            goto fail;
+        const size_t part = awq_mma_part_bytes(ctx, l);
+        if (part && (st = grow(ctx, (void **)&ctx->mma_part, &ctx->mma_part_bytes, part, 0,
+                               "batch kernel split-K partials", err)))
             goto fail;
     }
     {
@@ -444,6 +438,17 @@ extern "C" void awq_cuda_free(awq_cuda_ctx *ctx, awq_cuda_linear *l)
     free(l);
 }
 
+extern "C" void awq_cuda_linear_layout(const awq_cuda_linear *l, awq_cuda_layout *out)
+{
+    out->wq = l->wq;
+    out->meta = l->meta;
+    out->in = l->in;
+    out->out = l->out;
+    out->group = l->group;
+    out->kpad = l->kpad;
+    out->n_mtiles = l->n_mtiles;
+}
+
 extern "C" uint64_t awq_cuda_bytes(const awq_cuda_linear *l)
 {
     return l ? (uint64_t)(l->wq_bytes + l->meta_bytes) : 0;
@@ -472,32 +477,6 @@ extern "C" llmrt_status awq_cuda_dequant(awq_cuda_ctx *ctx, const awq_cuda_linea
 
 /* ---- forward, n <= 32: tensor-core dequant-GEMV ---- */
 
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                          uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t *>(&h); }
-__device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2 *>(&u); }
-
-__device__ __forceinline__ uint4 ld_stream16(const void *p)
-{
-    uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p));
-    return r;
-}
-
-__device__ __forceinline__ uint32_t word_of(const uint4 &v, int j)
-{
-    return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
-}
-
 /* The 16-byte weight loads and meta of iteration `it` (AWQ_ITK inputs) of a warp's 32 rows. */
 template <int GROUP>
 __device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
@@ -516,15 +495,6 @@ __device__ __forceinline__ void awq_load_iter(uint4 (&w)[AWQ_MT][AWQ_ITK / 64],
 #pragma unroll
         for (int gi = 0; gi < GPI; gi++)
             m[mt][gi] = __ldg(mbase[mt] + (int64_t)(it * GPI + gi) * 8);
-}
-
-/* Word of the staged x row holding input pair p (inputs 2p, 2p + 1): per k-tile of 16 inputs
- * 8 words, ordered so that lane t's B fragment — pairs t (b0) and t + 4 (b1) — is the two
- * adjacent words 2t, 2t + 1. */
-__device__ __forceinline__ int awq_stage_word(int p)
-{
-    const int q = p & 7; /* pair within the k-tile */
-    return (p >> 3) * 8 + 2 * (q & 3) + (q >> 2);
 }
 
 /* acc += the iteration's weights (w, m) times x [n, in] at inputs it * AWQ_ITK ... Each lane
@@ -916,6 +886,9 @@ extern "C" llmrt_status awq_cuda_forward(awq_cuda_ctx *ctx, const awq_cuda_linea
     llmrt_status st = use_device(ctx, err);
     if (st)
         return st;
+    /* the batch kernel from mma_min rows (9) to mma_max (256), the GEMV below, cuBLAS above */
+    if (awq_mma_serves(ctx, l, n, x))
+        return awq_mma_forward(ctx, l, y, x, n, 0, err);
     if (n <= AWQ_MAX_N && ((uintptr_t)x & 7u) == 0) {
         switch (l->group) {
         case 32: launch_gemv_nt<32>(ctx, l, y, x, n); break;
@@ -941,15 +914,19 @@ extern "C" llmrt_status awq_cuda_forward(awq_cuda_ctx *ctx, const awq_cuda_linea
     return ctx->be.vt->gemm(ctx->be.b, y, x, &w, n, err);
 }
 
-/* ---- forward with folds (decode) ---- */
+/* ---- forward with folds ---- */
 
 extern "C" int32_t awq_cuda_fused_max_rows(const awq_cuda_ctx *ctx, const awq_cuda_linear *l,
                                            uint32_t flags)
 {
     /* SwiGLU: the decode kernel at groups of 128 (the AWQ checkpoints' size), each block a
-     * gate m-tile and its up m-tile (halves of whole m-tiles: out % 32 == 0) */
+     * gate m-tile and its up m-tile (halves of whole m-tiles: out % 32 == 0); then the batch
+     * kernel's GLU epilogue, when it takes over right after the GEMV's 8 rows */
     if (ctx->tune.fx < 0 || flags != LLMRT_FUSE_OUT_SWIGLU || l->group != 128 || l->out % 32 != 0)
         return 0;
+    const int mma_min = awq_knob(ctx->tune.mma_min, 9), mma_max = awq_knob(ctx->tune.mma_max, 256);
+    if (mma_min <= 9 && mma_max > 8 && awq_mma_serves(ctx, l, mma_max, NULL))
+        return mma_max;
     return 8;
 }
 
@@ -962,11 +939,15 @@ extern "C" llmrt_status awq_cuda_forward_fused(awq_cuda_ctx *ctx, const awq_cuda
         return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
                           "awq cuda: folds 0x%x on linear [%lld, %lld] take 1..%d rows, not %d",
                           flags, (long long)l->out, (long long)l->in, max_rows, n);
-    if (((uintptr_t)x & 7u) != 0)
-        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG, "awq cuda: x must be 8-byte aligned");
     llmrt_status st = use_device(ctx, err);
     if (st)
         return st;
+    if (awq_mma_serves(ctx, l, n, x))
+        return awq_mma_forward(ctx, l, y, x, n, 1, err);
+    if (n > 8 || ((uintptr_t)x & 7u) != 0)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "awq cuda: x must be %d-byte aligned for folds over %d rows",
+                          n > 8 ? 16 : 8, n);
     launch_gemv<128, 1, true>(ctx, l, y, x, n);
     return check_launch(err, "awq_gemv_kernel (SwiGLU)");
 }

@@ -78,6 +78,15 @@ int32_t awq_cuda_fused_max_rows(const awq_cuda_ctx *ctx, const awq_cuda_linear *
 /* Device bytes the linear occupies (for load reports). */
 uint64_t awq_cuda_bytes(const awq_cuda_linear *l);
 
+/* Where a loaded linear's repacked tensors are (awq_cuda_layout.cuh), for kernels in other
+ * files (awq_cuda_grouped.cu). */
+typedef struct awq_cuda_layout {
+    const uint32_t *wq;   /* [n_mtiles][kpad/64][32][4] */
+    const uint32_t *meta; /* [n_mtiles][kpad/group][8][2] */
+    int64_t in, out, group, kpad, n_mtiles;
+} awq_cuda_layout;
+void awq_cuda_linear_layout(const awq_cuda_linear *l, awq_cuda_layout *out);
+
 /* Dense W as f32 [out, in] in host memory (tests): synchronous. */
 llmrt_status awq_cuda_dequant(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *out,
                               llmrt_error *err);

@@ -168,6 +168,28 @@ START_TEST(test_rejections_name_the_field)
     parse_bad(C, "{\"prompt\": \"x\", \"best_of\": 3}", "best_of", "larger than 'n'");
     parse_bad(C, "{\"prompt\": \"x\", \"ignore_eos\": \"yes\"}", "ignore_eos", "boolean");
     parse_bad(C, "{\"prompt\": \"x\", \"min_tokens\": 9, \"max_tokens\": 3}", "min_tokens", "must not exceed");
+    /* absurd numbers: the limit they pass is named, with the field */
+    parse_bad(C, "{\"prompt\": \"x\", \"temperature\": 1e300}", "temperature",
+              "'temperature' must be at most 3.40282e+38, got 1e+300");
+    parse_bad(C, "{\"prompt\": \"x\", \"repetition_penalty\": 1e39}", "repetition_penalty",
+              "must be at most");
+    parse_bad(C, "{\"prompt\": \"x\", \"top_k\": 99999999999}", "top_k",
+              "between -1 and 2147483647, got 99999999999");
+    parse_bad(C, "{\"prompt\": \"x\", \"seed\": 1e30}", "seed", "must be at most");
+    parse_bad(C, "{\"prompt\": \"x\", \"n\": 1e30}", "n", "must be at most 4096, got 1e+30");
+}
+END_TEST
+
+/* max_tokens of any size parses: the server compares it with what the context leaves and
+ * names that limit (a parse cannot know it). */
+START_TEST(test_huge_max_tokens)
+{
+    llmrt_serve_request *r = parse_ok(LLMRT_SERVE_COMPLETIONS,
+                                      "{\"prompt\": \"x\", \"max_tokens\": 9223372036854775807}");
+    ck_assert_int_eq(r->has_max_tokens, 1);
+    ck_assert_int_eq(r->max_tokens_asked, INT64_MAX);
+    ck_assert_int_eq(r->sampling.max_tokens, INT32_MAX);
+    llmrt_serve_request_free(r);
 }
 END_TEST
 
@@ -206,8 +228,205 @@ START_TEST(test_chat)
     parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"max_completion_tokens\": 0}", "max_completion_tokens", "at least 1");
     parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"chat_template_kwargs\": []}", "chat_template_kwargs", "must be an object");
     parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"chat_template_kwargs\": {\"enable_thinking\": 1}}", "chat_template_kwargs.enable_thinking", "boolean");
-    parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"response_format\": {\"type\": \"json_object\"}}", "response_format", "not supported");
-    parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"tool_choice\": \"required\"}", "tool_choice", "not supported");
+    parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"tool_choice\": \"required\"}", "tool_choice", "needs 'tools'");
+}
+END_TEST
+
+/* tool_choice / parallel_tool_calls as PART B's constrained decoding reads them, the
+ * sampling fields the body set (the rest take the model's defaults), unknown field names. */
+START_TEST(test_tools_and_given)
+{
+    const llmrt_serve_kind K = LLMRT_SERVE_CHAT;
+#define MSG "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]"
+#define TOOLS "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, " \
+              "{\"type\": \"function\", \"function\": {\"name\": \"g\"}}]"
+    llmrt_serve_request *r = parse_ok(K, "{" MSG "}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_NONE); /* no tools: none */
+    ck_assert_int_eq(r->parallel_tool_calls, 1);
+    ck_assert_uint_eq(r->sampling_given, 0);
+    ck_assert_int_eq(r->n_unknown, 0);
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, "{" MSG ", " TOOLS "}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_AUTO); /* tools: auto */
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, "{" MSG ", " TOOLS ", \"tool_choice\": \"none\", \"parallel_tool_calls\": false}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_NONE);
+    ck_assert_int_eq(r->parallel_tool_calls, 0);
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, "{" MSG ", " TOOLS ", \"tool_choice\": \"required\"}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_REQUIRED);
+    ck_assert_ptr_null(r->tool_choice.name);
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, "{" MSG ", " TOOLS ", \"tool_choice\": {\"type\": \"function\", "
+                    "\"function\": {\"name\": \"g\"}}}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_FUNCTION);
+    ck_assert_str_eq(r->tool_choice.name, "g");
+    llmrt_serve_request_free(r);
+    parse_bad(K, "{" MSG ", " TOOLS ", \"tool_choice\": \"always\"}", "tool_choice", "\"always\"");
+    parse_bad(K, "{" MSG ", " TOOLS ", \"tool_choice\": 1}", "tool_choice", "string or an object");
+    parse_bad(K, "{" MSG ", " TOOLS ", \"tool_choice\": {\"type\": \"function\"}}", "tool_choice", "{\"type\": \"function\"");
+    parse_bad(K, "{" MSG ", " TOOLS ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"h\"}}}", "tool_choice", "\"h\", which is not one of 'tools'");
+    parse_bad(K, "{" MSG ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"h\"}}}", "tool_choice", "needs 'tools'");
+    parse_bad(K, "{" MSG ", " TOOLS ", \"parallel_tool_calls\": 1}", "parallel_tool_calls", "boolean");
+
+    /* explicit sampling values are marked given, 0 included */
+    r = parse_ok(K, "{" MSG ", \"temperature\": 0, \"top_k\": -1, \"presence_penalty\": 1}");
+    ck_assert_uint_eq(r->sampling_given, LLMRT_SAMPLING_TEMPERATURE | LLMRT_SAMPLING_TOP_K);
+    ck_assert_float_eq(r->sampling.temperature, 0);
+    llmrt_serve_request_free(r);
+    r = parse_ok(LLMRT_SERVE_COMPLETIONS, "{\"prompt\": \"x\", \"top_p\": 0.5, \"min_p\": 0.1, "
+                                          "\"repetition_penalty\": 1.1, \"temperature\": null}");
+    ck_assert_uint_eq(r->sampling_given, LLMRT_SAMPLING_TOP_P | LLMRT_SAMPLING_MIN_P |
+                                             LLMRT_SAMPLING_REPETITION_PENALTY);
+    llmrt_serve_request_free(r);
+
+    /* unknown fields are listed (known-but-ignored ones are not) */
+    r = parse_ok(K, "{" MSG ", \"user\": \"u\", \"guided_decoding_backend\": \"x\", \"frobnicate\": 1, "
+                    "\"prompt\": \"a completions field\"}");
+    ck_assert_int_eq(r->n_unknown, 3);
+    ck_assert_str_eq(r->unknown[0], "guided_decoding_backend");
+    ck_assert_str_eq(r->unknown[1], "frobnicate");
+    ck_assert_str_eq(r->unknown[2], "prompt");
+    llmrt_serve_request_free(r);
+    r = parse_ok(LLMRT_SERVE_COMPLETIONS, "{\"prompt\": \"x\", \"tools\": []}");
+    ck_assert_int_eq(r->n_unknown, 1);
+    ck_assert_str_eq(r->unknown[0], "tools");
+    llmrt_serve_request_free(r);
+    char body[4096];
+    int n = snprintf(body, sizeof body, "{\"prompt\": \"x\"");
+    for (int i = 0; i < 40; i++)
+        n += snprintf(body + n, sizeof body - (size_t)n, ", \"x%d\": 1", i);
+    snprintf(body + n, sizeof body - (size_t)n, "}");
+    r = parse_ok(LLMRT_SERVE_COMPLETIONS, body);
+    ck_assert_int_eq(r->n_unknown, LLMRT_SERVE_MAX_UNKNOWN); /* bounded */
+    llmrt_serve_request_free(r);
+#undef MSG
+#undef TOOLS
+}
+END_TEST
+
+/* response_format, structured_outputs and the older guided_* fields: what the reply must be,
+ * in /v1/chat/completions and /v1/completions alike. */
+START_TEST(test_structured_outputs)
+{
+    const llmrt_serve_kind K = LLMRT_SERVE_CHAT, C = LLMRT_SERVE_COMPLETIONS;
+#define MSG "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+    llmrt_serve_request *r = parse_ok(K, MSG "\"response_format\": {\"type\": \"text\"}}");
+    ck_assert_int_eq(r->format.kind, LLMRT_SERVE_FORMAT_TEXT);
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, MSG "\"response_format\": {\"type\": \"json_object\"}}");
+    ck_assert_int_eq(r->format.kind, LLMRT_SERVE_FORMAT_JSON_OBJECT);
+    ck_assert_str_eq(r->format.param, "response_format");
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, MSG "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+                        "{\"name\": \"p\", \"strict\": true, \"schema\": {\"type\": \"object\", "
+                        "\"properties\": {\"a\": {\"type\": \"integer\"}}}}}}");
+    ck_assert_int_eq(r->format.kind, LLMRT_SERVE_FORMAT_JSON_SCHEMA);
+    ck_assert_int_eq(r->format.strict, 1);
+    json_t *sch = json_loads(r->format.schema, 0, NULL);
+    ck_assert(json_is_object(json_object_get(json_object_get(sch, "properties"), "a")));
+    json_decref(sch);
+    llmrt_serve_request_free(r);
+    /* no schema: any JSON object */
+    r = parse_ok(K, MSG "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+                        "{\"name\": \"p\"}}}");
+    ck_assert_int_eq(r->format.kind, LLMRT_SERVE_FORMAT_JSON_OBJECT);
+    llmrt_serve_request_free(r);
+    /* vLLM's structured_outputs, in completions too; json as an object or as text */
+    r = parse_ok(C, "{\"prompt\": \"x\", \"structured_outputs\": {\"json\": {\"type\": "
+                    "\"boolean\"}, \"disable_additional_properties\": true}}");
+    ck_assert_int_eq(r->format.kind, LLMRT_SERVE_FORMAT_JSON_SCHEMA);
+    ck_assert_str_eq(r->format.schema, "{\"type\":\"boolean\"}");
+    ck_assert_int_eq(r->format.strict, 1);
+    ck_assert_str_eq(r->format.param, "structured_outputs");
+    llmrt_serve_request_free(r);
+    r = parse_ok(C, "{\"prompt\": \"x\", \"structured_outputs\": {\"json\": \"{\\\"type\\\": "
+                    "\\\"null\\\"}\"}}");
+    ck_assert_str_eq(r->format.schema, "{\"type\": \"null\"}");
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, MSG "\"structured_outputs\": {\"regex\": \"[a-z]+\"}}");
+    ck_assert_int_eq(r->format.kind, LLMRT_SERVE_FORMAT_REGEX);
+    ck_assert_str_eq(r->format.regex, "[a-z]+");
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, MSG "\"structured_outputs\": {\"choice\": [\"yes\", \"no\"]}}");
+    ck_assert_int_eq(r->format.kind, LLMRT_SERVE_FORMAT_CHOICE);
+    ck_assert_int_eq(r->format.n_choices, 2);
+    ck_assert_str_eq(r->format.choices[1], "no");
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, MSG "\"structured_outputs\": {\"json_object\": true}}");
+    ck_assert_int_eq(r->format.kind, LLMRT_SERVE_FORMAT_JSON_OBJECT);
+    llmrt_serve_request_free(r);
+    r = parse_ok(C, "{\"prompt\": \"x\", \"guided_choice\": [\"a\"]}");
+    ck_assert_int_eq(r->format.kind, LLMRT_SERVE_FORMAT_CHOICE);
+    ck_assert_str_eq(r->format.param, "guided_choice");
+    llmrt_serve_request_free(r);
+    r = parse_ok(C, "{\"prompt\": \"x\", \"guided_json\": {\"type\": \"string\"}, "
+                    "\"response_format\": {\"type\": \"text\"}}");
+    ck_assert_int_eq(r->format.kind, LLMRT_SERVE_FORMAT_JSON_SCHEMA);
+    llmrt_serve_request_free(r);
+
+    parse_bad(K, MSG "\"response_format\": {\"type\": \"yaml\"}}", "response_format", "\"yaml\"");
+    parse_bad(K, MSG "\"response_format\": \"json\"}", "response_format", "must be an object");
+    parse_bad(K, MSG "\"response_format\": {\"type\": \"json_schema\"}}", "response_format", "json_schema");
+    parse_bad(K, MSG "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": 3}}}",
+              "response_format.json_schema.schema", "JSON schema");
+    parse_bad(K, MSG "\"response_format\": {\"type\": \"json_object\"}, \"structured_outputs\": "
+                     "{\"regex\": \"a\"}}",
+              "structured_outputs", "give one");
+    parse_bad(K, MSG "\"structured_outputs\": {\"regex\": \"a\", \"choice\": [\"b\"]}}",
+              "structured_outputs", "exactly one");
+    parse_bad(K, MSG "\"structured_outputs\": {}}", "structured_outputs", "exactly one");
+    parse_bad(K, MSG "\"structured_outputs\": {\"grammar\": \"root ::= x\"}}", "structured_outputs",
+              "'structured_outputs.grammar' is not supported");
+    parse_bad(K, MSG "\"structured_outputs\": {\"choice\": []}}", "structured_outputs.choice", "non-empty");
+    parse_bad(K, MSG "\"structured_outputs\": {\"choice\": [\"\"]}}", "structured_outputs.choice", "non-empty");
+    parse_bad(K, MSG "\"structured_outputs\": {\"regex\": 5}}", "structured_outputs.regex", "regular expression");
+    parse_bad(K, MSG "\"structured_outputs\": {\"json\": \"{bad\"}}", "structured_outputs.json", "not a valid JSON schema");
+    parse_bad(K, MSG "\"structured_outputs\": {\"json\": {}, \"disable_any_whitespace\": true}}",
+              "structured_outputs", "disable_any_whitespace");
+    parse_bad(C, "{\"prompt\": \"x\", \"guided_grammar\": \"root ::= x\"}", "guided_grammar", "not supported");
+#undef MSG
+}
+END_TEST
+
+/* tool_choice: none / auto / required / a named function, checked against the tools. */
+START_TEST(test_tool_choice)
+{
+    const llmrt_serve_kind K = LLMRT_SERVE_CHAT;
+#define TOOLS "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": " \
+              "\"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}, " \
+              "{\"type\": \"function\", \"function\": {\"name\": \"g\"}}], "
+    llmrt_serve_request *r = parse_ok(K, TOOLS "\"tool_choice\": \"none\"}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_NONE);
+    ck_assert_int_eq(r->parallel_tool_calls, 1);
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, TOOLS "\"tool_choice\": \"required\", \"parallel_tool_calls\": false}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_REQUIRED);
+    ck_assert_int_eq(r->parallel_tool_calls, 0);
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, TOOLS "\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_FUNCTION);
+    ck_assert_str_eq(r->tool_choice.name, "g");
+    llmrt_serve_request_free(r);
+    r = parse_ok(K, TOOLS "\"tool_choice\": \"auto\"}");
+    ck_assert_int_eq(r->tool_choice.kind, LLMRT_SERVE_TOOL_CHOICE_AUTO);
+    llmrt_serve_request_free(r);
+
+    parse_bad(K, TOOLS "\"tool_choice\": \"always\"}", "tool_choice", "\"always\"");
+    parse_bad(K, TOOLS "\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"h\"}}}",
+              "tool_choice", "\"h\", which is not one of 'tools'");
+    parse_bad(K, TOOLS "\"tool_choice\": {\"type\": \"function\"}}", "tool_choice", "{\"type\": \"function\"");
+    parse_bad(K, TOOLS "\"tool_choice\": 1}", "tool_choice", "a string or an object");
+    parse_bad(K, TOOLS "\"tool_choice\": \"required\", \"response_format\": {\"type\": \"json_object\"}}",
+              "tool_choice", "both constrain the reply");
+    parse_bad(K, TOOLS "\"parallel_tool_calls\": 1}", "parallel_tool_calls", "boolean");
+    parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"tools\": [{\"function\": {\"name\": 3}}], "
+                 "\"tool_choice\": \"required\"}",
+              "tools[0]", "function.name");
+    parse_bad(K, "{\"messages\": [{\"role\": \"user\"}], \"tools\": [{\"function\": {\"name\": \"f\", "
+                 "\"parameters\": []}}], \"tool_choice\": \"required\"}",
+              "tools[0]", "parameters");
+#undef TOOLS
 }
 END_TEST
 
@@ -310,7 +529,11 @@ int main(void)
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_prompt_forms);
     tcase_add_test(tc, test_rejections_name_the_field);
+    tcase_add_test(tc, test_huge_max_tokens);
     tcase_add_test(tc, test_chat);
+    tcase_add_test(tc, test_tools_and_given);
+    tcase_add_test(tc, test_structured_outputs);
+    tcase_add_test(tc, test_tool_choice);
     tcase_add_test(tc, test_tokenize_detokenize);
     tcase_add_test(tc, test_corrupted_bodies);
     tcase_add_test(tc, test_error_set);

@@ -130,6 +130,81 @@ START_TEST(test_choices)
 }
 END_TEST
 
+/* Reasoning and tool calls, whole and as deltas, in OpenAI's (and vLLM's) shapes. */
+START_TEST(test_tool_calls_and_reasoning)
+{
+    llmrt_serve_tool_call calls[2] = {
+        {.index = 0, .id = "call_a", .name = "get_weather", .arguments = "{\"city\": \"Paris\"}",
+         .arguments_len = 18},
+        {.index = 1, .id = "call_b", .name = "now", .arguments = "{}", .arguments_len = 2},
+    };
+    /* whole: content null, reasoning_content, tool_calls, finish "tool_calls" */
+    llmrt_serve_choice_desc d = {.kind = LLMRT_SERVE_CHAT, .text = NULL, .reasoning = "hmm",
+                                 .reasoning_len = 3, .tool_calls = calls, .n_tool_calls = 2,
+                                 .tool_calls_finish = 1, .finish = LLMRT_FINISH_STOP,
+                                 .stop_token = 151645};
+    json_t *c = llmrt_serve_choice(&d);
+    json_t *m = json_object_get(c, "message");
+    ck_assert(json_is_null(json_object_get(m, "content")));
+    ck_assert_str_eq(json_string_value(json_object_get(m, "reasoning_content")), "hmm");
+    json_t *tc = json_object_get(m, "tool_calls");
+    ck_assert_uint_eq(json_array_size(tc), 2);
+    json_t *t0 = json_array_get(tc, 0);
+    ck_assert_ptr_null(json_object_get(t0, "index")); /* whole calls carry no index */
+    ck_assert_str_eq(json_string_value(json_object_get(t0, "id")), "call_a");
+    ck_assert_str_eq(json_string_value(json_object_get(t0, "type")), "function");
+    json_t *fn = json_object_get(t0, "function");
+    ck_assert_str_eq(json_string_value(json_object_get(fn, "name")), "get_weather");
+    ck_assert_str_eq(json_string_value(json_object_get(fn, "arguments")), "{\"city\": \"Paris\"}");
+    ck_assert_str_eq(json_string_value(json_object_get(c, "finish_reason")), "tool_calls");
+    json_decref(c);
+    /* cut off by max_tokens: still "length" */
+    d.finish = LLMRT_FINISH_LENGTH;
+    c = llmrt_serve_choice(&d);
+    ck_assert_str_eq(json_string_value(json_object_get(c, "finish_reason")), "length");
+    json_decref(c);
+    /* a reply without calls has neither tool_calls nor reasoning_content */
+    d = (llmrt_serve_choice_desc){.kind = LLMRT_SERVE_CHAT, .text = "hi", .text_len = 2,
+                                  .finish = LLMRT_FINISH_STOP, .stop_token = -1};
+    c = llmrt_serve_choice(&d);
+    m = json_object_get(c, "message");
+    ck_assert_ptr_null(json_object_get(m, "tool_calls"));
+    ck_assert_ptr_null(json_object_get(m, "reasoning_content"));
+    ck_assert_str_eq(json_string_value(json_object_get(c, "finish_reason")), "stop");
+    json_decref(c);
+    /* deltas: the first of a call has index, id, type, name and empty arguments; later ones
+     * only index and an arguments fragment; reasoning travels as delta.reasoning_content */
+    llmrt_serve_tool_call first = {.index = 1, .id = "call_b", .name = "now"};
+    d = (llmrt_serve_choice_desc){.kind = LLMRT_SERVE_CHAT, .chunk = 1, .tool_calls = &first,
+                                  .n_tool_calls = 1, .stop_token = -1};
+    c = llmrt_serve_choice(&d);
+    t0 = json_array_get(json_object_get(json_object_get(c, "delta"), "tool_calls"), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(t0, "index")), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(t0, "id")), "call_b");
+    ck_assert_str_eq(json_string_value(json_object_get(t0, "type")), "function");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(t0, "function"), "name")), "now");
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(t0, "function"), "arguments")), "");
+    ck_assert_ptr_null(json_object_get(json_object_get(c, "delta"), "content"));
+    json_decref(c);
+    llmrt_serve_tool_call more = {.index = 1, .arguments = "{}", .arguments_len = 2};
+    d.tool_calls = &more;
+    c = llmrt_serve_choice(&d);
+    t0 = json_array_get(json_object_get(json_object_get(c, "delta"), "tool_calls"), 0);
+    ck_assert_ptr_null(json_object_get(t0, "id"));
+    ck_assert_ptr_null(json_object_get(t0, "type"));
+    ck_assert_ptr_null(json_object_get(json_object_get(t0, "function"), "name"));
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(t0, "function"), "arguments")), "{}");
+    json_decref(c);
+    d = (llmrt_serve_choice_desc){.kind = LLMRT_SERVE_CHAT, .chunk = 1, .reasoning = "so",
+                                  .reasoning_len = 2, .stop_token = -1};
+    c = llmrt_serve_choice(&d);
+    m = json_object_get(c, "delta");
+    ck_assert_str_eq(json_string_value(json_object_get(m, "reasoning_content")), "so");
+    ck_assert_ptr_null(json_object_get(m, "content"));
+    json_decref(c);
+}
+END_TEST
+
 START_TEST(test_logprobs)
 {
     int32_t top_ids[2] = {9, 4};
@@ -190,6 +265,7 @@ int main(void)
     tcase_add_test(tc, test_error_object);
     tcase_add_test(tc, test_invalid_utf8_is_replaced);
     tcase_add_test(tc, test_usage_and_head);
+    tcase_add_test(tc, test_tool_calls_and_reasoning);
     tcase_add_test(tc, test_choices);
     tcase_add_test(tc, test_logprobs);
     tcase_add_test(tc, test_sse);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -148,9 +149,28 @@ static void fixture_close(fixture *f)
 START_TEST(test_failed_load)
 {
     fixture f;
-    fixture_open(&f, tu_mkdtemp(), "absent");
     llmrt_error err = {0};
     char body[65536];
+    /* a folder that does not exist is refused before anything listens */
+    {
+        char *dir = tu_mkdtemp(), set[4200];
+        snprintf(set, sizeof set, "model.path=%s/none", dir);
+        llmrt_runtime *rt = runtime(set);
+        llmrt_server *s = NULL;
+        ck_assert_int_eq(llmrt_server_open(rt, &s, &err), LLMRT_ERR_NOT_FOUND);
+        ck_assert_msg(strstr(err.msg, "/none") && strstr(err.msg, "model.path"), "%s", err.msg);
+        ck_assert_ptr_null(s);
+        llmrt_runtime_close(rt);
+        tu_rmtree(dir);
+        free(dir);
+        memset(&err, 0, sizeof err);
+    }
+    /* one that looks like a model (config.json) but holds no weights fails at load */
+    char *dir = tu_mkdtemp(), sub[4200];
+    snprintf(sub, sizeof sub, "%s/absent", dir);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    free(tu_write_file(sub, "config.json", "{\"architectures\": [\"Qwen3ForCausalLM\"]}"));
+    fixture_open(&f, dir, "absent");
 
     /* listening, nothing loaded: /health says so, the model card is there already */
     ck_assert_int_eq(http(f.port, "GET", "/health", NULL, body, sizeof body), 503);

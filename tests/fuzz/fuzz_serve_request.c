@@ -46,6 +46,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case LLMRT_SERVE_CHAT:
         if (!r->messages)
             abort();
+        /* a required or named tool choice comes with tools; a named one with its name */
+        if ((r->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_REQUIRED ||
+             r->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_FUNCTION) && !r->tools)
+            abort();
+        if ((r->tool_choice.kind == LLMRT_SERVE_TOOL_CHOICE_FUNCTION) != (r->tool_choice.name != NULL))
+            abort();
         break;
     case LLMRT_SERVE_DETOKENIZE:
         if (r->n_tokens < 0 || (r->n_tokens > 0 && !r->tokens))
@@ -62,6 +68,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!s->stop[i] || !s->stop[i][0])
                 abort();
     }
+    if (r->n_unknown < 0 || r->n_unknown > LLMRT_SERVE_MAX_UNKNOWN)
+        abort();
+    for (int i = 0; i < r->n_unknown; i++)
+        if (!r->unknown[i])
+            abort();
     llmrt_serve_request_free(r);
     return 0;
 }

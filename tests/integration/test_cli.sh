@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The CLI surface: --help for every subcommand exits 0; unknown commands, unknown flags and
-# missing arguments exit 2 with the usage; config errors exit 1 naming file:line.
+# missing arguments exit 2 with one line that says what was wrong ("did you mean" for a
+# misspelt flag) and where the help is, not the whole usage; the short flags of keys and
+# their precedence; config errors exit 1 naming file:line.
 set -uo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -13,11 +15,44 @@ for cmd in generate chat serve bench doctor plugins config tokenize mkmodel logi
   grep -qi "usage: llmrt $cmd" "$tmp/help" || fail "llmrt $cmd --help prints no usage"
   "$LLMRT" "$cmd" --no-such-flag > "$tmp/bad" 2>&1; rc=$?
   [[ $rc -eq 2 ]] || fail "llmrt $cmd --no-such-flag exited $rc, expected 2"
-  grep -qi "usage: llmrt $cmd" "$tmp/bad" || fail "llmrt $cmd --no-such-flag does not show the usage"
+  [[ $(wc -l < "$tmp/bad") -eq 1 ]] || { cat "$tmp/bad"; fail "llmrt $cmd --no-such-flag: more than one line"; }
+  grep -q "^llmrt $cmd: unknown option '--no-such-flag'; see 'llmrt $cmd --help'$" "$tmp/bad" ||
+    { cat "$tmp/bad"; fail "llmrt $cmd --no-such-flag: not the one-line usage error"; }
 done
-"$LLMRT" frobnicate > "$tmp/out" 2>&1; [[ $? -eq 2 ]] || fail "unknown command must exit 2"
-grep -q "unknown command 'frobnicate'" "$tmp/out" || fail "unknown command message"
-"$LLMRT" config -c > "$tmp/out" 2>&1; [[ $? -eq 2 ]] || fail "missing argument must exit 2"
+# expect_usage TEXT ARGS...: llmrt ARGS exits 2 with exactly one line holding TEXT
+expect_usage() {
+  local text=$1; shift
+  "$LLMRT" "$@" > "$tmp/out" 2>&1; local rc=$?
+  [[ $rc -eq 2 ]] || { cat "$tmp/out"; fail "llmrt $*: exit $rc, expected 2"; }
+  [[ $(wc -l < "$tmp/out") -eq 1 ]] || { cat "$tmp/out"; fail "llmrt $*: more than one line"; }
+  grep -qF -- "$text" "$tmp/out" || { cat "$tmp/out"; fail "llmrt $*: no '$text'"; }
+}
+expect_usage "unknown option '--temprature' (did you mean --temperature?); see 'llmrt generate --help'" generate --temprature 1
+expect_usage "unknown option '--hots' (did you mean --host?)" serve --hots 0.0.0.0
+expect_usage "unknown option '--max-model-length' (did you mean --max-model-len?)" serve --max-model-length 5
+expect_usage "option --max-tokens needs a value; see 'llmrt generate --help'" generate --prompt-ids 1 --max-tokens
+expect_usage "option --config needs a value" config -c
+expect_usage "option '--pr' is ambiguous (--prompt, --prompt-ids, --prompts-file, --print-ids)" generate --pr x
+expect_usage "option --show takes no value" config --show=yes
+expect_usage "--max-tokens N is required; see 'llmrt generate --help'" generate --prompt-ids 1
+expect_usage "unknown command 'genrate' (did you mean generate?); see 'llmrt --help'" genrate
+expect_usage "unknown command 'frobnicate'; see 'llmrt --help'" frobnicate
+expect_usage "unexpected argument 'b' (one model folder only)" serve a b
+"$LLMRT" serve --help | grep -q "^usage: llmrt serve \[MODEL_DIR\]" || fail "serve --help does not name the positional model folder"
+
+# ---- short flags of keys: --set overrides, an explicit --set wins over them ----
+show() { "$LLMRT" config "$@" 2>&1; }
+out=$(show --max-model-len 4096 --gpu-memory-utilization 0.5 --max-num-seqs 8 --max-num-batched-tokens 512)
+grep -q "^max_model_len = 4096  *; --set$" <<<"$out" && grep -q "^gpu_memory_utilization = 0.5  *; --set$" <<<"$out" &&
+  grep -q "^max_num_seqs = 8  *; --set$" <<<"$out" && grep -q "^max_num_batched_tokens = 512  *; --set$" <<<"$out" ||
+  { echo "$out"; fail "engine short flags"; }
+out=$(show --max-num-seqs 8 --set scheduler.max_num_seqs=9)
+grep -q "^max_num_seqs = 9 " <<<"$out" || { echo "$out"; fail "an explicit --set must win over --max-num-seqs (given first)"; }
+out=$(show --set scheduler.max_num_seqs=9 --max-num-seqs 8)
+grep -q "^max_num_seqs = 9 " <<<"$out" || { echo "$out"; fail "an explicit --set must win over --max-num-seqs (given after)"; }
+"$LLMRT" config --max-num-seqs 5000 > "$tmp/out" 2>&1; rc=$?
+[[ $rc -eq 1 ]] && grep -q "scheduler.max_num_seqs = 5000 is out of range (allowed: 0..4096)" "$tmp/out" ||
+  { cat "$tmp/out"; fail "a short flag's bad value: exit $rc"; }
 
 printf '[cache]\nblock_size = 16\n[memroy]\nplugin = pinned\n' > "$tmp/bad.ini"
 "$LLMRT" config -c "$tmp/bad.ini" > "$tmp/out" 2>&1; rc=$?
@@ -82,4 +117,21 @@ out=$("$LLMRT" config --set server.api_key=sekrit-0123 --set runtime.log_level=d
 ! grep -q "sekrit" <<<"$out" || fail "config --show prints the api key"
 grep -q "^api_key = (set)  *; --set$" <<<"$out" || fail "api_key shown as (set)"
 "$LLMRT" config | grep -q "^api_key = (unset)  *; default$" || fail "api_key shown as (unset)"
+# ---- the system file (etc/llmrt/runtime.ini of the installation): below -c, above defaults ----
+printf '[cache]\nblock_size = 32\nmax_model_len = 100\n[model]\npath = models/m\n' > "$tmp/sys.ini"
+printf '[cache]\nblock_size = 64\n' > "$tmp/user.ini"
+out=$(LLMRT_SYSTEM_CONFIG="$tmp/sys.ini" "$LLMRT" config -c "$tmp/user.ini" 2>&1) || { echo "$out"; fail "a system file"; }
+grep -q "^; effective configuration (files: $tmp/sys.ini, then $tmp/user.ini)$" <<<"$out" || { echo "$out"; fail "the system file is not named"; }
+grep -q "^block_size = 64  *; $tmp/user.ini:2$" <<<"$out" || { echo "$out"; fail "-c must win over the system file"; }
+grep -q "^max_model_len = 100  *; $tmp/sys.ini:3$" <<<"$out" || { echo "$out"; fail "the system file's value and origin"; }
+grep -q "^path = $tmp/models/m  *; $tmp/sys.ini:5$" <<<"$out" || { echo "$out"; fail "a relative path in the system file resolves against its folder"; }
+out=$(LLMRT_SYSTEM_CONFIG="$tmp/sys.ini" "$LLMRT" config -c "$tmp/user.ini" --set cache.max_model_len=7 2>&1)
+grep -q "^max_model_len = 7  *; --set$" <<<"$out" || { echo "$out"; fail "--set must win over the system file"; }
+out=$(LLMRT_SYSTEM_CONFIG= "$LLMRT" config 2>&1)
+grep -q "^block_size = 16  *; default$" <<<"$out" || { echo "$out"; fail "LLMRT_SYSTEM_CONFIG= reads no system file"; }
+printf '[cache]\nblok_size = 32\n' > "$tmp/badsys.ini"
+LLMRT_SYSTEM_CONFIG="$tmp/badsys.ini" "$LLMRT" config > "$tmp/out" 2>&1; rc=$?
+[[ $rc -eq 1 ]] && grep -q "the system config (LLMRT_SYSTEM_CONFIG= to skip it): $tmp/badsys.ini:2: unknown key 'blok_size'" "$tmp/out" ||
+  { cat "$tmp/out"; fail "a bad system file: exit $rc"; }
+! LLMRT_SYSTEM_CONFIG="$tmp/sys.ini" "$LLMRT" config 2>&1 >/dev/null | grep -q "LLMRT_SYSTEM_CONFIG" || fail "LLMRT_SYSTEM_CONFIG is reported as an unknown variable"
 echo "ok: cli"

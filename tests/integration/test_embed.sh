@@ -27,7 +27,10 @@ if command -v c++ >/dev/null; then
     || fail "engine.h does not compile alone (C++)"
 fi
 
-cc -std=c11 -Wall -Wextra -Werror -pedantic "$LLMRT_SOURCE_DIR/tests/embed/embed.c" -o "$tmp/embed" \
+# a sanitizer build's libllmrt needs the program built with the same runtime (it comes first)
+san=""
+if ldd "$lib" | grep libasan >/dev/null; then san="-fsanitize=address,undefined"; fi
+cc -std=c11 -Wall -Wextra -Werror -pedantic $san "$LLMRT_SOURCE_DIR/tests/embed/embed.c" -o "$tmp/embed" \
   $(pkg-config --cflags --libs llmrt-engine) -Wl,-rpath,"$(dirname "$lib")" || fail "embed.c does not build"
 
 "$prefix/bin/llmrt" mkmodel --preset tiny --seed 5 -q -o "$tmp/tiny"

@@ -137,11 +137,30 @@ grep -q "17 tokens but cache.max_model_len = 10" "$tmp/out" || { cat "$tmp/out";
 [[ $rc -eq 2 ]] && grep -q -- "--max-tokens N is required" "$tmp/out" || fail "missing --max-tokens: exit $rc"
 "$LLMRT" generate "${common[@]}" --model "$dir" --prompt hi --max-tokens 2 > "$tmp/out" 2>&1; rc=$?
 [[ $rc -eq 2 ]] && grep -q "tokenizer.json" "$tmp/out" || { cat "$tmp/out"; fail "text prompt without a tokenizer: exit $rc"; }
+! grep -q "loading\|loaded" "$tmp/out" || { cat "$tmp/out"; fail "text prompt without a tokenizer: refused only after loading the model"; }
+printf 'hi\n' > "$tmp/text_lines"
+"$LLMRT" generate "${common[@]}" --model "$dir" --prompts-file "$tmp/text_lines" --max-tokens 2 > "$tmp/out" 2>&1; rc=$?
+[[ $rc -eq 2 ]] && grep -q "has no tokenizer.json" "$tmp/out" && ! grep -q "loaded" "$tmp/out" ||
+  { cat "$tmp/out"; fail "text prompts file without a tokenizer: exit $rc (refused before the load?)"; }
+# max_tokens beyond max_model_len: generated up to the limit, and said
+"$LLMRT" generate "${common[@]}" --model "$dir" --set cache.max_model_len=16 --prompt-ids 1,2,3,4 --max-tokens 100 --print-ids > "$tmp/ids" 2> "$tmp/out"; rc=$?
+[[ $rc -eq 0 ]] && grep -q "note: --max-tokens 100 is cut to 12: cache.max_model_len = 16 and the prompt has 4 tokens" "$tmp/out" ||
+  { cat "$tmp/out"; fail "--max-tokens cut by max_model_len is not said (exit $rc)"; }
+[[ $(wc -w < "$tmp/ids") -le 12 ]] || fail "more than max_model_len - prompt tokens generated"
+"$LLMRT" generate "${common[@]}" --model "$dir" --set cache.max_model_len=16 --prompt-ids 1,2,3,4 --max-tokens 5 --print-ids > /dev/null 2> "$tmp/out"
+! grep -q "is cut" "$tmp/out" || fail "a note although --max-tokens fits"
 "$LLMRT" generate "${common[@]}" --model "$dir" --prompt-ids 1,x --max-tokens 2 > "$tmp/out" 2>&1; rc=$?
 [[ $rc -eq 2 ]] || fail "bad --prompt-ids: exit $rc"
 printf '1,2\n\n3\n' > "$tmp/bad"
 "$LLMRT" generate "${common[@]}" --model "$dir" --prompts-file "$tmp/bad" --ids --max-tokens 2 > "$tmp/out" 2>&1; rc=$?
 [[ $rc -eq 2 ]] && grep -q "bad:2: empty prompt" "$tmp/out" || { cat "$tmp/out"; fail "empty line: exit $rc"; }
+# a tokenizer whose ids pass the model's vocabulary: refused when the engine opens, whatever
+# the prompt (here token ids the model has)
+cp -r "$dir" "$tmp/bigtok"
+printf '{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}, "added_tokens": [{"id": 600, "content": "<|x|>", "special": true}]}' > "$tmp/bigtok/tokenizer.json"
+"$LLMRT" generate "${common[@]}" --model "$tmp/bigtok" --prompt-ids 1,2 --max-tokens 2 > "$tmp/out" 2>&1; rc=$?
+[[ $rc -eq 1 ]] && grep -q "tokenizer.json has ids up to 600 but the model's vocabulary (config.json vocab_size) has 512 rows" "$tmp/out" ||
+  { cat "$tmp/out"; fail "tokenizer/model vocabulary mismatch not found at load: exit $rc"; }
 "$LLMRT" generate "${common[@]}" --model "$dir" --prompt-ids 1,9999 --max-tokens 2 > "$tmp/out" 2>&1; rc=$?
 [[ $rc -eq 1 ]] && grep -q "id 9999, outside the model's vocabulary \[0, 512)" "$tmp/out" \
   || { cat "$tmp/out"; fail "out-of-vocabulary id: exit $rc"; }

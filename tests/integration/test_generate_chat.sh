@@ -63,5 +63,6 @@ printf 'Hi there\n' | "$LLMRT" chat "${common[@]}" --model "$tmp/model" --max-to
 
 printf 'Hi\n' | "$LLMRT" chat "${common[@]}" --model "$src" > /dev/null 2> "$tmp/err"; rc=$?
 [[ $rc -eq 1 ]] && grep -q "no tokenizer.json" "$tmp/err" || { cat "$tmp/err"; fail "no tokenizer: exit $rc"; }
+! grep -q "loading\|loaded" "$tmp/err" || { cat "$tmp/err"; fail "no tokenizer: refused only after loading the model"; }
 "$LLMRT" chat --temperature -1 > /dev/null 2>&1; [[ $? -eq 2 ]] || fail "bad --temperature exits 2"
 echo "ok: chat"

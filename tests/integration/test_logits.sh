@@ -17,6 +17,8 @@ set -uo pipefail
 fixtures="$LLMRT_SOURCE_DIR/tests/fixtures/models"
 dirs=()
 for d in "$fixtures"/*/; do
+  # Qwen3-MoE fixtures: test_moe_logits.sh (routing near-ties need its router band off the CPU)
+  [[ "$(basename "$d")" == qwen3-moe-* ]] && continue
   [[ -f "$d/reference.json" ]] && dirs+=("${d%/}")
 done
 if [[ ${#dirs[@]} -eq 0 ]]; then

@@ -142,15 +142,24 @@ grep -qi '^content-type: text/plain; version=0.0.4' $tmp/h.txt || fail "/metrics
 for name in llmrt_time_to_first_token_seconds llmrt_inter_token_latency_seconds llmrt_e2e_request_latency_seconds \
             llmrt_step_device_busy_seconds llmrt_step_device_idle_seconds; do
   grep -q "^# TYPE $name histogram" $tmp/m.txt || fail "/metrics has no histogram $name"
-  grep -q "^${name}_bucket{le=\"+Inf\"} [1-9]" $tmp/m.txt || fail "/metrics: $name observed nothing"
-  [[ $(awk -v k="${name}_count" '$1 == k {print $2}' $tmp/m.txt) == $(awk -v k="${name}_bucket{le=\"+Inf\"}" '$1 == k {print $2}' $tmp/m.txt) ]] || fail "$name: +Inf bucket != count"
+  grep -q "^${name}_bucket{model_name=\"tiny\",le=\"+Inf\"} [1-9]" $tmp/m.txt || fail "/metrics: $name observed nothing"
+  [[ $(awk -v k="${name}_count{model_name=\"tiny\"}" '$1 == k {print $2}' $tmp/m.txt) == $(awk -v k="${name}_bucket{model_name=\"tiny\",le=\"+Inf\"}" '$1 == k {print $2}' $tmp/m.txt) ]] || fail "$name: +Inf bucket != count"
 done
 for name in llmrt_num_requests_running llmrt_num_requests_waiting llmrt_kv_cache_usage_perc llmrt_kv_cache_blocks_used; do
   grep -q "^# TYPE $name gauge" $tmp/m.txt || fail "/metrics has no gauge $name"
 done
-grep -q '^llmrt_memory_path_info{plugin="pinned",path="[a-z]*",fallback="\(true\|false\)"} 1$' $tmp/m.txt || { grep memory_path $tmp/m.txt; fail "memory path info metric"; }
-grep -q '^llmrt_http_requests_total{route="/v1/completions",status="200"} [1-9]' $tmp/m.txt || fail "http request counter"
-grep -q '^llmrt_requests_finished_total{finish_reason="length"} [1-9]' $tmp/m.txt || fail "finish reason counter"
+grep -q '^llmrt_memory_path_info{model_name="tiny",plugin="pinned",path="[a-z]*",fallback="\(true\|false\)"} 1$' $tmp/m.txt || { grep memory_path $tmp/m.txt; fail "memory path info metric"; }
+grep -q '^llmrt_http_requests_total{model_name="tiny",route="/v1/completions",status="200"} [1-9]' $tmp/m.txt || fail "http request counter"
+grep -q '^llmrt_requests_finished_total{model_name="tiny",finish_reason="length"} [1-9]' $tmp/m.txt || fail "finish reason counter"
+! grep -v '^#' $tmp/m.txt | grep -v '{model_name="tiny"' | grep -q . || { grep -v '^#' $tmp/m.txt | grep -v '{model_name="tiny"' | head; fail "a series without the model_name label"; }
+for name in llmrt_request_queue_time_seconds llmrt_request_prefill_time_seconds llmrt_request_decode_time_seconds \
+            llmrt_request_inference_time_seconds llmrt_iteration_tokens_total; do
+  grep -q "^# TYPE $name histogram" $tmp/m.txt || fail "/metrics has no histogram $name"
+  [[ $(awk -v k="${name}_count{model_name=\"tiny\"}" '$1 == k {print $2}' $tmp/m.txt) -gt 0 ]] || fail "/metrics: $name observed nothing"
+done
+for name in process_resident_memory_bytes process_virtual_memory_bytes process_cpu_seconds_total process_start_time_seconds process_open_fds; do
+  grep -q "^$name{model_name=\"tiny\"} [0-9]" $tmp/m.txt || fail "/metrics has no $name"
+done
 wait_metric llmrt_kv_cache_blocks_used 0 "KV blocks still held after every request finished"
 g0=$(metric llmrt_generation_tokens_total)
 post /v1/completions '{"prompt": "Hello", "max_tokens": 5}' $o > /dev/null
@@ -226,8 +235,8 @@ check $o 'j.error.code === "invalid_api_key" && j.error.message.includes("Author
 [[ $(curl -s -o $o -w '%{http_code}' "$SERVE_URL/metrics") == 200 ]] || fail "/metrics needs no key"
 [[ $(post /v1/completions '{"model": "tiny-chat", "prompt": "Hi", "max_tokens": 1}' $o -H 'Authorization: Bearer sekrit') == 200 ]] || { cat $o; fail "right API key and served_model_name"; }
 check $o 'j.model === "tiny-chat"' "served_model_name in responses"
-[[ $(post /v1/completions '{"prompt": "Hi", "max_tokens": 1, "n": 3}' $o -H 'Authorization: Bearer sekrit') == 503 ]] || fail "n over server.max_queue must be 503"
-check $o 'j.error.code === "queue_full" && j.error.message.includes("max_queue")' "503 error object"
+[[ $(post /v1/completions '{"prompt": "Hi", "max_tokens": 1, "n": 3}' $o -H 'Authorization: Bearer sekrit') == 400 ]] || fail "n over server.max_queue can never fit: 400, not 503"
+check $o 'j.error.param === "n" && j.error.message.includes("max_queue") && j.error.message.includes("3")' "n over max_queue: 400 error object"
 [[ $(post /v1/completions '{"prompt": "Hi", "max_tokens": 1, "n": 2}' $o -H 'Authorization: Bearer sekrit') == 200 ]] || fail "n within server.max_queue"
 serve_stop
 ! grep -q "sekrit" "$SERVE_LOG.out" "$SERVE_LOG.err" || fail "the API key is in the server's log"

@@ -23,8 +23,8 @@ sleep 3 # no requests: the engine has no work
 sleep 1 # a log line for the interval of the second request
 
 curl -s -o $tmp/m.txt "$SERVE_URL/metrics" || fail "/metrics"
-sum=$(awk '$1 == "llmrt_step_device_idle_seconds_sum" {print $2}' $tmp/m.txt)
-count=$(awk '$1 == "llmrt_step_device_idle_seconds_count" {print $2}' $tmp/m.txt)
+sum=$(awk '$1 ~ /^llmrt_step_device_idle_seconds_sum([{]|$)/ {print $2}' $tmp/m.txt)
+count=$(awk '$1 ~ /^llmrt_step_device_idle_seconds_count([{]|$)/ {print $2}' $tmp/m.txt)
 [[ -n "$sum" && -n "$count" && "$count" -ge 16 ]] || fail "idle histogram: sum '$sum', count '$count' (16 steps expected)"
 awk -v s="$sum" 'BEGIN { exit !(s < 1.0) }' ||
   fail "/metrics: $sum s of device idle time over $count steps, with a 3 s pause without requests"

@@ -3,13 +3,13 @@
 # JSON checks through node (tests/serve/jv.cjs).
 #
 # The model: `llmrt mkmodel --preset tiny` has a 512-token vocabulary, too small for the
-# real Qwen3 tokenizer (151,669 tokens, ids up to 151,668). So the tests write the tiny
-# preset's config.json with vocab_size 151936 (Qwen3's padded size) and Qwen3's special
-# ids (bos/eos 151643/151645) and build the model from it with `mkmodel --config`: 64
-# hidden × 151,936 rows is still only ~19 MB (embeddings tied to lm_head), and every id
-# the tokenizer can produce is a valid model id. Weights are random, so generated text is
-# gibberish but deterministic under greedy sampling; eos almost never comes, so requests
-# run to max_tokens, which makes usage counts exact.
+# real Qwen3 tokenizer (151,669 tokens, ids up to 151,668). So the tests build the model from
+# scripts/tiny-qwen3.config.json — the tiny preset's config.json with vocab_size 151936
+# (Qwen3's padded size) and Qwen3's special ids (bos/eos 151643/151645), the same demo
+# checkpoint scripts/run.sh makes: 64 hidden × 151,936 rows is still only ~19 MB (embeddings
+# tied to lm_head), and every id the tokenizer can produce is a valid model id. Weights are
+# random, so generated text is gibberish but deterministic under greedy sampling; eos almost
+# never comes, so requests run to max_tokens, which makes usage counts exact.
 #
 # Needs: $LLMRT, $LLMRT_SOURCE_DIR, and a `tmp` folder and `fail` function in the caller.
 
@@ -33,17 +33,8 @@ serve_model() {
     cat "$tmp/fetch.err"
     exit 77
   fi
-  "$LLMRT" mkmodel --preset tiny -q -o "$tmp/preset" > "$tmp/mk.log" 2>&1 ||
-    { cat "$tmp/mk.log"; fail "mkmodel --preset tiny"; }
-  node -e '
-    const fs = require("fs");
-    const c = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
-    Object.assign(c, {vocab_size: 151936, bos_token_id: 151643, eos_token_id: 151645,
-                      tie_word_embeddings: true, max_position_embeddings: 4096});
-    fs.writeFileSync(process.argv[2], JSON.stringify(c, null, 1));
-  ' "$tmp/preset/config.json" "$tmp/serve-config.json" || fail "writing the model config"
-  "$LLMRT" mkmodel --config "$tmp/serve-config.json" -q -o "$dir" > "$tmp/mk.log" 2>&1 ||
-    { cat "$tmp/mk.log"; fail "mkmodel --config"; }
+  "$LLMRT" mkmodel --config "$LLMRT_SOURCE_DIR/scripts/tiny-qwen3.config.json" -q -o "$dir" > "$tmp/mk.log" 2>&1 ||
+    { cat "$tmp/mk.log"; fail "mkmodel --config scripts/tiny-qwen3.config.json"; }
   cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$dir/" || fail "copying the tokenizer"
 }
 
@@ -97,9 +88,11 @@ post() {
     --data-binary "$body" "$SERVE_URL$path"
 }
 
-# metric NAME{LABELS}: the value of one sample line of /metrics (empty when absent).
+# metric NAME{LABELS}: the value of one sample line of /metrics (empty when absent). Every
+# series carries model_name first; it is left out of the comparison (NAME alone matches
+# NAME{model_name="..."}).
 metric() {
-  curl -s "$SERVE_URL/metrics" | awk -v k="$1" '$1 == k { print $2 }'
+  curl -s "$SERVE_URL/metrics" | awk -v k="$1" '{ n = $1; sub(/model_name="[^"]*",?/, "", n); sub(/\{\}$/, "", n); if (n == k) print $2 }'
 }
 
 # wait_metric NAME VALUE WHAT: wait (up to 20 s) until /metrics shows NAME = VALUE (the

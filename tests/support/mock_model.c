@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <llmrt/ext/logits_mask.h>
+
 #include "mock_backend.h"
 #include "sampler.h"
 
@@ -66,8 +68,11 @@ int32_t mock_model_greedy(const mock_model_cfg *cfg, const int32_t *prompt, int3
 /* ======================================================================= the ops backend */
 
 typedef struct rec_op {
-    int kind; /* 1 copy, 2 argmax, 3 sample, 4 forward, 5 forward_argmax, 6 event record */
+    int kind; /* 1 copy, 2 argmax, 3 sample, 4 forward, 5 forward_argmax, 6 logits mask,
+               * 7 event record */
     llmrt_event *ev;
+    const int32_t *slots;
+    const uint32_t *words;
     void *dst;
     const void *src;
     size_t bytes;
@@ -216,7 +221,7 @@ static void o_ev_destroy(llmrt_backend *b, llmrt_event *e) { free(e); }
 static llmrt_status o_ev_record(llmrt_backend *b, llmrt_event *e, llmrt_error *err)
 {
     if (M(b)->capture && M(b)->o.graph_events) {
-        rec_op op = {.kind = 6, .ev = e};
+        rec_op op = {.kind = 7, .ev = e};
         record(b, &op);
         return LLMRT_OK;
     }
@@ -323,6 +328,47 @@ static llmrt_status run_forward_argmax(llmrt_model *m, const llmrt_batch *batch,
                                        const llmrt_kv_cache *kv, float *logits, int32_t *out,
                                        llmrt_error *err);
 
+static void host_mask(mops *m, float *logits, const int32_t *slots, const uint32_t *words,
+                      int32_t rows, int32_t vocab)
+{
+    const int32_t W = (vocab + 31) / 32;
+    for (int32_t r = 0; r < rows; r++) {
+        if (slots[r] < 0)
+            continue;
+        m->st.masked_rows++;
+        const uint32_t *w = words + (size_t)slots[r] * (size_t)W;
+        for (int32_t v = 0; v < vocab; v++)
+            if (!((w[v >> 5] >> (v & 31)) & 1u))
+                logits[(size_t)r * (size_t)vocab + (size_t)v] = -INFINITY;
+    }
+}
+
+static llmrt_status o_mask_apply(llmrt_backend *b, float *logits, const int32_t *slots,
+                                 const uint32_t *words, int32_t rows, int32_t vocab,
+                                 llmrt_error *err)
+{
+    M(b)->st.mask_calls++;
+    rec_op op = {.kind = 6, .flogits = logits, .slots = slots, .words = words, .rows = rows,
+                 .vocab = vocab};
+    if (record(b, &op))
+        return LLMRT_OK;
+    host_mask(M(b), logits, slots, words, rows, vocab);
+    return LLMRT_OK;
+}
+
+static const llmrt_logits_mask_ops mask_ext = {
+    .struct_size = sizeof(llmrt_logits_mask_ops),
+    .apply = o_mask_apply,
+};
+
+static const void *o_extension(llmrt_backend *b, const char *name, uint32_t version)
+{
+    if (M(b)->o.mask && name && strcmp(name, LLMRT_EXT_LOGITS_MASK) == 0 &&
+        version <= LLMRT_EXT_LOGITS_MASK_VERSION)
+        return &mask_ext;
+    return NULL;
+}
+
 static llmrt_status o_graph_launch(llmrt_backend *b, llmrt_graph *g, llmrt_error *err)
 {
     M(b)->st.graph_launches++;
@@ -335,7 +381,8 @@ static llmrt_status o_graph_launch(llmrt_backend *b, llmrt_graph *g, llmrt_error
         case 3: st = host_sample(M(b), op->out, op->logits, op->params, op->rows, op->vocab, err); break;
         case 4: st = run_forward(op->model, &op->batch, op->kv, op->flogits, err); break;
         case 5: st = run_forward_argmax(op->model, &op->batch, op->kv, op->flogits, op->out, err); break;
-        case 6:
+        case 6: host_mask(M(b), op->flogits, op->slots, op->words, op->rows, op->vocab); break;
+        case 7:
             op->ev->t = now();
             op->ev->recorded = 1;
             M(b)->st.graph_event_records++;
@@ -358,6 +405,7 @@ static llmrt_backend_vtable ops_vtable_init(void)
     v.copy = o_copy, v.synchronize = o_sync, v.event_create = o_ev_create;
     v.event_destroy = o_ev_destroy, v.event_record = o_ev_record, v.event_sync = o_ev_sync;
     v.event_elapsed_ms = o_ev_elapsed;
+    v.extension = o_extension;
     return v;
 }
 
@@ -748,6 +796,7 @@ llmrt_status mock_rig_open(mock_rig *r, const mock_rig_opts *o, llmrt_error *err
     parts.eos_ids = o->n_eos ? o->eos : &r->eos;
     parts.n_eos = o->n_eos ? o->n_eos : (r->eos >= 0 ? 1 : 0);
     parts.model_path = "(mock)";
+    parts.sampling = o->sampling;
     llmrt_engine_options eo;
     llmrt_engine_options_init(&eo);
     eo.quiet = 1;

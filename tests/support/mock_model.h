@@ -9,8 +9,8 @@
  * LLMRT_ERR_INTERNAL with a message saying which.
  *
  * The "ops" backend wraps tests/support/mock_backend with what the engine needs beyond
- * memory: argmax and sample on the host, events that measure host time, and optional graph
- * capture (ops recorded while capturing, replayed on launch — including the mock model's
+ * memory: argmax and sample on the host, the logits_mask extension, events that measure host
+ * time, and optional graph capture (ops recorded while capturing, replayed on launch — including the mock model's
  * forward), so the CUDA-graph code path of the engine runs here too. */
 #ifndef LLMRT_TEST_MOCK_MODEL_H
 #define LLMRT_TEST_MOCK_MODEL_H
@@ -71,6 +71,7 @@ typedef struct mock_ops_opts {
     int graph_events;   /* with graphs: CAP_GRAPH_EVENTS, events recorded while capturing are
                            recorded again at each replay */
     int is_gpu;         /* device_info says GPU, with mem_total / mem_free below */
+    int mask;           /* offer the "llmrt.logits_mask" extension (token masks) */
     uint64_t mem_total, mem_free;
 } mock_ops_opts;
 
@@ -79,6 +80,7 @@ void mock_ops_backend_free(llmrt_backend_ref *ref);
 typedef struct mock_ops_stats {
     int graphs_captured, graph_launches;
     int argmax_calls, sample_calls;
+    int mask_calls, masked_rows; /* logits_mask apply calls, rows they masked */
     int d2d_copies;
     int live_dev;       /* device allocations not yet freed */
     int graph_event_records; /* events recorded by replayed graphs */
@@ -99,6 +101,7 @@ typedef struct mock_rig_opts {
     int32_t n_eos;
     llmrt_step_cb on_step;
     void *step_user;
+    llmrt_hf_sampling sampling;  /* the model folder's sampling defaults (set 0: none) */
 } mock_rig_opts;
 
 typedef struct mock_rig {

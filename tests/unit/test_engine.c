@@ -956,6 +956,42 @@ START_TEST(test_destroy_cancels)
 }
 END_TEST
 
+/* The model folder's sampling defaults: fields the caller did not give take them, given ones
+ * (a temperature of 0 too) stay; an engine without defaults changes nothing. */
+START_TEST(test_sampling_defaults)
+{
+    mock_rig r;
+    mock_rig_opts o = variant_opts(&VARIANTS[0]);
+    o.sampling = (llmrt_hf_sampling){.set = LLMRT_SAMPLING_TEMPERATURE | LLMRT_SAMPLING_TOP_K |
+                                            LLMRT_SAMPLING_REPETITION_PENALTY,
+                                     .temperature = 0.6f, .top_k = 20, .repetition_penalty = 1.1f};
+    open_ok(&r, &o);
+    llmrt_sampling s;
+    llmrt_sampling_init(&s);
+    uint32_t took = llmrt_engine_sampling_defaults(r.e, &s, 0);
+    ck_assert_uint_eq(took, o.sampling.set);
+    ck_assert_float_eq_tol(s.temperature, 0.6, 1e-6);
+    ck_assert_int_eq(s.top_k, 20);
+    ck_assert_float_eq_tol(s.repetition_penalty, 1.1, 1e-6);
+    ck_assert_float_eq(s.top_p, 1.0f); /* not in the file: llmrt_sampling_init's */
+    ck_assert_str_eq(llmrt_engine_sampling_defaults_text(r.e),
+                     "temperature 0.6, top_k 20, repetition_penalty 1.1");
+    llmrt_sampling_init(&s); /* greedy, explicitly */
+    took = llmrt_engine_sampling_defaults(r.e, &s, LLMRT_SAMPLING_TEMPERATURE | LLMRT_SAMPLING_TOP_K);
+    ck_assert_uint_eq(took, LLMRT_SAMPLING_REPETITION_PENALTY);
+    ck_assert_float_eq(s.temperature, 0.0f);
+    ck_assert_int_eq(s.top_k, 0);
+    mock_rig_close(&r);
+    o = variant_opts(&VARIANTS[0]);
+    open_ok(&r, &o);
+    llmrt_sampling_init(&s);
+    ck_assert_uint_eq(llmrt_engine_sampling_defaults(r.e, &s, 0), 0);
+    ck_assert_float_eq(s.temperature, 0.0f);
+    ck_assert_str_eq(llmrt_engine_sampling_defaults_text(r.e), "");
+    mock_rig_close(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("engine");
@@ -977,6 +1013,7 @@ int main(void)
     tcase_add_test(tc, test_seeded_sampling_batch_invariant);
     tcase_add_test(tc, test_logprobs_and_penalties);
     tcase_add_test(tc, test_destroy_cancels);
+    tcase_add_test(tc, test_sampling_defaults);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

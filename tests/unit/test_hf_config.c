@@ -238,6 +238,59 @@ START_TEST(test_load_merges_generation_config)
 }
 END_TEST
 
+/* generation_config.json's sampling settings (the model's defaults for requests that leave
+ * them out): present keys are marked set, null ones are not, bad values name file and key. */
+START_TEST(test_generation_sampling)
+{
+    char *d = tu_mkdtemp();
+    free(tu_write_file(d, "config.json", qwen3_06b));
+    llmrt_hf_config c;
+    llmrt_error err = {0};
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_OK);
+    ck_assert_uint_eq(c.gen.set, 0); /* no generation_config.json */
+    llmrt_hf_config_free(&c);
+    /* Qwen3's released generation_config.json */
+    free(tu_write_file(d, "generation_config.json",
+                       "{\"bos_token_id\": 151643, \"do_sample\": true, \"eos_token_id\": [151645, "
+                       "151643], \"pad_token_id\": 151643, \"temperature\": 0.6, \"top_k\": 20, "
+                       "\"top_p\": 0.95, \"transformers_version\": \"4.51.0\"}"));
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_OK);
+    ck_assert_uint_eq(c.gen.set, LLMRT_SAMPLING_TEMPERATURE | LLMRT_SAMPLING_TOP_K | LLMRT_SAMPLING_TOP_P);
+    ck_assert_float_eq_tol(c.gen.temperature, 0.6, 1e-6);
+    ck_assert_int_eq(c.gen.top_k, 20);
+    ck_assert_float_eq_tol(c.gen.top_p, 0.95, 1e-6);
+    llmrt_hf_config_free(&c);
+    free(tu_write_file(d, "generation_config.json",
+                       "{\"temperature\": 0, \"min_p\": 0.05, \"repetition_penalty\": 1.1, "
+                       "\"top_k\": null, \"top_p\": null, \"do_sample\": false}"));
+    ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_OK);
+    ck_assert_uint_eq(c.gen.set, LLMRT_SAMPLING_TEMPERATURE | LLMRT_SAMPLING_MIN_P |
+                                     LLMRT_SAMPLING_REPETITION_PENALTY);
+    ck_assert_float_eq(c.gen.temperature, 0);
+    llmrt_hf_config_free(&c);
+    static const struct {
+        const char *json, *msg;
+    } bad[] = {
+        {"{\"temperature\": -0.5}", "key 'temperature' is -0.5, expected a number in [0, inf)"},
+        {"{\"temperature\": \"hot\"}", "key 'temperature' is a string"},
+        {"{\"top_p\": 0}", "key 'top_p' is 0, expected a number in (0, 1]"},
+        {"{\"top_p\": 1.5}", "key 'top_p' is 1.5"},
+        {"{\"min_p\": 2}", "key 'min_p' is 2, expected a number in [0, 1]"},
+        {"{\"repetition_penalty\": 0}", "key 'repetition_penalty' is 0, expected a number in (0, inf)"},
+        {"{\"top_k\": -2}", "key 'top_k' is out of range, expected an integer >= -1"},
+        {"{\"top_k\": 2.5}", "key 'top_k' is a real"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        free(tu_write_file(d, "generation_config.json", bad[i].json));
+        ck_assert_int_eq(llmrt_hf_config_load(d, &c, &err), LLMRT_ERR_FORMAT);
+        ck_assert_msg(strstr(err.msg, "generation_config.json: ") && strstr(err.msg, bad[i].msg),
+                      "%s: %s", bad[i].json, err.msg);
+    }
+    tu_rmtree(d);
+    free(d);
+}
+END_TEST
+
 /* config.json and generation_config.json are read as regular files within 16 MiB: a FIFO
  * never blocks (tu_guard fails the test if it does), /dev/zero is refused by kind. */
 START_TEST(test_files_bounded)
@@ -291,6 +344,7 @@ int main(void)
     tcase_add_test(tc, test_tied_and_quant);
     tcase_add_test(tc, test_errors_name_file_and_key);
     tcase_add_test(tc, test_load_merges_generation_config);
+    tcase_add_test(tc, test_generation_sampling);
     tcase_add_test(tc, test_files_bounded);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

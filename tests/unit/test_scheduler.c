@@ -1,6 +1,8 @@
 /* test_scheduler.c — continuous batching decisions: token budget and chunked prefill,
  * max_num_seqs, FIFO admission without overtaking, preemption of the newest running
- * sequence with recomputation, and no request lost or duplicated under a random workload. */
+ * sequence with recomputation, decode rows and a prefill chunk in one step (the chunk shrinks
+ * rather than take a block from the step's own rows), the by-backend default limits, and no
+ * request lost or duplicated under a random workload. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +238,98 @@ START_TEST(test_preempt_self_when_newest)
 }
 END_TEST
 
+/* A mixed step: the decode row first, then the prefill chunk with the budget left; when the
+ * chunk's blocks are short it shrinks to what is free instead of preempting itself (the old
+ * rule threw its computed tokens away), and it preempts itself only when nothing fits. */
+START_TEST(test_mixed_step_and_shrinking_chunk)
+{
+    fixture f;
+    setup_fx(&f, 6, 4, 8, 12); /* 24 tokens of cache, 12 per step */
+    llmrt_error err = {0};
+    llmrt_sched_seq *a = mkseq(1, 2), *b = mkseq(2, 30);
+    llmrt_sched_add(&f.s, a, &err);
+    llmrt_sched_add(&f.s, b, &err);
+    int32_t nt, np;
+    int32_t n = llmrt_sched_schedule(&f.s, f.items, &nt, &np);
+    ck_assert_int_eq(n, 2); /* a's prompt, b's first 10 tokens */
+    ck_assert_int_eq(f.items[1].n_new, 10);
+    after_step(f.items, n);
+    /* a decodes; b wants 11 more (6 blocks) but 3 + 2 free hold 20 tokens: 10 more */
+    n = llmrt_sched_schedule(&f.s, f.items, &nt, &np);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(np, 0);
+    ck_assert_ptr_eq(f.items[0].seq, a);
+    ck_assert_int_eq(f.items[0].n_new, 1);
+    ck_assert_ptr_eq(f.items[1].seq, b);
+    ck_assert_int_eq(f.items[1].start, 10);
+    ck_assert_int_eq(f.items[1].n_new, 10);
+    ck_assert_int_eq(f.items[1].samples, 0);
+    ck_assert_int_eq(nt, 11);
+    ck_assert_int_eq(f.kv.n_free, 0);
+    after_step(f.items, n);
+    /* no block left for b at all: a still decodes, b (the newest) is preempted */
+    n = llmrt_sched_schedule(&f.s, f.items, &nt, &np);
+    ck_assert_int_eq(n, 1);
+    ck_assert_ptr_eq(f.items[0].seq, a);
+    ck_assert_int_eq(np, 1);
+    ck_assert_int_eq(b->queued, 1);
+    ck_assert_int_eq(b->n_computed, 0);
+    llmrt_sched_remove(&f.s, a);
+    llmrt_sched_remove(&f.s, b);
+    ck_assert_int_eq(f.kv.n_free, 6);
+    freeseq(a), freeseq(b);
+    teardown_fx(&f);
+}
+END_TEST
+
+/* Decode rows are planned before any prefill chunk, whatever the arrival order: a decode row
+ * newer than a running prefill still gets its token, and the chunk the rest of the budget. */
+START_TEST(test_decode_rows_before_prefill)
+{
+    fixture f;
+    setup_fx(&f, 100, 4, 8, 16);
+    llmrt_error err = {0};
+    llmrt_sched_seq *a = mkseq(1, 3), *b = mkseq(2, 3);
+    llmrt_sched_add(&f.s, a, &err);
+    llmrt_sched_add(&f.s, b, &err);
+    int32_t nt, np;
+    int32_t n = llmrt_sched_schedule(&f.s, f.items, &nt, &np);
+    ck_assert_int_eq(n, 2);
+    after_step(f.items, n);
+    /* a (the older) gets 40 more tokens to compute, as a readmitted recomputation would */
+    a->n_tokens += 40;
+    n = llmrt_sched_schedule(&f.s, f.items, &nt, &np);
+    ck_assert_int_eq(n, 2);
+    ck_assert_ptr_eq(f.items[0].seq, b);
+    ck_assert_int_eq(f.items[0].n_new, 1);
+    ck_assert_ptr_eq(f.items[1].seq, a);
+    ck_assert_int_eq(f.items[1].n_new, 15);
+    ck_assert_int_eq(nt, 16);
+    llmrt_sched_remove(&f.s, a);
+    llmrt_sched_remove(&f.s, b);
+    freeseq(a), freeseq(b);
+    teardown_fx(&f);
+}
+END_TEST
+
+/* scheduler.max_num_seqs / max_num_batched_tokens = 0: by backend (docs: README, the keys). */
+START_TEST(test_default_limits)
+{
+    int32_t seqs = 0, tokens = 0;
+    llmrt_sched_default_limits(1, &seqs, &tokens);
+    ck_assert_int_eq(seqs, 256);
+    ck_assert_int_eq(tokens, 8192);
+    seqs = 0, tokens = 0;
+    llmrt_sched_default_limits(0, &seqs, &tokens);
+    ck_assert_int_eq(seqs, 32);
+    ck_assert_int_eq(tokens, 2048);
+    seqs = 5, tokens = 64; /* set values stay */
+    llmrt_sched_default_limits(1, &seqs, &tokens);
+    ck_assert_int_eq(seqs, 5);
+    ck_assert_int_eq(tokens, 64);
+}
+END_TEST
+
 /* Random workload: every sequence reaches its target length exactly once, the cache never
  * over-commits, and all blocks come back. */
 START_TEST(test_random_workload)
@@ -302,6 +396,9 @@ int main(void)
     tcase_add_test(tc, test_fifo_head_blocks_admission);
     tcase_add_test(tc, test_preempt_newest);
     tcase_add_test(tc, test_preempt_self_when_newest);
+    tcase_add_test(tc, test_mixed_step_and_shrinking_chunk);
+    tcase_add_test(tc, test_decode_rows_before_prefill);
+    tcase_add_test(tc, test_default_limits);
     tcase_add_test(tc, test_random_workload);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -504,6 +504,60 @@ START_TEST(added_token_options)
 }
 END_TEST
 
+/* Literal spans (llmrt_tokenizer_encode_spans): a special token overlapping one is plain
+ * text there and a special token everywhere else; non-special added tokens are untouched;
+ * the rest is tokenized as a whole. The added-token accessors list them. */
+START_TEST(literal_spans)
+{
+    char *v = ascii_vocab();
+    llmrt_tokenizer *t = load_ok(tj(
+        NULL, NULL, v, "[]",
+        "[" ADDED(100, "<s>", true, false, false, false, false) ","
+            ADDED(101, "<t>", false, false, false, false, false) "]",
+        NULL, NULL, NULL));
+    free(v);
+#define C(ch) ((ch)-32)
+    const char *text = "a<s>b<s>c<t>";
+    struct {
+        llmrt_text_span spans[2];
+        size_t n;
+        int32_t want[16];
+    } cases[] = {
+        {{{0, 0}}, 0, {C('a'), 100, C('b'), 100, C('c'), 101, -1}},
+        /* the second <s> is content: text there, the first stays special */
+        {{{5, 3}}, 1, {C('a'), 100, C('b'), C('<'), C('s'), C('>'), C('c'), 101, -1}},
+        /* a span touching one byte of a token (an edge a template could complete) */
+        {{{3, 1}}, 1, {C('a'), C('<'), C('s'), C('>'), C('b'), 100, C('c'), 101, -1}},
+        /* a non-special added token inside a span stays an added token */
+        {{{0, 1}, {9, 3}}, 2, {C('a'), 100, C('b'), 100, C('c'), 101, -1}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int32_t *ids;
+        size_t n, nw = 0;
+        llmrt_error err = {0};
+        ck_assert_int_eq(llmrt_tokenizer_encode_spans(t, text, strlen(text), 0, cases[i].spans,
+                                                      cases[i].n, &ids, &n, &err),
+                         LLMRT_OK);
+        while (cases[i].want[nw] >= 0)
+            nw++;
+        ck_assert_msg(n == nw && memcmp(ids, cases[i].want, n * sizeof *ids) == 0,
+                      "case %zu: %zu ids, want %zu", i, n, nw);
+        free(ids);
+    }
+    ck_assert_uint_eq(llmrt_tokenizer_added_count(t), 2);
+    size_t len = 0;
+    int special = 0;
+    ck_assert_str_eq(llmrt_tokenizer_added_at(t, 0, &len, &special), "<s>");
+    ck_assert_uint_eq(len, 3);
+    ck_assert_int_eq(special, 1);
+    ck_assert_str_eq(llmrt_tokenizer_added_at(t, 1, NULL, &special), "<t>");
+    ck_assert_int_eq(special, 0);
+    ck_assert_ptr_null(llmrt_tokenizer_added_at(t, 2, NULL, NULL));
+    llmrt_tokenizer_free(t);
+#undef C
+}
+END_TEST
+
 START_TEST(template_processing)
 {
     char *v = ascii_vocab();
@@ -870,6 +924,7 @@ int main(void)
     Suite *s = suite_create("tokenizer");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, bpe_merge_rank_order);
+    tcase_add_test(tc, literal_spans);
     tcase_add_test(tc, bpe_leftmost_first_and_pairs_spelling);
     tcase_add_test(tc, bpe_long_run);
     tcase_add_test(tc, bpe_unknown_chars);

@@ -26,8 +26,10 @@ typedef struct llmrt_argmax_head_ops {
                            llmrt_argmax_head **out, llmrt_error *err);
     /* (required) For x [n, d], 0 < n <= max_rows:
      *   out[r] = argmax_j (x[r, :] · w[j, :]), lowest j on ties
-     * — the ids that gemm followed by argmax give: every row that could be the argmax has its
-     * logit computed as gemm computes it. Enqueued like an op, capturable in a graph. */
+     * — the ids that gemm of that row alone (n = 1) followed by argmax gives: every row that
+     * could be the argmax has its logit computed as gemm computes it for one row, so a row's
+     * id does not depend on the others in the call. Enqueued like an op, capturable in a
+     * graph. */
     llmrt_status (*forward)(llmrt_backend *b, llmrt_argmax_head *h, int32_t *out, const float *x,
                             int32_t n, llmrt_error *err);
     /* (required) */

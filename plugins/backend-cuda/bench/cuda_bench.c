@@ -16,9 +16,16 @@
  * off, sampling on the one-block path), each on a backend / quant instance created with that
  * [backend.cuda] tune, [quant.awq] tune or [backend.cuda] pdl value in its section;
  * --prefill adds prefill-sized rows (AWQ n = 128 and 2048 through dequant + cuBLAS, prefill
- * attention over 2048 tokens).
+ * attention over 2048 tokens); --batch the serving rows: the AWQ batch kernel at n = 16..256
+ * (and the same through the GEMV / cuBLAS with [quant.awq] tune mma=0, and its row-warp
+ * choices), prefill attention on the tensor cores against the fp32 kernel at 512 and 2048
+ * tokens, and decode attention at batch 32..256 (ctx 384, graph bound 40960) with the batch
+ * kernel against the splits capped by the batch (att_inv=0). Those rows add TFLOP/s, and
+ * their floor is the larger of the bytes at the copy bandwidth and the FLOPs at
+ * LLMRT_BENCH_TFLOPS (default 790, the H200's measured dense bf16 rate).
  *
  * usage: llmrt-cuda-bench [--reps N] [--filter SUBSTRING] [--device N] [--sweep] [--prefill]
+ *                         [--batch]
  * Plugins come from $LLMRT_PLUGIN_DIR, else <exe>/../lib/llmrt/plugins. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -56,7 +63,8 @@ static const llmrt_backend_vtable *VT;
 static llmrt_backend *B;
 static int reps = 30;
 static const char *filter;
-static int sweep, prefill;
+static int sweep, prefill, batch_rows;
+static double peak_tflops = 790.0; /* LLMRT_BENCH_TFLOPS */
 static int device_index;
 static double copy_gbs; /* measured device-to-device bandwidth, read + write */
 
@@ -250,6 +258,20 @@ static void report(const char *name, const char *shape, double us, double bytes,
     fflush(stdout);
 }
 
+/* A row with FLOPs too: TFLOP/s, and the floor = max(bytes at the copy bandwidth, FLOPs at
+ * peak_tflops). Not part of the decode-step estimate. */
+static void report_flops(const char *name, const char *shape, double us, double bytes, double flops)
+{
+    const double gbs = bytes / (us * 1e-6) / 1e9, tfs = flops / (us * 1e-6) / 1e12;
+    const double mem_us = copy_gbs > 0 ? bytes / (copy_gbs * 1e9) * 1e6 : 0;
+    const double fl_us = flops / (peak_tflops * 1e12) * 1e6;
+    const double floor_us = mem_us > fl_us ? mem_us : fl_us;
+    printf("%-30s %-22s %9.2f %9.1f %10.3f %9.2f %6.0f%%  %7.1f TFLOP/s (%s-bound floor)\n", name,
+           shape, us, gbs, bytes / 1e6, floor_us, floor_us > 0 ? 100.0 * floor_us / us : 0.0, tfs,
+           mem_us > fl_us ? "memory" : "compute");
+    fflush(stdout);
+}
+
 /* ---- device copy: the bandwidth ceiling ---- */
 
 typedef struct {
@@ -405,11 +427,12 @@ static void bench_awq(const llmrt_plugin_desc *qd, const char *name, int in, int
     int max_n = 1;
     for (int k = 0; k < nn; k++)
         max_n = ns[k] > max_n ? ns[k] : max_n;
-    /* prefill rows dequantise into one scratch: no rotation needed (compute bound) */
-    a.copies = max_n > 32 ? 1 : (int)ceil(ROTATE_BYTES / awq_bytes);
+    /* prefill rows dequantise into one scratch: no rotation needed (compute bound); up to
+     * 256 rows the weights must come from HBM, as in a decode step */
+    a.copies = max_n > 256 ? 1 : (int)ceil(ROTATE_BYTES / awq_bytes);
     if (a.copies > 256)
         a.copies = 256;
-    if (a.copies < 2 && max_n <= 32)
+    if (a.copies < 2 && max_n <= 256)
         a.copies = 2;
     for (int c = 0; c < a.copies; c++)
         if (qv->linear_load(a.q, &ck, "l", in, out, &a.l[c], &err))
@@ -425,8 +448,11 @@ static void bench_awq(const llmrt_plugin_desc *qd, const char *name, int in, int
         snprintf(shape, sizeof shape, "%dx%d g%d", out, in, GROUP);
         /* bytes the format must move (int4 + scales + zeros) + activations */
         const int dec = a.n == 1 && !tune;
-        report(rname, shape, time_us(enq_awq, &a), awq_bytes + (double)a.n * (in + out) * 4,
-               dec ? sep : 0, dec ? fused : 0);
+        const double us = time_us(enq_awq, &a), bytes = awq_bytes + (double)a.n * (in + out) * 4;
+        if (batch_rows && a.n > 1)
+            report_flops(rname, shape, us, bytes, 2.0 * a.n * in * out);
+        else
+            report(rname, shape, us, bytes, dec ? sep : 0, dec ? fused : 0);
     }
     for (int c = 0; c < a.copies; c++)
         qv->linear_free(a.q, a.l[c]);
@@ -458,25 +484,39 @@ static void bench_attention(int ctx_len, int batch, int bucket, int qlen, const 
     att_ctx a;
     memset(&a, 0, sizeof a);
     const int bs = 16, blocks_per_seq = (bucket + bs - 1) / bs;
-    const size_t n_blocks = (size_t)batch * blocks_per_seq;
+    /* batch rows (> 8 sequences): blocks for the context only (a table's entries past it read
+     * nothing), and fewer layer copies once one layer's cache exceeds the rotation */
+    const int compact = batch > 8, used = (ctx_len + bs - 1) / bs;
+    const size_t n_blocks = (size_t)batch * (compact ? used : blocks_per_seq);
     const size_t cache_elems = n_blocks * bs * N_KV * HEAD_DIM;
+    int layers = LAYERS;
+    if (compact) {
+        layers = (int)ceil(ROTATE_BYTES / (4.0 * cache_elems));
+        layers = layers < 1 ? 1 : layers > LAYERS ? LAYERS : layers;
+    }
     const int n_tok = batch * qlen;
     int32_t *tables = malloc((size_t)batch * blocks_per_seq * 4);
     for (size_t i = 0; i < (size_t)batch * blocks_per_seq; i++)
         tables[i] = (int32_t)((i * 7919) % n_blocks); /* scattered blocks */
-    int32_t qs[65], lens[64];
+    if (compact)
+        for (int s = 0; s < batch; s++)
+            for (int j = 0; j < blocks_per_seq; j++)
+                tables[(size_t)s * blocks_per_seq + j] =
+                    j < used ? (int32_t)(((size_t)s * used + j) * 7919 % n_blocks) : 0;
+    int32_t *qs = malloc((size_t)(batch + 1) * 4), *lens = malloc((size_t)batch * 4);
     for (int s = 0; s <= batch; s++)
         qs[s] = s * qlen;
     for (int s = 0; s < batch; s++)
         lens[s] = ctx_len;
-    int32_t *dqs = dev_alloc(sizeof qs), *dl = dev_alloc(sizeof lens);
+    int32_t *dqs = dev_alloc((size_t)(batch + 1) * 4), *dl = dev_alloc((size_t)batch * 4);
     int32_t *dt = dev_alloc((size_t)batch * blocks_per_seq * 4);
-    upload(dqs, qs, sizeof qs);
-    upload(dl, lens, sizeof lens);
+    upload(dqs, qs, (size_t)(batch + 1) * 4);
+    upload(dl, lens, (size_t)batch * 4);
+    free(qs), free(lens);
     upload(dt, tables, (size_t)batch * blocks_per_seq * 4);
     free(tables);
     /* one cache per layer, so the rotation exceeds the L2 */
-    void *kc = dev_rand_f16(cache_elems * LAYERS, -1, 1), *vc = dev_rand_f16(cache_elems * LAYERS, -1, 1);
+    void *kc = dev_rand_f16(cache_elems * layers, -1, 1), *vc = dev_rand_f16(cache_elems * layers, -1, 1);
     for (int l = 0; l < LAYERS; l++) {
         llmrt_attn_params *p = &a.p[l];
         p->n_tokens = n_tok, p->n_seqs = batch, p->n_heads = N_HEADS, p->n_kv_heads = N_KV;
@@ -484,8 +524,8 @@ static void bench_attention(int ctx_len, int batch, int bucket, int qlen, const 
         p->query_start = dqs, p->seq_lens = dl, p->block_tables = dt;
         p->max_blocks_per_seq = blocks_per_seq, p->block_size = bs;
         p->max_seq_len = bucket, p->max_query_len = qlen, p->kv_dtype = LLMRT_DTYPE_F16;
-        p->k_cache = (char *)kc + (size_t)l * cache_elems * 2;
-        p->v_cache = (char *)vc + (size_t)l * cache_elems * 2;
+        p->k_cache = (char *)kc + (size_t)(l % layers) * cache_elems * 2;
+        p->v_cache = (char *)vc + (size_t)(l % layers) * cache_elems * 2;
     }
     a.q = dev_rand_f32((size_t)n_tok * N_HEADS * HEAD_DIM, -1, 1);
     a.out = dev_alloc((size_t)n_tok * N_HEADS * HEAD_DIM * 4);
@@ -496,7 +536,15 @@ static void bench_attention(int ctx_len, int batch, int bucket, int qlen, const 
              tag ? "]" : "");
     snprintf(shape, sizeof shape, "ctx %d (bound %d)", ctx_len, bucket);
     const int in_step = !tag && qlen == 1 && batch == 1 && ctx_len == 128 && bucket == 128;
-    report(name, shape, time_us(enq_att, &a), bytes, in_step ? LAYERS : 0, in_step ? LAYERS : 0);
+    const double us = time_us(enq_att, &a);
+    if (batch_rows) { /* causal: query i sees ctx_len - qlen + i + 1 keys; QK and PV */
+        double keys = 0;
+        for (int i = 0; i < qlen; i++)
+            keys += ctx_len - qlen + i + 1;
+        report_flops(name, shape, us, bytes, 4.0 * batch * keys * N_HEADS * HEAD_DIM);
+    } else {
+        report(name, shape, us, bytes, in_step ? LAYERS : 0, in_step ? LAYERS : 0);
+    }
     VT->dev_free(B, kc), VT->dev_free(B, vc), VT->dev_free(B, dqs), VT->dev_free(B, dl);
     VT->dev_free(B, dt), VT->dev_free(B, a.q), VT->dev_free(B, a.out);
 }
@@ -757,12 +805,16 @@ int main(int argc, char **argv)
             sweep = 1;
         else if (strcmp(argv[i], "--prefill") == 0)
             prefill = 1;
+        else if (strcmp(argv[i], "--batch") == 0)
+            batch_rows = 1;
         else {
             fprintf(stderr, "usage: llmrt-cuda-bench [--reps N] [--filter SUBSTRING] [--device N] "
-                            "[--sweep] [--prefill]\n");
+                            "[--sweep] [--prefill] [--batch]\n");
             return 2;
         }
     }
+    if (getenv("LLMRT_BENCH_TFLOPS") && atof(getenv("LLMRT_BENCH_TFLOPS")) > 0)
+        peak_tflops = atof(getenv("LLMRT_BENCH_TFLOPS"));
     if (reps < 3)
         reps = 3;
     const char *env = getenv("LLMRT_PLUGIN_DIR");
@@ -860,6 +912,32 @@ int main(int argc, char **argv)
         }
         bench_attention(128, 1, 128, 128, NULL);
         bench_attention(2048, 1, 2048, 2048, NULL);
+    }
+
+    if (batch_rows) {
+        /* serving shapes (Qwen3-8B): each row through the batch kernel, then through the
+         * GEMV / cuBLAS it replaced (mma=0) and under each row-warp choice */
+        printf("\n-- batch (floors: memory at %.0f GB/s, compute at %.0f TFLOP/s) --\n", copy_gbs,
+               peak_tflops);
+        static const int bns[] = {16, 32, 64, 128, 256};
+        static const char *const btunes[] = {NULL, "mma=0", "mma_w=4", "mma_w=8"};
+        for (size_t t = 0; qd && t < sizeof btunes / sizeof *btunes; t++) {
+            bench_awq(qd, "qkv fused", HIDDEN, QKV, 0, 0, bns, 5, btunes[t]);
+            bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, 0, 0, bns, 5, btunes[t]);
+            bench_awq(qd, "gate_up fused", HIDDEN, 2 * INTER, 0, 0, bns, 5, btunes[t]);
+            bench_awq(qd, "down_proj", INTER, HIDDEN, 0, 0, bns, 5, btunes[t]);
+        }
+        bench_attention(512, 1, 512, 512, NULL);
+        bench_attention(2048, 1, 2048, 2048, NULL);
+        static const int bbs[] = {32, 64, 256};
+        for (size_t k = 0; k < sizeof bbs / sizeof *bbs; k++)
+            bench_attention(384, bbs[k], 40960, 1, NULL);
+        backend_open("att_pf_mma=0,att_inv=0", NULL);
+        bench_attention(512, 1, 512, 512, "fp32 kernel");
+        bench_attention(2048, 1, 2048, 2048, "fp32 kernel");
+        for (size_t k = 0; k < sizeof bbs / sizeof *bbs; k++)
+            bench_attention(384, bbs[k], 40960, 1, "att_inv=0");
+        backend_open(NULL, NULL);
     }
 
     step_estimate(0);

@@ -10,6 +10,11 @@
 # call carries .device), e.g.:  plugins/backend-cuda/bench/gpu-sweep.sh tests bench gen ncu
 # Steps: tests bench gen ttft load ncu nsys timeline (default: all); quick variants:
 #   qtests (the CUDA op/AWQ/generate tests only), qbench (AWQ rows and their sweep only).
+# Serving (issue 22; not in the default set): batch (llmrt-cuda-bench --batch: the AWQ batch
+#   kernel, tensor-core prefill attention, batch decode attention, each against the kernel it
+#   replaced), serve (llmrt bench --json into $OUT/bench-*.json: load mode at concurrency
+#   8/32/64/128/256 with 128-token prompts and 256 output tokens, TTFT of a 2048-token prompt,
+#   batch-1 ITL at ctx 128), timeline32 (the timeline step at batch 32).
 # GEN_VARIANTS: the switched-off variants the gen step also runs (default: fuse-off pdl-off;
 # also head-off = model.qwen3.greedy_head=off, sx0 = AWQ without x in shared memory,
 # awq:K=V,... = --set quant.awq.tune=K=V,..., cuda:K=V,... = --set backend.cuda.tune=K=V,...,
@@ -51,8 +56,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 row "gpu" "$(head -1 "$L/nvidia-smi.txt")"
 row "commit" "$(cat .device/COMMIT 2>/dev/null || echo unknown)"
 
-tests_re='backend-cuda|generate_cuda|memory-.*\.cuda|integration\.(logits|bench|generate)$|model-qwen3|quant-awq'
-want qtests && tests_re='backend-cuda\.ops|quant-awq\.cuda|generate_cuda|integration\.generate$'
+tests_re='backend-cuda|generate_cuda|batch_invariance_cuda|memory-.*\.cuda|integration\.(logits|bench|generate)$|model-qwen3|quant-awq'
+want qtests && tests_re='backend-cuda\.ops|quant-awq\.cuda|generate_cuda|batch_invariance_cuda|integration\.generate$'
 if want tests || want qtests; then
   timeout 130 ctest --test-dir build-gpu -j6 --output-on-failure -R "$tests_re" \
     > "$L/ctest.log" 2>&1
@@ -69,7 +74,7 @@ if want tests || want qtests; then
 fi
 
 model8b=${LLMRT_8B_DIR:-/tmp/qwen3-8b-awq}
-if want bench || want qbench || want gen || want ttft || want load || want ncu || want nsys || want timeline; then
+if want bench || want qbench || want gen || want ttft || want load || want ncu || want nsys || want timeline || want batch || want serve || want timeline32; then
   if [[ ! -f $model8b/config.json ]]; then
     timeout 60 "$llmrt" mkmodel --preset qwen3-8b --quant awq --group-size 128 --seed 1 -o "$model8b" \
       > "$L/mkmodel.log" 2>&1
@@ -140,6 +145,47 @@ if want load && [[ -f $model8b/config.json && -f conf/pinned.ini ]]; then
     --input-len 128 --output-len 64 --concurrency 8,32 --rounds 1 --requests 2 --warmup 1 \
     > "$L/load.txt" 2>&1
   row "bench load 8,32 (exit $?)" "$(grep -E 'output tok/s' "$L/load.txt" | head -2 | tr -s ' ' | tr '\n' ' ')"
+fi
+
+if want batch && [[ -x build-gpu/bin/llmrt-cuda-bench ]]; then
+  timeout 200 build-gpu/bin/llmrt-cuda-bench --batch --filter awq --reps 10 > "$L/kernels-batch-awq.txt" 2>&1
+  row "kernel bench --batch (awq)" "exit $? (kernels-batch-awq.txt)"
+  grep -E '^awq (qkv fused|gate_up fused|down_proj|o_proj) n=(32|64|256)' "$L/kernels-batch-awq.txt" \
+    | tr -s ' ' | cut -d' ' -f1-9 | sed 's/^/    /'
+  timeout 120 build-gpu/bin/llmrt-cuda-bench --batch --filter attention --reps 5 > "$L/kernels-batch-att.txt" 2>&1
+  row "kernel bench --batch (attention)" "exit $? (kernels-batch-att.txt)"
+  grep -E '^attention' "$L/kernels-batch-att.txt" | tr -s ' ' | sed 's/^/    /'
+fi
+
+if want serve && [[ -f $model8b/config.json && -f conf/pinned.ini ]]; then
+  # llmrt bench --json files for benchmarks/ (dated, with the commit: LLMRT_BENCH_COMMIT)
+  d=$(date +%Y-%m-%d)
+  timeout 240 "$llmrt" bench --model "$model8b" -c conf/pinned.ini --set cache.kv_tokens=131072 \
+    --input-len 128 --output-len 256 --ignore-eos --concurrency 8,32,64,128,256 --rounds 1 \
+    --requests 2 --warmup 1 --json "$OUT/bench-$d-load.json" > "$L/serve-load.txt" 2>&1
+  row "bench load 8..256 (exit $?)" "bench-$d-load.json"
+  grep -E 'tok/s|ITL' "$L/serve-load.txt" | head -12 | tr -s ' ' | sed 's/^/    /'
+  timeout 60 "$llmrt" bench --model "$model8b" -c conf/pinned.ini --set cache.kv_tokens=16384 \
+    --input-len 2048 --output-len 8 --rounds 1 --requests 5 --warmup 2 \
+    --json "$OUT/bench-$d-ttft2048.json" > "$L/serve-ttft.txt" 2>&1
+  row "bench TTFT 2048 (exit $?)" "$(grep -E 'TTFT p50' "$L/serve-ttft.txt" | head -1 | tr -s ' ')"
+  timeout 60 "$llmrt" bench --model "$model8b" -c conf/pinned.ini --set cache.kv_tokens=16384 \
+    --input-len 128 --output-len 256 --rounds 1 --requests 3 --warmup 1 \
+    --json "$OUT/bench-$d-itl128.json" > "$L/serve-itl.txt" 2>&1
+  row "bench batch-1 ITL ctx 128 (exit $?)" "$(grep -E 'ITL p50' "$L/serve-itl.txt" | head -1 | tr -s ' ')"
+fi
+
+if want timeline32 && [[ -f $model8b/config.json && -f build-gpu/lib/libllmrt-cupti-trace.so ]]; then
+  # a traced decode step at batch 32: 32 prompts of 128 tokens decoded together
+  for i in $(seq 1 32); do seq -s, $((i * 100)) $((i * 100 + 127)); done > "$L/prompts32"
+  env LLMRT_MEMORY=pinned ${TIMELINE_ENV:-} LLMRT_CUPTI_TRACE="$L/step32.csv" \
+    LD_PRELOAD="$PWD/build-gpu/lib/libllmrt-cupti-trace.so" timeout 90 "$llmrt" generate \
+    --model "$model8b" --set cache.kv_tokens=16384 --prompts-file "$L/prompts32" --ids \
+    --max-tokens 64 --ignore-eos --print-ids > "$L/step32-gen.txt" 2>&1
+  python3 plugins/backend-cuda/bench/step-timeline.py "$L/step32.csv" 16 > "$L/step32-timeline.txt" 2>&1
+  row "step timeline batch 32 (exit $?)" "$(grep -oE 'decode [0-9.]+ tok/s' "$L/step32-gen.txt" | tail -1)"
+  sed 's/^/    /' "$L/step32-timeline.txt"
+  gzip -f "$L/step32.csv"
 fi
 
 if want ncu; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""step-timeline.py — where one batch-1 decode step's time goes, from a kernel trace.
+"""step-timeline.py — where one decode step's time goes (batch 1, or a batch), from a kernel trace.
 
 Why: llmrt-cuda-bench times each kernel back to back; inside the step's chain a kernel's start
 overlaps its predecessor's tail (programmatic dependent launch) and waits on it, so the
@@ -22,10 +22,16 @@ AWQ_ROLES = ["awq qkv", "awq o_proj", "awq gate_up", "awq down"]
 def kind(name):
     n = name.lower()
     for key, label in (("ah_screen", "argmax_head screen"), ("ah_select", "argmax_head select"),
-                       ("ah_finish", "argmax_head finish"), ("awq_gemv", "awq"), ("attn_", "attention"),
+                       ("ah_finish", "argmax_head finish"), ("ah_norms", "argmax_head norms"),
+                       ("ah_lower", "argmax_head lower bounds"),
+                       ("awq_mma_reduce", "awq split-K reduce"), ("awq_mma", "awq"),
+                       ("awq_gemv", "awq"), ("attn_decode_batch", "attention (batch)"),
+                       ("attn_prefill_mma", "attention prefill (mma)"), ("attn_", "attention"),
                        ("add_rmsnorm", "add_rmsnorm"), ("qk_norm", "qk_norm_rope_store"),
                        ("swiglu", "swiglu"), ("gemv", "lm_head gemv"), ("argmax", "argmax"),
-                       ("sample", "sample"), ("embedding", "embedding"), ("rmsnorm", "rmsnorm")):
+                       ("sample", "sample"), ("embedding", "embedding"), ("rmsnorm", "rmsnorm"),
+                       ("cast_kernel", "gemm cast"), ("gemm", "lm_head gemm (cuBLAS)"),
+                       ("cutlass", "lm_head gemm (cuBLAS)")):
         if key in n:
             return label
     if n.startswith("memcpy"):  # cupti_trace.c: "memcpy HtoD 512 B" -> "memcpy HtoD"

@@ -7,6 +7,8 @@
  *              same values, only the summation order differs
  *   5e-4       rope at positions < 4096: powf may differ by an ulp between CUDA and glibc,
  *              and the angle is position x inv_freq
+ *   3e-3 / 1e-2  prefill attention on the tensor cores (f16 / bf16 caches): the queries and
+ *              the softmax weights P are rounded to the cache type before each mma
  *   2e-3 / 8e-3  gemm n > 8 with F16 / BF16 weights: cuBLAS multiplies the activations cast
  *              to the weight dtype (2^-11 / 2^-9 relative rounding per element)
  * argmax_head has no CPU counterpart either: its ids must equal CUDA gemm + argmax exactly.
@@ -267,10 +269,30 @@ static const att_case att_cases[] = {
     {"decode hd 96 G=4 bf16", 2, {1, 1}, {300, 45}, 16, 4, 96, 16, LLMRT_DTYPE_BF16, 0},
     {"decode hd 96 f32 long", 1, {1}, {1500}, 12, 4, 96, 32, LLMRT_DTYPE_F32, 0},
     {"prefill hd 96 f16", 1, {70}, {150}, 8, 2, 96, 16, LLMRT_DTYPE_F16, 0},
+    /* the tensor-core prefill: chunks after a cached prefix, ragged tiles, GQA packings */
+    {"chunked qwen3 f16", 2, {64, 33}, {300, 733}, 32, 8, 128, 16, LLMRT_DTYPE_F16, 0},
+    {"mixed 4 seqs bf16", 4, {1, 130, 1, 17}, {2000, 500, 40, 17}, 32, 8, 128, 16,
+     LLMRT_DTYPE_BF16, 4096},
+    {"prefill 1100 G=4", 1, {1100}, {1100}, 16, 4, 128, 16, LLMRT_DTYPE_F16, 0},
+    {"prefill MHA hd 64 bf16", 2, {77, 2}, {77, 90}, 8, 8, 64, 32, LLMRT_DTYPE_BF16, 0},
+    {"prefill G=2 hd 96 chunk", 1, {45}, {1045}, 8, 4, 96, 16, LLMRT_DTYPE_F16, 0},
 };
 
+/* The relative error a case may have against the CPU: fp32 math everywhere but in prefill
+ * rows on the tensor cores (f16 / bf16 caches of head_dim 64, 96, 128, unless the variant
+ * sends prefill to the fp32 kernel). */
+static double att_tolerance(const att_case *c, int pf_fp32)
+{
+    int max_q = 0;
+    for (int s = 0; s < c->n_seqs; s++)
+        max_q = c->qlen[s] > max_q ? c->qlen[s] : max_q;
+    const int mma = !pf_fp32 && max_q > 1 && c->dt != LLMRT_DTYPE_F32 &&
+                    (c->head_dim == 64 || c->head_dim == 96 || c->head_dim == 128);
+    return !mma ? TOL_FP32 * 10 : c->dt == LLMRT_DTYPE_BF16 ? 1e-2 : 3e-3;
+}
+
 static void run_att_case(const att_case *c, uint64_t seed, const llmrt_backend_ref *cuda,
-                         const char *variant)
+                         const char *variant, int pf_fp32)
 {
     llmrt_error err = {0};
     ct_rng r = {seed};
@@ -350,14 +372,14 @@ static void run_att_case(const att_case *c, uint64_t seed, const llmrt_backend_r
     char what[160];
     snprintf(what, sizeof what, "attention '%s' (%s, H %d / KV %d, hd %d, bs %d%s)", c->name,
              llmrt_dtype_name(c->dt), c->n_heads, c->n_kv_heads, hd, bs, variant);
-    ct_assert_close(res[0], res[1], qn, TOL_FP32 * 10, what);
+    ct_assert_close(res[0], res[1], qn, att_tolerance(c, pf_fp32), what);
     free(res[0]), free(res[1]), free(kf), free(vf), free(kh), free(vh), free(q), free(perm);
     free(tables);
 }
 
 START_TEST(test_attention)
 {
-    run_att_case(&att_cases[_i], 100 + (uint64_t)_i, &CT.cuda, "");
+    run_att_case(&att_cases[_i], 100 + (uint64_t)_i, &CT.cuda, "", 0);
 }
 END_TEST
 
@@ -373,8 +395,285 @@ START_TEST(test_attention_windows)
         char variant[32];
         snprintf(variant, sizeof variant, ", %s", tunes[v]);
         for (size_t i = 0; i < sizeof att_cases / sizeof *att_cases; i++)
-            run_att_case(&att_cases[i], 100 + (uint64_t)i, &ref, variant);
+            run_att_case(&att_cases[i], 100 + (uint64_t)i, &ref, variant, 0);
         CT.cuda_vt->destroy(ref.b);
+    }
+}
+END_TEST
+
+/* The kernels the batch work added can be switched off ([backend.cuda] tune): prefill on the
+ * fp32 kernel, decode splits capped by the batch, a mixed step's decode rows through the
+ * prefill kernel; every case still equals the CPU. */
+START_TEST(test_attention_variants)
+{
+    static const char *tunes[] = {"att_pf_mma=0", "att_inv=0", "att_mixed=0",
+                                  "att_mixed=0,att_pf_mma=0"};
+    for (int v = 0; v < 4; v++) {
+        llmrt_backend_ref ref = CT.cuda;
+        ref.b = create_tuned(tunes[v]);
+        char variant[48];
+        snprintf(variant, sizeof variant, ", %s", tunes[v]);
+        for (size_t i = 0; i < sizeof att_cases / sizeof *att_cases; i++)
+            run_att_case(&att_cases[i], 100 + (uint64_t)i, &ref, variant,
+                         strstr(tunes[v], "att_pf_mma=0") != NULL);
+        CT.cuda_vt->destroy(ref.b);
+    }
+}
+END_TEST
+
+/* ---- attention: batch and chunk invariance ---- */
+
+/* A paged cache of n_seqs sequences (random K/V, tables over a shuffled block pool, on the
+ * CUDA backend) and a query for every position of every sequence (or for its last qtail
+ * positions), so the same rows can be asked for in different batches and chunks. */
+#define AW_MAX_SEQS 64
+typedef struct att_world {
+    int n_seqs, n_heads, n_kv, hd, bs, mbps;
+    llmrt_dtype dt;
+    int ctx[AW_MAX_SEQS], qoff[AW_MAX_SEQS]; /* qoff: row of position qpos0 of a sequence */
+    int qpos0[AW_MAX_SEQS];                   /* first position with a query */
+    int32_t *tables;                          /* host [n_seqs][mbps] */
+    float *q;                                 /* host [sum ctx][n_heads][hd] */
+    void *kc, *vc;                            /* device */
+} att_world;
+
+static att_world aw_make(int n_seqs, const int *ctx, int n_heads, int n_kv, int hd, int bs,
+                         llmrt_dtype dt, int max_len, int qtail, uint64_t seed)
+{
+    att_world w;
+    memset(&w, 0, sizeof w);
+    w.n_seqs = n_seqs, w.n_heads = n_heads, w.n_kv = n_kv, w.hd = hd, w.bs = bs, w.dt = dt;
+    w.mbps = (max_len + bs - 1) / bs;
+    ct_rng r = {seed};
+    int total_blocks = 0, rows = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        w.ctx[s] = ctx[s];
+        w.qpos0[s] = qtail > 0 && ctx[s] > qtail ? ctx[s] - qtail : 0;
+        w.qoff[s] = rows;
+        rows += ctx[s] - w.qpos0[s];
+        total_blocks += (ctx[s] + bs - 1) / bs;
+    }
+    const int n_blocks = total_blocks + 1;
+    int32_t *perm = malloc((size_t)n_blocks * sizeof *perm);
+    for (int i = 0; i < n_blocks; i++)
+        perm[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) {
+        int j = ct_int(&r, 0, i), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    w.tables = malloc((size_t)n_seqs * w.mbps * sizeof *w.tables);
+    int used = 0;
+    for (int s = 0; s < n_seqs; s++)
+        for (int j = 0; j < w.mbps; j++)
+            w.tables[s * w.mbps + j] = j < (ctx[s] + bs - 1) / bs ? perm[used++] : perm[n_blocks - 1];
+    free(perm);
+    const size_t elems = (size_t)n_blocks * bs * n_kv * hd;
+    float *kf = ct_rand_f32(&r, elems, -1, 1), *vf = ct_rand_f32(&r, elems, -1, 1);
+    void *kh = ct_to_dtype(kf, elems, dt, NULL), *vh = ct_to_dtype(vf, elems, dt, NULL);
+    w.kc = ct_dup(&CT.cuda, kh, elems * llmrt_dtype_size(dt));
+    w.vc = ct_dup(&CT.cuda, vh, elems * llmrt_dtype_size(dt));
+    free(kf), free(vf), free(kh), free(vh);
+    w.q = ct_rand_f32(&r, (size_t)rows * n_heads * hd, -2, 2);
+    return w;
+}
+
+static void aw_free(att_world *w)
+{
+    ct_free(&CT.cuda, w->kc), ct_free(&CT.cuda, w->vc);
+    free(w->tables), free(w->q);
+}
+
+/* Attention for one call of n items: item i is sequence seq[i]'s query rows at positions
+ * start[i] .. start[i] + qlen[i] - 1 (context start + qlen). Returns the output rows
+ * [sum qlen][n_heads * hd] (malloc'd). */
+static float *aw_run(const att_world *w, const llmrt_backend_ref *be, int n, const int *seq,
+                     const int *start, const int *qlen, int max_seq_len)
+{
+    llmrt_error err = {0};
+    const size_t rowf = (size_t)w->n_heads * w->hd;
+    int32_t qs[AW_MAX_SEQS + 1], lens[AW_MAX_SEQS];
+    int32_t *bt = malloc((size_t)n * w->mbps * sizeof *bt);
+    qs[0] = 0;
+    int max_q = 0;
+    for (int i = 0; i < n; i++) {
+        qs[i + 1] = qs[i] + qlen[i];
+        lens[i] = start[i] + qlen[i];
+        max_q = qlen[i] > max_q ? qlen[i] : max_q;
+        memcpy(bt + (size_t)i * w->mbps, w->tables + (size_t)seq[i] * w->mbps,
+               (size_t)w->mbps * sizeof *bt);
+    }
+    const int rows = qs[n];
+    float *qh = malloc((size_t)rows * rowf * sizeof(float));
+    for (int i = 0; i < n; i++)
+        memcpy(qh + (size_t)qs[i] * rowf,
+               w->q + (size_t)(w->qoff[seq[i]] + start[i] - w->qpos0[seq[i]]) * rowf,
+               (size_t)qlen[i] * rowf * sizeof(float));
+    llmrt_attn_params p;
+    memset(&p, 0, sizeof p);
+    p.n_tokens = rows;
+    p.n_seqs = n;
+    p.n_heads = w->n_heads;
+    p.n_kv_heads = w->n_kv;
+    p.head_dim = w->hd;
+    p.scale = 1.0f / sqrtf((float)w->hd);
+    p.query_start = ct_dup(be, qs, (size_t)(n + 1) * sizeof(int32_t));
+    p.seq_lens = ct_dup(be, lens, (size_t)n * sizeof(int32_t));
+    p.block_tables = ct_dup(be, bt, (size_t)n * w->mbps * sizeof(int32_t));
+    p.max_blocks_per_seq = w->mbps;
+    p.block_size = w->bs;
+    p.max_seq_len = max_seq_len;
+    p.max_query_len = max_q;
+    p.kv_dtype = w->dt;
+    p.k_cache = w->kc;
+    p.v_cache = w->vc;
+    float *dq = ct_dup(be, qh, (size_t)rows * rowf * sizeof(float));
+    float *out = ct_alloc(be, (size_t)rows * rowf * sizeof(float));
+    ct_poison(be, out, (size_t)rows * rowf);
+    CT_OK(be->vt->attention(be->b, out, dq, &p, &err));
+    float *res = malloc((size_t)rows * rowf * sizeof(float));
+    ct_download(be, res, out, (size_t)rows * rowf * sizeof(float));
+    ct_free(be, (void *)p.query_start), ct_free(be, (void *)p.seq_lens);
+    ct_free(be, (void *)p.block_tables), ct_free(be, dq), ct_free(be, out);
+    free(qh), free(bt);
+    return res;
+}
+
+static void aw_assert_same(const float *a, const float *b, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(memcmp(&a[i], &b[i], sizeof(float)) == 0,
+                      "%s: element %zu is %.9g, %.9g alone", what, i, a[i], b[i]);
+}
+
+/* A decode row's output does not depend on its batch: 48 sequences decoded together (the
+ * batch kernel walks the batch-1 kernel's splits), in batches of 5, and beside a prefill
+ * chunk (a mixed step) equal each sequence decoded alone (the batch-1 kernel), bit for bit;
+ * under a graph-style max_seq_len too. */
+START_TEST(test_attention_batch_invariant)
+{
+    static const struct {
+        int n_heads, n_kv, hd;
+        llmrt_dtype dt;
+    } geo[] = {{32, 8, 128, LLMRT_DTYPE_F16}, {8, 8, 64, LLMRT_DTYPE_BF16}, {12, 4, 96, LLMRT_DTYPE_F32}};
+    for (size_t gi = 0; gi < sizeof geo / sizeof *geo; gi++) {
+        enum { N = 48 };
+        int ctx[N];
+        ct_rng r = {700 + gi};
+        for (int s = 0; s < N; s++)
+            ctx[s] = ct_int(&r, 1, 3000);
+        ctx[0] = 1, ctx[1] = 32, ctx[2] = 33; /* one split, the first two */
+        att_world w = aw_make(N, ctx, geo[gi].n_heads, geo[gi].n_kv, geo[gi].hd, 16, geo[gi].dt,
+                              4096, 41, 800 + gi);
+        const size_t rowf = (size_t)w.n_heads * w.hd;
+        int seq[N], start[N], qlen[N];
+        for (int s = 0; s < N; s++)
+            seq[s] = s, start[s] = ctx[s] - 1, qlen[s] = 1;
+        for (int bound = 0; bound < 2; bound++) {
+            int max_len = 0;
+            for (int s = 0; s < N; s++)
+                max_len = ctx[s] > max_len ? ctx[s] : max_len;
+            const int msl = bound ? 4096 : max_len;
+            float *all = aw_run(&w, &CT.cuda, N, seq, start, qlen, msl);
+            for (int s = 0; s < N; s++) {
+                float *alone = aw_run(&w, &CT.cuda, 1, &seq[s], &start[s], &qlen[s], msl);
+                char what[128];
+                snprintf(what, sizeof what, "decode hd %d %s seq %d (ctx %d) of %d, max_seq_len %d",
+                         w.hd, llmrt_dtype_name(w.dt), s, ctx[s], N, msl);
+                aw_assert_same(all + (size_t)s * rowf, alone, rowf, what);
+                free(alone);
+            }
+            /* batches of 5 */
+            for (int s0 = 0; s0 + 5 <= N; s0 += 5) {
+                float *five = aw_run(&w, &CT.cuda, 5, &seq[s0], &start[s0], &qlen[s0], msl);
+                aw_assert_same(five, all + (size_t)s0 * rowf, 5 * rowf, "decode batch of 5");
+                free(five);
+            }
+            free(all);
+        }
+        /* mixed: decode rows 3..9 and a 40-token chunk of sequence 10 ending at its context */
+        {
+            int mseq[8], mstart[8], mq[8];
+            for (int i = 0; i < 7; i++)
+                mseq[i] = 3 + i, mstart[i] = ctx[3 + i] - 1, mq[i] = 1;
+            const int c = ctx[10] < 41 ? ctx[10] - 1 : 40;
+            mseq[7] = 10, mstart[7] = ctx[10] - c, mq[7] = c;
+            if (c >= 2) {
+                float *mix = aw_run(&w, &CT.cuda, 8, mseq, mstart, mq, 4096);
+                for (int i = 0; i < 7; i++) {
+                    float *alone = aw_run(&w, &CT.cuda, 1, &mseq[i], &mstart[i], &mq[i], 4096);
+                    aw_assert_same(mix + (size_t)i * rowf, alone, rowf, "decode row of a mixed step");
+                    free(alone);
+                }
+                free(mix);
+            }
+        }
+        aw_free(&w);
+    }
+}
+END_TEST
+
+/* A prompt's prefill rows do not depend on how it is chunked or batched: the whole prompt in
+ * one call, the same rows in chunks after their cached prefix (2..130 tokens), and chunks of
+ * three sequences in one call agree bit for bit (tensor-core kernel: key tiles from position
+ * 0 for every row; the fp32 kernel under att_pf_mma=0 likewise). */
+START_TEST(test_attention_chunk_invariant)
+{
+    static const struct {
+        int n_heads, n_kv, hd;
+        llmrt_dtype dt;
+        const char *tune;
+    } geo[] = {{32, 8, 128, LLMRT_DTYPE_F16, NULL},
+               {16, 2, 64, LLMRT_DTYPE_BF16, NULL},
+               {12, 4, 96, LLMRT_DTYPE_F16, NULL},
+               {8, 2, 128, LLMRT_DTYPE_F16, "att_pf_mma=0"}};
+    for (size_t gi = 0; gi < sizeof geo / sizeof *geo; gi++) {
+        llmrt_backend_ref be = CT.cuda;
+        if (geo[gi].tune)
+            be.b = create_tuned(geo[gi].tune);
+        const int ctx[3] = {300, 129, 1000};
+        att_world w = aw_make(3, ctx, geo[gi].n_heads, geo[gi].n_kv, geo[gi].hd, 16, geo[gi].dt,
+                              1024, 0, 900 + gi);
+        const size_t rowf = (size_t)w.n_heads * w.hd;
+        float *whole[3];
+        for (int s = 0; s < 3; s++) {
+            const int st = 0;
+            whole[s] = aw_run(&w, &be, 1, &s, &st, &ctx[s], ctx[s]);
+        }
+        ct_rng r = {1000 + gi};
+        for (int s = 0; s < 3; s++) {
+            for (int pos = 0; pos < ctx[s];) {
+                int c = ct_int(&r, 2, 130);
+                if (pos + c > ctx[s])
+                    c = ctx[s] - pos;
+                if (c < 2) { /* a one-token chunk goes to the decode kernel: not compared */
+                    pos += c;
+                    continue;
+                }
+                float *part = aw_run(&w, &be, 1, &s, &pos, &c, 1024);
+                char what[128];
+                snprintf(what, sizeof what, "prefill hd %d %s seq %d rows %d..%d%s%s", w.hd,
+                         llmrt_dtype_name(w.dt), s, pos, pos + c - 1, geo[gi].tune ? ", " : "",
+                         geo[gi].tune ? geo[gi].tune : "");
+                aw_assert_same(part, whole[s] + (size_t)pos * rowf, (size_t)c * rowf, what);
+                free(part);
+                pos += c;
+            }
+        }
+        /* three chunks of three sequences in one call */
+        const int seq[3] = {0, 1, 2}, start[3] = {100, 0, 870}, qlen[3] = {64, 129, 130};
+        float *batch = aw_run(&w, &be, 3, seq, start, qlen, 1024);
+        size_t row = 0;
+        for (int i = 0; i < 3; i++) {
+            aw_assert_same(batch + row * rowf, whole[seq[i]] + (size_t)start[i] * rowf,
+                           (size_t)qlen[i] * rowf, "prefill chunks of three sequences in one call");
+            row += (size_t)qlen[i];
+        }
+        free(batch);
+        for (int s = 0; s < 3; s++)
+            free(whole[s]);
+        aw_free(&w);
+        if (geo[gi].tune)
+            CT.cuda_vt->destroy(be.b);
     }
 }
 END_TEST
@@ -720,11 +1019,13 @@ END_TEST
 
 /* ---- argmax_head ---- */
 
-/* The argmax_head extension's forward gives the ids of gemm + argmax on the same backend, bit
- * for bit (every candidate's logit is computed as the GEMV computes it): random weights of
- * every float dtype, x with an outlier, n = 1..8, exact ties (lowest index wins), a near tie
- * one f16 ulp apart, and a flat matrix where every row is a candidate; three calls each (the
- * maxima must reset). Refusals: rows per call, a width that is not a multiple of 32, too many rows. */
+/* The argmax_head extension's forward gives, for each row, the id of gemm + argmax of that
+ * row alone on the same backend, bit for bit (every candidate's logit is computed as the GEMV
+ * computes it): random weights of every float dtype, x with an outlier, n = 1..8 (the int8
+ * screen) and 9..256 (the gemm screen: a batch's ids equal each row's alone), exact ties
+ * (lowest index wins), a near tie one f16 ulp apart, and a flat matrix where every row is a
+ * candidate; three calls each (the maxima must reset). Refusals: rows per call, a width that
+ * is not a multiple of 32, too many rows. */
 static void check_head_case(llmrt_dtype dt, int vocab, int d, int n, int pattern, uint64_t seed)
 {
     llmrt_error err = {0};
@@ -746,17 +1047,20 @@ static void check_head_case(llmrt_dtype dt, int vocab, int d, int n, int pattern
     }
     llmrt_tensor t = make_tensor(cu, w, dt, vocab, d);
     float *dx = ct_dup(cu, x, (size_t)n * d * sizeof(float));
-    float *logits = ct_alloc(cu, (size_t)n * vocab * sizeof(float));
-    int32_t *dout = ct_alloc(cu, 8 * sizeof(int32_t));
-    int32_t want[8], got[8];
-    CT_OK(cu->vt->gemm(cu->b, logits, dx, &t, n, &err));
-    CT_OK(cu->vt->argmax(cu->b, dout, logits, n, vocab, &err));
+    float *logits = ct_alloc(cu, (size_t)vocab * sizeof(float));
+    int32_t *dout = ct_alloc(cu, (size_t)n * sizeof(int32_t));
+    int32_t *want = malloc((size_t)n * sizeof *want), *got = malloc((size_t)n * sizeof *got);
+    for (int i = 0; i < n; i++) { /* each row alone: the GEMV */
+        CT_OK(cu->vt->gemm(cu->b, logits, dx + (size_t)i * d, &t, 1, &err));
+        CT_OK(cu->vt->argmax(cu->b, dout + i, logits, 1, vocab, &err));
+    }
     ct_download(cu, want, dout, (size_t)n * sizeof(int32_t));
     llmrt_argmax_head *h = NULL;
-    CT_OK(ct_argmax_head(cu)->create(cu->b, &t, 8, &h, &err));
+    CT_OK(ct_argmax_head(cu)->create(cu->b, &t, n > 8 ? n : 8, &h, &err));
     for (int rep = 0; rep < 3; rep++) {
-        int32_t junk[8] = {-7, -7, -7, -7, -7, -7, -7, -7};
-        ct_upload(cu, dout, junk, sizeof junk);
+        for (int i = 0; i < n; i++)
+            got[i] = -7;
+        ct_upload(cu, dout, got, (size_t)n * sizeof(int32_t));
         CT_OK(ct_argmax_head(cu)->forward(cu->b, h, dout, dx, n, &err));
         ct_download(cu, got, dout, (size_t)n * sizeof(int32_t));
         for (int i = 0; i < n; i++)
@@ -774,7 +1078,7 @@ static void check_head_case(llmrt_dtype dt, int vocab, int d, int n, int pattern
             ck_assert_int_eq(got[i], 0);
     ct_argmax_head(cu)->destroy(cu->b, h);
     ct_free(cu, t.data), ct_free(cu, dx), ct_free(cu, logits), ct_free(cu, dout);
-    free(w), free(x);
+    free(w), free(x), free(want), free(got);
 }
 
 START_TEST(test_argmax_head)
@@ -788,6 +1092,15 @@ START_TEST(test_argmax_head)
         check_head_case(LLMRT_DTYPE_F16, 2000, 128, 2, p, 200 + (uint64_t)p);
     check_head_case(LLMRT_DTYPE_F16, 32768, 4096, 1, 0, 301); /* Qwen3-8B's width */
     check_head_case(LLMRT_DTYPE_BF16, 151936, 64, 3, 0, 302); /* Qwen3's vocabulary */
+    /* past 8 rows: the gemm screen */
+    static const int many[] = {9, 33, 256};
+    for (int di = 0; di < 3; di++)
+        for (size_t ni = 0; ni < sizeof many / sizeof *many; ni++)
+            check_head_case(float_types[di], 1000, 256, many[ni], 0, 400 + (uint64_t)(di * 10 + ni));
+    for (int p = 1; p <= 3; p++)
+        check_head_case(LLMRT_DTYPE_F16, 2000, 128, 20, p, 500 + (uint64_t)p);
+    check_head_case(LLMRT_DTYPE_F16, 32768, 4096, 40, 0, 601);
+    check_head_case(LLMRT_DTYPE_BF16, 151936, 64, 12, 0, 602);
 
     llmrt_error err = {0};
     const llmrt_backend_ref *cu = &CT.cuda;
@@ -800,8 +1113,8 @@ START_TEST(test_argmax_head)
     ck_assert_msg(strstr(err.msg, "multiple of 32"), "%s", err.msg);
     ct_free(cu, t.data);
     t = make_tensor(cu, vals, LLMRT_DTYPE_F16, 30, 64);
-    ck_assert_int_eq(ct_argmax_head(cu)->create(cu->b, &t, 9, &h, &err), LLMRT_ERR_UNSUPPORTED);
-    ck_assert_msg(strstr(err.msg, "9 rows"), "%s", err.msg);
+    ck_assert_int_eq(ct_argmax_head(cu)->create(cu->b, &t, 1025, &h, &err), LLMRT_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "1025 rows"), "%s", err.msg);
     CT_OK(ct_argmax_head(cu)->create(cu->b, &t, 2, &h, &err));
     float *dx = ct_alloc(cu, 3 * 64 * sizeof(float));
     int32_t *dout = ct_alloc(cu, 3 * sizeof(int32_t));
@@ -1114,6 +1427,9 @@ int main(void)
     tcase_add_test(tc, test_kv_store);
     tcase_add_loop_test(tc, test_attention, 0, (int)(sizeof att_cases / sizeof *att_cases));
     tcase_add_test(tc, test_attention_windows);
+    tcase_add_test(tc, test_attention_variants);
+    tcase_add_test(tc, test_attention_batch_invariant);
+    tcase_add_test(tc, test_attention_chunk_invariant);
     tcase_add_test(tc, test_silu_mul_add);
     tcase_add_test(tc, test_add_rmsnorm);
     tcase_add_test(tc, test_qk_norm_rope_store);

@@ -11,6 +11,11 @@
  * extension, as any plugin with CUDA kernels would: this test needs backend-cuda.so and
  * backend-cpu.so built beside quant-awq.so, and nothing of backend-cuda's sources.
  *
+ * The batch kernel (awq_cuda_mma.cu, 9..256 rows by default) is checked against the CPU on
+ * ragged token counts, partial row and input tiles, every group size, forced row-warp counts,
+ * split-K ranges and K splits, with and without SwiGLU; and for batch invariance: each token's
+ * outputs from a batch equal, bit for bit, those of the decode GEMV for that token alone.
+ *
  * Tolerance: the CUDA path multiplies f16-rounded activations (2^-11 relative) with exact
  * q - z on the tensor cores in f32, so 2e-3 relative L2; 3e-3 above 32 tokens, where the
  * dequantised weights are f16 too. Exits 77 when no CUDA device is visible. CUDA cannot
@@ -462,9 +467,9 @@ START_TEST(test_awq_configs)
 END_TEST
 
 /* linear_forward_fused with LLMRT_FUSE_OUT_SWIGLU (the decode GEMV finishing the MLP's
- * SwiGLU) equals the CPU linear followed by silu(gate) * up, at the K split the loader picks
- * and at forced ones, x staged or read from global memory, for 1..8 rows; the CPU takes no
- * folds, and past 8 rows the call is refused. */
+ * SwiGLU, and past 8 rows the batch kernel's GLU epilogue) equals the CPU linear followed by
+ * silu(gate) * up, at the K split the loader picks and at forced ones, x staged or read from
+ * global memory; the CPU takes no folds, and past the largest row count the call is refused. */
 static const struct {
     int64_t in, out;
     const char *tune;
@@ -474,6 +479,8 @@ static const struct {
     {2048, 512, "kw=1"},       /* one warp per block (no split) */
     {2048, 512, "kw=4"},
     {2048, 512, "sx=0,kw=8"},  /* x from global memory */
+    {2048, 512, "mma=0"},      /* the GEMV alone: 8 rows */
+    {4096, 3072, "mma_split=4"}, /* the batch kernel's split-K, SwiGLU after the sum */
 };
 
 START_TEST(test_awq_swiglu)
@@ -490,14 +497,18 @@ START_TEST(test_awq_swiglu)
     llmrt_qlinear *l_cuda = NULL, *l_cpu = NULL;
     CT_OK(qv->linear_load(q_cuda, at_ckpt_view(ck), "l", in, out, &l_cuda, &err));
     CT_OK(qv->linear_load(q_cpu, at_ckpt_view(ck), "l", in, out, &l_cpu, &err));
+    /* the GEMV folds 1..8 rows; the batch kernel, unless switched off, up to its 256 */
+    const int max_rows = glu_cases[_i].tune && strstr(glu_cases[_i].tune, "mma=0") ? 8 : 256;
     ck_assert_int_eq(qv->linear_fused_max_rows(q_cpu, l_cpu, LLMRT_FUSE_OUT_SWIGLU), 0);
-    ck_assert_int_eq(qv->linear_fused_max_rows(q_cuda, l_cuda, LLMRT_FUSE_OUT_SWIGLU), 8);
+    ck_assert_int_eq(qv->linear_fused_max_rows(q_cuda, l_cuda, LLMRT_FUSE_OUT_SWIGLU), max_rows);
     ck_assert_int_eq(qv->linear_fused_max_rows(q_cuda, l_cuda, 1u << 30), 0); /* unknown fold */
 
     ct_rng r = {77 + (uint64_t)_i};
-    static const int gns[] = {1, 2, 5, 8};
+    static const int gns[] = {1, 2, 5, 8, 9, 24, 33, 100};
     for (size_t ni = 0; ni < sizeof gns / sizeof *gns; ni++) {
         const int n = gns[ni];
+        if (n > max_rows)
+            continue;
         float *x = ct_rand_f32(&r, (size_t)(n * in), -2, 2);
         /* the reference: the CPU linear, then silu(gate) * up as the backends' swiglu */
         float *cx = ct_dup(&cpu, x, (size_t)(n * in) * sizeof(float));
@@ -526,11 +537,153 @@ START_TEST(test_awq_swiglu)
         free(x), free(gu), free(want), free(got);
         ct_free(&cpu, cx), ct_free(&cpu, cy), ct_free(&cuda, dx), ct_free(&cuda, dy);
     }
-    /* past 8 rows: refused, with nothing enqueued */
-    ck_assert_int_eq(qv->linear_forward_fused(q_cuda, l_cuda, NULL, NULL, 9, LLMRT_FUSE_OUT_SWIGLU,
-                                              &err),
+    /* past the largest: refused, with nothing enqueued */
+    ck_assert_int_eq(qv->linear_forward_fused(q_cuda, l_cuda, NULL, NULL, max_rows + 1,
+                                              LLMRT_FUSE_OUT_SWIGLU, &err),
                      LLMRT_ERR_UNSUPPORTED);
     free_pair(q_cuda, l_cuda, q_cpu, l_cpu);
+    at_ckpt_free(ck);
+    at_linear_free(&lin);
+}
+END_TEST
+
+/* ---- the batch kernel (9..256 rows) ---- */
+
+/* Shapes with partial tiles: rows not a multiple of a block's 128 or 256, inputs not a
+ * multiple of an iteration's 256 (the last one zero-padded), every group size; each under the
+ * plan the kernel picks and under forced row warps, split-K ranges and K splits. */
+static const struct {
+    int64_t in, out, group;
+    const char *tune;
+} mma_cases[] = {
+    {4096, 6144, 128, NULL},          /* q/k/v of Qwen3-8B */
+    {4096, 4096, 128, NULL},          /* o_proj: split-K by default (few row blocks) */
+    {12288, 512, 128, NULL},          /* down-like: long K, few rows */
+    {544, 200, 32, NULL},             /* partial rows and a partial last iteration */
+    {1088, 3000, 64, "mma_w=8"},      /* partial row block of 8 warps */
+    {2048, 1040, 128, "mma_w=4,mma_split=8"}, /* kw 8: one slice per range */
+    {2048, 512, 128, "kw=2,mma_split=2"},
+    {2048, 512, 128, "kw=1"},         /* one slice: stored as it is */
+    {96, 24, 32, "mma_split=16"},     /* tiny; the split is capped at the K split */
+};
+
+static const int mma_ns[] = {9, 13, 16, 17, 24, 31, 32, 33, 47, 64, 65, 100, 129, 200, 256};
+
+START_TEST(test_awq_mma_vs_cpu)
+{
+    const int64_t in = mma_cases[_i].in, out = mma_cases[_i].out, group = mma_cases[_i].group;
+    llmrt_error err = {0};
+    at_linear lin = at_linear_random(in, out, group, 9100 + (uint64_t)_i);
+    at_ckpt *ck = at_ckpt_new();
+    at_linear_add(ck, "l", &lin);
+    const llmrt_quant_vtable *qv = at_awq();
+    llmrt_quant *q_cuda = at_quant_tune(&cuda, (int)group, mma_cases[_i].tune);
+    llmrt_quant *q_cpu = at_quant(&cpu, (int)group);
+    llmrt_qlinear *l_cuda = NULL, *l_cpu = NULL;
+    CT_OK(qv->linear_load(q_cuda, at_ckpt_view(ck), "l", in, out, &l_cuda, &err));
+    CT_OK(qv->linear_load(q_cpu, at_ckpt_view(ck), "l", in, out, &l_cpu, &err));
+    ct_rng r = {9200 + (uint64_t)_i};
+    for (size_t ni = 0; ni < sizeof mma_ns / sizeof *mma_ns; ni++) {
+        const int n = mma_ns[ni];
+        float *x = ct_rand_f32(&r, (size_t)n * (size_t)in, -2, 2);
+        float *res[2];
+        const llmrt_backend_ref *bes[2] = {&cuda, &cpu};
+        llmrt_quant *qs[2] = {q_cuda, q_cpu};
+        llmrt_qlinear *ls[2] = {l_cuda, l_cpu};
+        for (int bk = 0; bk < 2; bk++) {
+            float *dx = ct_dup(bes[bk], x, (size_t)n * (size_t)in * sizeof(float));
+            float *dy = ct_alloc(bes[bk], (size_t)n * (size_t)out * sizeof(float));
+            res[bk] = malloc((size_t)n * (size_t)out * sizeof(float));
+            for (int rep = 0; rep < 2; rep++) { /* the partials are reused: a second call agrees */
+                ct_poison(bes[bk], dy, (size_t)n * (size_t)out);
+                CT_OK(qv->linear_forward(qs[bk], ls[bk], dy, dx, n, &err));
+                ct_download(bes[bk], res[bk], dy, (size_t)n * (size_t)out * sizeof(float));
+            }
+            ct_free(bes[bk], dx), ct_free(bes[bk], dy);
+        }
+        char what[160];
+        snprintf(what, sizeof what, "awq batch kernel [%lld x %lld] g%lld %s n=%d",
+                 (long long)out, (long long)in, (long long)group,
+                 mma_cases[_i].tune ? mma_cases[_i].tune : "", n);
+        ct_assert_close(res[0], res[1], (size_t)n * (size_t)out, TOL_AWQ, what);
+        free(res[0]), free(res[1]), free(x);
+    }
+    free_pair(q_cuda, l_cuda, q_cpu, l_cpu);
+    at_ckpt_free(ck);
+    at_linear_free(&lin);
+}
+END_TEST
+
+/* Batch invariance: token j's outputs in a batch of n (the batch kernel, or the GEMV for
+ * n <= 8) equal bit for bit those of the GEMV for token j alone — with and without SwiGLU,
+ * under split-K and forced row warps. Greedy decoding of a batch then picks the tokens each
+ * request would pick alone. */
+static const struct {
+    int64_t in, out;
+    const char *tune;
+    int glu;
+} inv_cases[] = {
+    {4096, 1024, NULL, 0},               /* kw 16: 16 slices, split-K */
+    {1024, 3072, NULL, 1},               /* gate/up of a 1536-wide MLP, SwiGLU */
+    {2048, 1536, "mma_w=8", 0},
+    {2048, 1536, "mma_w=4,mma_split=4", 1},
+    {4096, 512, "kw=4,mma_split=2", 0},
+    {1024, 1024, "kw=1", 0},             /* one slice, stored without the 0 + sum */
+    {1024, 1024, "kw=1", 1},             /* GLU adds from 0 even for one slice */
+};
+
+START_TEST(test_awq_mma_invariant)
+{
+    const int64_t in = inv_cases[_i].in, out = inv_cases[_i].out;
+    const int glu = inv_cases[_i].glu;
+    const int64_t ow = glu ? out / 2 : out;
+    llmrt_error err = {0};
+    at_linear lin = at_linear_random(in, out, 128, 9300 + (uint64_t)_i);
+    at_ckpt *ck = at_ckpt_new();
+    at_linear_add(ck, "l", &lin);
+    const llmrt_quant_vtable *qv = at_awq();
+    llmrt_quant *q = at_quant_tune(&cuda, 128, inv_cases[_i].tune);
+    llmrt_qlinear *l = NULL;
+    CT_OK(qv->linear_load(q, at_ckpt_view(ck), "l", in, out, &l, &err));
+    ct_rng r = {9400 + (uint64_t)_i};
+    static const int ins[] = {3, 9, 20, 37, 64, 130};
+    for (size_t ni = 0; ni < sizeof ins / sizeof *ins; ni++) {
+        const int n = ins[ni];
+        float *x = ct_rand_f32(&r, (size_t)n * (size_t)in, -2, 2);
+        float *dx = ct_dup(&cuda, x, (size_t)n * (size_t)in * sizeof(float));
+        float *dy = ct_alloc(&cuda, (size_t)n * (size_t)ow * sizeof(float));
+        float *batch = malloc((size_t)n * (size_t)ow * sizeof(float));
+        float *alone = malloc((size_t)ow * sizeof(float));
+        ct_poison(&cuda, dy, (size_t)n * (size_t)ow);
+        if (glu)
+            CT_OK(qv->linear_forward_fused(q, l, dy, dx, n, LLMRT_FUSE_OUT_SWIGLU, &err));
+        else
+            CT_OK(qv->linear_forward(q, l, dy, dx, n, &err));
+        ct_download(&cuda, batch, dy, (size_t)n * (size_t)ow * sizeof(float));
+        for (int j = 0; j < n; j++) {
+            float *xj = ct_dup(&cuda, x + (size_t)j * (size_t)in, (size_t)in * sizeof(float));
+            ct_poison(&cuda, dy, (size_t)ow);
+            if (glu)
+                CT_OK(qv->linear_forward_fused(q, l, dy, xj, 1, LLMRT_FUSE_OUT_SWIGLU, &err));
+            else
+                CT_OK(qv->linear_forward(q, l, dy, xj, 1, &err));
+            ct_download(&cuda, alone, dy, (size_t)ow * sizeof(float));
+            for (int64_t i = 0; i < ow; i++)
+                ck_assert_msg(memcmp(&alone[i], &batch[(size_t)j * (size_t)ow + (size_t)i],
+                                     sizeof(float)) == 0,
+                              "[%lld x %lld] %s%s n=%d: token %d output %lld is %.9g in the "
+                              "batch, %.9g alone",
+                              (long long)out, (long long)in,
+                              inv_cases[_i].tune ? inv_cases[_i].tune : "", glu ? " swiglu" : "",
+                              n, j, (long long)i, batch[(size_t)j * (size_t)ow + (size_t)i],
+                              alone[i]);
+            ct_free(&cuda, xj);
+        }
+        ct_free(&cuda, dx), ct_free(&cuda, dy);
+        free(x), free(batch), free(alone);
+    }
+    qv->linear_free(q, l);
+    qv->destroy(q);
     at_ckpt_free(ck);
     at_linear_free(&lin);
 }
@@ -547,6 +700,8 @@ int main(void)
     tcase_add_loop_test(tc, test_awq_fused, 0, 3);
     tcase_add_loop_test(tc, test_awq_configs, 0, 6);
     tcase_add_loop_test(tc, test_awq_swiglu, 0, (int)(sizeof glu_cases / sizeof *glu_cases));
+    tcase_add_loop_test(tc, test_awq_mma_vs_cpu, 0, (int)(sizeof mma_cases / sizeof *mma_cases));
+    tcase_add_loop_test(tc, test_awq_mma_invariant, 0, (int)(sizeof inv_cases / sizeof *inv_cases));
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

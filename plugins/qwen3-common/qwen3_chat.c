@@ -16,7 +16,7 @@
 
 #include <llmrt/chat.h>
 
-#include "qwen3.h"
+#include "qwen3_common.h"
 
 #define FAIL(err, code, ...)                                                                  \
     do {                                                                                      \
@@ -367,4 +367,9 @@ const llmrt_chat_vtable qwen3_chat_vtable = {
     .destroy = qwen3_chat_destroy,
     .family = qwen3_chat_family,
     .render = qwen3_chat_render,
+    .syntax = qwen3_reply_syntax,
+    .parser_create = qwen3_reply_create,
+    .parser_push = qwen3_reply_push,
+    .parser_finish = qwen3_reply_finish,
+    .parser_destroy = qwen3_reply_destroy,
 };

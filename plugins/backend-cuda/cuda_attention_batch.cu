@@ -1,0 +1,300 @@
+/* cuda_attention_batch.cu — decode attention for batches: the split-K plan of the batch-1
+ * kernel (cuda_attention.cu), walked by as few blocks as the batch needs, and the decode rows
+ * of a mixed step.
+ *
+ * Why: the batch-1 kernel gives every (sequence, head group) one block per split of its
+ * context; a graph is captured for max_model_len, so that is 32 splits, most of them idle at
+ * short contexts. At batch 1 the idle ones are free; at batch 256 they would be 65536 blocks a
+ * layer. The batch-1 kernel therefore capped its splits by the batch (splits x batch ~ 4
+ * blocks per SM), which changed how a context was cut — and with it the rounding: a token
+ * decoded in a batch differed from the same token decoded alone. Here the plan stays the one
+ * of the batch-1 kernel (splits of at least one block step, at most 32, a function of the
+ * context length only), and gridDim.x blocks per (sequence, head group) take splits
+ * blockIdx.x, blockIdx.x + gridDim.x, ... each computed exactly as the batch-1 kernel computes
+ * it (same lanes, same order, same merge), so the bits do not depend on the batch. The cost
+ * follows the KV actually read: a block only walks the splits its sequence has.
+ *
+ * The batch-1 kernel itself is not touched (its timing is the decode ITL); this file repeats
+ * its per-split arithmetic without the K/V window it stages before its wait (a grid of many
+ * blocks goes without the window there too). With mixed = 1 only sequences with one query token
+ * run (the decode rows of a step that also prefills; the prefill kernel takes the others). */
+#include "cuda_attention_common.cuh"
+
+/* Block (block b of gridDim.x, kv-head sub-group, sequence): splits b, b + gridDim.x, ... of
+ * the plan att_active_splits(L, S, cmin); partials and merge as attn_decode_kernel. */
+template <typename T, int HD, int GB>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+attn_decode_batch_kernel(float *__restrict__ out, float *part, float *part_ml,
+                         unsigned int *__restrict__ counters, const float *__restrict__ q,
+                         const T *__restrict__ kc, const T *__restrict__ vc,
+                         const int32_t *__restrict__ query_start,
+                         const int32_t *__restrict__ seq_lens,
+                         const int32_t *__restrict__ block_tables, int mbps, int bs, int n_heads,
+                         int n_kv_heads, float scale, int S, int cmin)
+{
+    using G_ = att_geom<T, HD>;
+    constexpr int VEC = G_::VEC, LPR = G_::LPR, EPL = G_::EPL, NV = G_::NV, RPW = G_::RPW,
+                  NRG = G_::NRG, TT = G_::TT;
+    __shared__ float sm_ml[NRG][GB][2];
+    __shared__ float sm_acc[NRG][GB][HD];
+    __shared__ float sm_w[NRG][GB], sm_m[GB];
+    __shared__ unsigned int s_done;
+
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
+    const int s = blockIdx.z;
+    const int group = n_heads / n_kv_heads;
+    const int subs = group / GB;
+    const int kvh = blockIdx.y / subs;
+    const int hq0 = kvh * group + (blockIdx.y % subs) * GB;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int rg = warp * RPW + lane / LPR;
+    const int lr = lane % LPR;
+
+    const int qs0 = query_start[s];
+    const int qlen = query_start[s + 1] - qs0;
+    const int L = seq_lens[s];
+    const int active = att_active_splits(L, S, cmin);
+    if (qlen != 1 || (int)blockIdx.x >= active) /* a mixed step's prefill rows: not ours */
+        return;
+    const int row = qs0; /* the one query token, at position L - 1 */
+    const int chunk = (L + active - 1) / active;
+    const int32_t *bt = block_tables + (int64_t)s * mbps;
+    const int64_t slot_stride = (int64_t)n_kv_heads * HD;
+    const int64_t head_off = (int64_t)kvh * HD + lr * EPL;
+    constexpr int RV = HD * (int)sizeof(T) / 16;
+
+    float qv[GB][EPL];
+#pragma unroll
+    for (int g = 0; g < GB; g++)
+#pragma unroll
+        for (int e = 0; e < EPL; e++)
+            qv[g][e] = q[((int64_t)row * n_heads + hq0 + g) * HD + lr * EPL + e] * scale;
+
+    for (int split = blockIdx.x; split < active; split += gridDim.x) {
+        const int t0 = split * chunk;
+        const int t1 = min(L, t0 + chunk);
+        float m[GB], l[GB], acc[GB][EPL];
+#pragma unroll
+        for (int g = 0; g < GB; g++) {
+            m[g] = -INFINITY;
+            l[g] = 0.0f;
+#pragma unroll
+            for (int e = 0; e < EPL; e++)
+                acc[g][e] = 0.0f;
+        }
+        for (int base = t0; base < t1; base += NRG * TT) {
+            uint4 kraw[TT][NV], vraw[TT][NV];
+            bool valid[TT];
+            /* w_end = t0: no staged window, every row from the cache */
+            att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, base + rg * TT, t1, t0, t0, NULL,
+                                          NULL, RV, lr, bt, bs, kc, vc, slot_stride, head_off);
+            float sc[TT][GB];
+#pragma unroll
+            for (int u = 0; u < TT; u++) {
+                float kf[EPL];
+#pragma unroll
+                for (int v = 0; v < NV; v++)
+                    vec_to_f32<T>(kraw[u][v], kf + v * VEC);
+#pragma unroll
+                for (int g = 0; g < GB; g++) {
+                    float d = 0.0f;
+#pragma unroll
+                    for (int e = 0; e < EPL; e++)
+                        d = fmaf(qv[g][e], kf[e], d);
+                    sc[u][g] = d;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < TT; u++)
+#pragma unroll
+                for (int g = 0; g < GB; g++)
+#pragma unroll
+                    for (int o = LPR / 2; o > 0; o >>= 1)
+                        sc[u][g] += __shfl_xor_sync(CUDA_FULL_MASK, sc[u][g], o);
+
+            float vf[TT][EPL];
+#pragma unroll
+            for (int u = 0; u < TT; u++)
+#pragma unroll
+                for (int v = 0; v < NV; v++)
+                    vec_to_f32<T>(vraw[u][v], vf[u] + v * VEC);
+
+#pragma unroll
+            for (int g = 0; g < GB; g++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int u = 0; u < TT; u++)
+                    if (valid[u])
+                        mx = fmaxf(mx, sc[u][g]);
+                const float mnew = fmaxf(m[g], mx);
+                if (mnew == -INFINITY)
+                    continue;
+                const float corr = __expf(m[g] - mnew);
+                float p[TT], ps = 0.0f;
+#pragma unroll
+                for (int u = 0; u < TT; u++) {
+                    p[u] = valid[u] ? __expf(sc[u][g] - mnew) : 0.0f;
+                    ps += p[u];
+                }
+                l[g] = l[g] * corr + ps;
+                m[g] = mnew;
+#pragma unroll
+                for (int e = 0; e < EPL; e++) {
+                    float a = acc[g][e] * corr;
+#pragma unroll
+                    for (int u = 0; u < TT; u++)
+                        a = fmaf(p[u], vf[u][e], a);
+                    acc[g][e] = a;
+                }
+            }
+        }
+
+        __syncthreads(); /* the previous split's merge no longer reads the shared arrays */
+#pragma unroll
+        for (int g = 0; g < GB; g++) {
+            if (lr == 0) {
+                sm_ml[rg][g][0] = m[g];
+                sm_ml[rg][g][1] = l[g];
+            }
+#pragma unroll
+            for (int e = 0; e < EPL; e++)
+                sm_acc[rg][g][lr * EPL + e] = acc[g][e];
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < NRG * GB; i += blockDim.x) {
+            const int r = i / GB, g = i % GB;
+            float M = -INFINITY;
+#pragma unroll
+            for (int r2 = 0; r2 < NRG; r2++)
+                M = fmaxf(M, sm_ml[r2][g][0]);
+            sm_w[r][g] = M == -INFINITY ? 0.0f : __expf(sm_ml[r][g][0] - M);
+            if (r == 0)
+                sm_m[g] = M;
+        }
+        __syncthreads();
+        for (int idx = threadIdx.x; idx < GB * HD; idx += blockDim.x) {
+            const int g = idx / HD, d = idx % HD;
+            const float M = sm_m[g];
+            float A = 0.0f, Ls = 0.0f;
+            if (M != -INFINITY) {
+#pragma unroll
+                for (int r = 0; r < NRG; r++) {
+                    const float w = sm_w[r][g];
+                    Ls += sm_ml[r][g][1] * w;
+                    A += sm_acc[r][g][d] * w;
+                }
+            }
+            if (active == 1) {
+                out[((int64_t)row * n_heads + hq0 + g) * HD + d] = Ls > 0.0f ? A / Ls : 0.0f;
+            } else {
+                const int64_t pi = ((int64_t)s * n_heads + hq0 + g) * S + split;
+                part[pi * HD + d] = A;
+                if (d == 0) {
+                    part_ml[pi * 2] = M;
+                    part_ml[pi * 2 + 1] = Ls;
+                }
+            }
+        }
+    }
+    if (active == 1)
+        return;
+
+    /* the last of the participating blocks merges every split, in split order */
+    const unsigned int blocks = (unsigned int)min((int)gridDim.x, active);
+    __threadfence();
+    __syncthreads();
+    unsigned int *cnt = &counters[(int64_t)s * gridDim.y + blockIdx.y];
+    if (threadIdx.x == 0)
+        s_done = atomicAdd(cnt, 1u);
+    __syncthreads();
+    if (s_done != blocks - 1)
+        return;
+    __threadfence();
+    for (int idx = threadIdx.x; idx < GB * HD / 4; idx += blockDim.x) {
+        const int g = idx / (HD / 4), d = 4 * (idx % (HD / 4));
+        const int64_t pb = ((int64_t)s * n_heads + hq0 + g) * S;
+        float M = -INFINITY, ls = 0.0f;
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int j0 = 0; j0 < active; j0 += 8) {
+            float2 ml[8];
+            float4 pv[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                if (j0 + u < active) {
+                    ml[u] = __ldcg(reinterpret_cast<const float2 *>(part_ml + (pb + j0 + u) * 2));
+                    pv[u] = __ldcg(reinterpret_cast<const float4 *>(part + (pb + j0 + u) * HD + d));
+                }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                if (j0 + u >= active)
+                    break;
+                const float mn = fmaxf(M, ml[u].x);
+                if (mn == -INFINITY)
+                    continue;
+                const float c = __expf(M - mn), w = __expf(ml[u].x - mn);
+                ls = ls * c + w * ml[u].y;
+                a = make_float4(fmaf(w, pv[u].x, a.x * c), fmaf(w, pv[u].y, a.y * c),
+                                fmaf(w, pv[u].z, a.z * c), fmaf(w, pv[u].w, a.w * c));
+                M = mn;
+            }
+        }
+        const float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
+        float *o = out + ((int64_t)row * n_heads + hq0 + g) * HD + d;
+        o[0] = a.x * inv, o[1] = a.y * inv, o[2] = a.z * inv, o[3] = a.w * inv;
+    }
+    if (threadIdx.x == 0)
+        *cnt = 0; /* ready for the next launch (graph replay) */
+}
+
+/* ---- host side ---- */
+
+#define ATB_FOR_EACH_HD(X) X(32) X(64) X(96) X(128) X(256)
+
+template <typename T, int HD, int GB>
+static void atb_launch(const llmrt_backend *b, const cuda_decode_batch_args *a)
+{
+    const llmrt_attn_params *p = a->p;
+    cuda_launch(b, attn_decode_batch_kernel<T, HD, GB>, a->grid, ATT_WARPS * 32, 0, a->out,
+                a->part, a->part_ml, a->counters, a->q, (const T *)p->k_cache,
+                (const T *)p->v_cache, p->query_start, p->seq_lens, p->block_tables,
+                p->max_blocks_per_seq, p->block_size, p->n_heads, p->n_kv_heads, p->scale, a->S,
+                a->cmin);
+}
+
+template <typename T, int HD>
+static void atb_launch_gb(const llmrt_backend *b, const cuda_decode_batch_args *a)
+{
+    constexpr int M = att_geom<T, HD>::GB_MAX;
+    if (a->gb >= 8 && M >= 8)
+        atb_launch<T, HD, (M >= 8 ? 8 : 1)>(b, a);
+    else if (a->gb >= 4 && M >= 4)
+        atb_launch<T, HD, (M >= 4 ? 4 : 1)>(b, a);
+    else if (a->gb >= 2 && M >= 2)
+        atb_launch<T, HD, (M >= 2 ? 2 : 1)>(b, a);
+    else
+        atb_launch<T, HD, 1>(b, a);
+}
+
+template <typename T>
+static void atb_launch_hd(const llmrt_backend *b, const cuda_decode_batch_args *a)
+{
+    switch (a->p->head_dim) {
+#define ATB(HD)                                                                                \
+    case HD: atb_launch_gb<T, HD>(b, a); break;
+        ATB_FOR_EACH_HD(ATB)
+#undef ATB
+    default: break;
+    }
+}
+
+llmrt_status cuda_attention_decode_batch(llmrt_backend *b, const cuda_decode_batch_args *a,
+                                         llmrt_error *err)
+{
+    switch (a->p->kv_dtype) {
+    case LLMRT_DTYPE_F32: atb_launch_hd<float>(b, a); break;
+    case LLMRT_DTYPE_F16: atb_launch_hd<__half>(b, a); break;
+    default: atb_launch_hd<__nv_bfloat16>(b, a); break;
+    }
+    return cuda_check_launch(err, "attention decode (batch)");
+}

@@ -1,0 +1,516 @@
+/* awq_cuda_mma.cu — the AWQ batch kernel: y [n, out] = x [n, in] · Wᵀ for 9..256 rows on the
+ * tensor cores, each weight read once per step for up to 32 tokens (awq_cuda_internal.cuh
+ * declares the entry points; awq_cuda.cu dispatches to it by n).
+ *
+ * Why its own kernel: the decode GEMV (awq_cuda.cu) gives each 32-row block all of x from
+ * global memory once per k-tile, so at batch 32 it reads x ~770 times for gate/up (402 MB of
+ * L2 traffic for 52 MB of weights) and runs 4x slower than at batch 1; the dequantise +
+ * cuBLAS path writes and rereads the whole linear as f16 every step. Here a block of W warps
+ * (each 32 output rows, two m-tiles) shares one staging of x (up to 32 tokens) per 256-input
+ * iteration: the f32 rows arrive by cp.async while the previous iteration computes, and are
+ * converted once per block to f16 pairs in the order the GEMV stages them, so a B fragment is
+ * one 8-byte shared load that serves both m-tiles. Weights stream straight into registers
+ * (ld.global.nc, half an iteration ahead); more than 32 tokens take more column blocks, which
+ * run next to each other (blockIdx.x) so the later ones find the weights in L2.
+ *
+ * Batch invariance: a token's outputs are bit for bit the GEMV's for that token alone. Each
+ * output is the GEMV's sum in the GEMV's order: per group of inputs a chain of m16n8k16 mma
+ * over the group's k-tiles from 0 (exact q - z in f16 times x rounded to f16, f32 inside),
+ * scaled in f32 with fmaf into the slice's sum; slice w of the linear's KW K-splitting warps
+ * takes iterations w, w + KW, ... in order; the slices are added in order starting from 0.0f
+ * (as the GEMV's shared-memory sum; a single slice is stored as it is). Here one warp walks
+ * the slices one after the other (their running sum, T, lives in shared memory), or, where the
+ * grid would otherwise be too small, blocks take contiguous ranges of slices (split-K): the
+ * first range's sum and the later slices' sums go to a partial buffer and a second small
+ * kernel adds them in the same order. SwiGLU (the GLU fold) pairs a gate m-tile with its up
+ * m-tile in one warp, as the GLU GEMV does, so silu(gate) * up is a per-lane epilogue. */
+#include "awq_cuda_internal.cuh"
+
+#include <llmrt/cuda.h>
+
+#define MMA_BN 32                    /* most token columns a block computes */
+#define MMA_XS_WORDS (AWQ_ITK / 2 + 8) /* staged f16 row of one iteration, padded 8 banks */
+
+/* Shared memory of one block: the f32 stage of x [BN][AWQ_ITK] (cp.async), the f16 stage in
+ * fragment order [BN][MMA_XS_WORDS], the warps' slice sums T [W][NV][32]. */
+template <int NT, int W> struct mma_smem {
+    static constexpr int BN = 8 * NT;
+    static constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
+    static constexpr size_t XF = (size_t)BN * AWQ_ITK * 4;
+    static constexpr size_t XH = (size_t)BN * MMA_XS_WORDS * 4;
+    static constexpr size_t TS = (size_t)W * NV * 32 * 4;
+    static constexpr size_t BYTES = XF + XH + TS;
+};
+
+typedef struct awq_mma_args {
+    float *y;              /* [n, out] (GLU: [n, out / 2]) */
+    float *part;           /* split-K partials [kw][n][out] */
+    const float *x;        /* [n, in], 16-byte aligned */
+    const uint32_t *wq, *meta;
+    int n, out, in, kpad;
+    int kw;                /* the linear's K slices (the GEMV's K-splitting warps) */
+    int split;             /* slice ranges, one per blockIdx.z */
+    int cpb;               /* token columns per column block */
+    int units;             /* 32-row units: out_padded / 32 (GLU: gate m-tiles) */
+} awq_mma_args;
+
+/* 16-byte cp.async that fills zeros when !valid (src is then never read). */
+__device__ __forceinline__ void mma_cp16(void *smem, const void *src, bool valid)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mma_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void mma_cp_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+/* Quarter C (inputs 64 C .. 64 C + 63) of iteration it: one 16-byte word per m-tile. */
+template <int C>
+__device__ __forceinline__ void mma_load_quarter(uint4 (&w)[AWQ_MT],
+                                                 const uint4 *const (&wb)[AWQ_MT], int it)
+{
+#pragma unroll
+    for (int mt = 0; mt < AWQ_MT; mt++)
+        w[mt] = ld_stream16(wb[mt] + (int64_t)(it * 4 + C) * 32);
+}
+
+/* The meta of iteration it's groups. */
+template <int GROUP>
+__device__ __forceinline__ void mma_load_meta(uint2 (&m)[AWQ_MT][AWQ_ITK / GROUP],
+                                              const uint2 *const (&mb)[AWQ_MT], int it)
+{
+    constexpr int GPI = AWQ_ITK / GROUP;
+#pragma unroll
+    for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+        for (int gi = 0; gi < GPI; gi++)
+            m[mt][gi] = __ldg(mb[mt] + (int64_t)(it * GPI + gi) * 8);
+}
+
+/* acc += quarter C of the staged iteration (k-tiles 4 C .. 4 C + 3), group by group as the
+ * GEMV's awq_compute_iter: a group's chain of mma starts from 0 at its first k-tile (pacc,
+ * which with the zero points lives on across quarters when a group spans several) and is
+ * scaled in f32 into acc after its last. A k-tile's B fragments serve both m-tiles. Once a
+ * group's meta is used for the last time, iteration nit's meta of that group is loaded into
+ * its registers (when nit >= 0): three quarters ahead of its use at groups of 128. */
+template <int GROUP, int NT, int C>
+__device__ __forceinline__ void mma_compute_quarter(float (&acc)[AWQ_MT][NT][4],
+                                                    float (&pacc)[AWQ_MT][NT][4],
+                                                    __half2 (&zlo)[AWQ_MT], __half2 (&nzhi)[AWQ_MT],
+                                                    const uint4 (&w)[AWQ_MT],
+                                                    uint2 (&m)[AWQ_MT][AWQ_ITK / GROUP],
+                                                    const uint2 *const (&mb)[AWQ_MT], int nit,
+                                                    const uint32_t *__restrict__ xh, int g, int t)
+{
+    constexpr int GPI = AWQ_ITK / GROUP;
+    constexpr int KPG = GROUP / 16;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        const int j = C * 4 + kk; /* k-tile within the iteration */
+        const int gi = j / KPG;
+        if (j % KPG == 0) {
+#pragma unroll
+            for (int mt = 0; mt < AWQ_MT; mt++) {
+                awq_zero_pair(m[mt][gi].y, &zlo[mt], &nzhi[mt]);
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++)
+                        pacc[mt][nt][c] = 0.0f;
+            }
+        }
+        uint32_t b[NT][2];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const uint2 bb =
+                *reinterpret_cast<const uint2 *>(xh + (nt * 8 + g) * MMA_XS_WORDS + j * 8 + 2 * t);
+            b[nt][0] = bb.x;
+            b[nt][1] = bb.y;
+        }
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++) {
+            uint32_t a[4];
+            awq_dequant_frag(a, word_of(w[mt], kk), zlo[mt], nzhi[mt]);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                mma_16816(pacc[mt][nt], a, b[nt][0], b[nt][1]);
+        }
+        if ((j + 1) % KPG == 0) { /* the group's scales, in f32 */
+#pragma unroll
+            for (int mt = 0; mt < AWQ_MT; mt++) {
+                const float2 s = __half22float2(bits_h2(m[mt][gi].x)); /* (s[r0], s[r1]) */
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    acc[mt][nt][0] = fmaf(s.x, pacc[mt][nt][0], acc[mt][nt][0]);
+                    acc[mt][nt][1] = fmaf(s.x, pacc[mt][nt][1], acc[mt][nt][1]);
+                    acc[mt][nt][2] = fmaf(s.y, pacc[mt][nt][2], acc[mt][nt][2]);
+                    acc[mt][nt][3] = fmaf(s.y, pacc[mt][nt][3], acc[mt][nt][3]);
+                }
+                if (nit >= 0)
+                    m[mt][gi] = __ldg(mb[mt] + (int64_t)(nit * GPI + gi) * 8);
+            }
+        }
+    }
+}
+
+/* Block (column block, row block of W units, slice range). */
+template <int GROUP, int NT, int W, bool GLU>
+__global__ void __launch_bounds__(W * 32, W == 8 ? 1 : 3) awq_mma_kernel(const awq_mma_args a)
+{
+    using S = mma_smem<NT, W>;
+    constexpr int BN = S::BN, NV = S::NV;
+    extern __shared__ float4 mma_dyn[];
+    float *xf = reinterpret_cast<float *>(mma_dyn);
+    uint32_t *xh = reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(mma_dyn) + S::XF);
+    float *ts = reinterpret_cast<float *>(reinterpret_cast<char *>(mma_dyn) + S::XF + S::XH);
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int col0 = blockIdx.x * a.cpb;
+    const int ncols = min(a.cpb, a.n - col0);
+    const int u = blockIdx.y * W + warp;
+    const bool valid = u < a.units;
+    const int n_iters = a.kpad / AWQ_ITK;
+    const int per = a.kw / a.split;
+    const int s_first = blockIdx.z * per, s_end = s_first + per;
+    const int64_t n_super = a.kpad / 64;
+    const int n_grp = a.kpad / GROUP;
+    /* the warp's m-tiles: rows 32 u .. 32 u + 31, or (GLU) gate m-tile u and up m-tile u + units */
+    const int64_t uu = valid ? u : 0;
+    const int64_t mtile[AWQ_MT] = {GLU ? uu : 2 * uu, GLU ? uu + a.units : 2 * uu + 1};
+    const uint4 *wb[AWQ_MT];
+    const uint2 *mb[AWQ_MT];
+#pragma unroll
+    for (int mt = 0; mt < AWQ_MT; mt++) {
+        wb[mt] = reinterpret_cast<const uint4 *>(a.wq) + (mtile[mt] * n_super) * 32 + lane;
+        mb[mt] = reinterpret_cast<const uint2 *>(a.meta) + (mtile[mt] * n_grp) * 8 + g;
+    }
+
+    /* weights never change: the first iteration's first half is in flight before the wait;
+     * later, each quarter's word is loaded two quarters before it is used */
+    constexpr int GPI = AWQ_ITK / GROUP;
+    uint4 wa[AWQ_MT], wbq[AWQ_MT];
+    uint2 mc[AWQ_MT][GPI];
+    int s = s_first, it = s_first;
+    if (valid) {
+        mma_load_meta<GROUP>(mc, mb, it);
+        mma_load_quarter<0>(wa, wb, it);
+        mma_load_quarter<1>(wbq, wb, it);
+    }
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
+
+    /* x rows col0 .. col0 + ncols - 1 of iteration `at` into the f32 stage (zeros past n, in) */
+    auto stage = [&](int at) {
+#pragma unroll 1
+        for (int c = threadIdx.x; c < BN * (AWQ_ITK / 4); c += W * 32) {
+            const int j = c / (AWQ_ITK / 4), q = c % (AWQ_ITK / 4);
+            const int k = at * AWQ_ITK + 4 * q;
+            const bool ok = j < ncols && k < a.in;
+            const float *src = ok ? a.x + (int64_t)(col0 + j) * a.in + k : a.x;
+            mma_cp16(xf + j * AWQ_ITK + 4 * q, src, ok);
+        }
+        mma_cp_commit();
+    };
+    stage(it);
+
+    float acc[AWQ_MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[mt][nt][c] = 0.0f;
+    /* the slice sums go through T unless a single unsplit slice is stored as it is */
+    const bool plain_single = !GLU && a.kw == 1;
+    const bool to_slots = blockIdx.z > 0; /* later ranges: each slice's sum to its slot */
+    float *tw = ts + (size_t)warp * NV * 32 + lane;
+    bool first_slice = true;
+    for (;;) {
+        int nit = it + a.kw, ns = s;
+        const bool slice_end = nit >= n_iters;
+        if (slice_end)
+            ns = s + 1, nit = ns;
+        const bool more = !(slice_end && ns >= s_end);
+
+        mma_cp_wait();
+        __syncthreads(); /* the f32 stage holds x(it); every warp is done with the f16 stage */
+#pragma unroll 2
+        for (int c = threadIdx.x; c < BN * (AWQ_ITK / 4); c += W * 32) {
+            const int j = c / (AWQ_ITK / 4), q = c % (AWQ_ITK / 4);
+            const float4 v = *reinterpret_cast<const float4 *>(xf + j * AWQ_ITK + 4 * q);
+            uint32_t *row = xh + j * MMA_XS_WORDS;
+            row[awq_stage_word(2 * q)] = h2_bits(__floats2half2_rn(v.x, v.y));
+            row[awq_stage_word(2 * q + 1)] = h2_bits(__floats2half2_rn(v.z, v.w));
+        }
+        __syncthreads(); /* the f16 stage is ready; the f32 stage is free */
+        if (more)
+            stage(nit);
+        if (valid) {
+            float pacc[AWQ_MT][NT][4];
+            __half2 zlo[AWQ_MT], nzhi[AWQ_MT];
+            const int mnext = more ? nit : -1;
+            mma_compute_quarter<GROUP, NT, 0>(acc, pacc, zlo, nzhi, wa, mc, mb, mnext, xh, g, t);
+            mma_load_quarter<2>(wa, wb, it);
+            mma_compute_quarter<GROUP, NT, 1>(acc, pacc, zlo, nzhi, wbq, mc, mb, mnext, xh, g, t);
+            mma_load_quarter<3>(wbq, wb, it);
+            mma_compute_quarter<GROUP, NT, 2>(acc, pacc, zlo, nzhi, wa, mc, mb, mnext, xh, g, t);
+            if (more)
+                mma_load_quarter<0>(wa, wb, nit);
+            mma_compute_quarter<GROUP, NT, 3>(acc, pacc, zlo, nzhi, wbq, mc, mb, mnext, xh, g, t);
+            if (more)
+                mma_load_quarter<1>(wbq, wb, nit);
+            if (slice_end && !plain_single) {
+#pragma unroll
+                for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                        for (int c = 0; c < 4; c++) {
+                            const int v = (mt * NT + nt) * 4 + c;
+                            if (to_slots) {
+                                /* slice s's own sum, to slot s */
+                                const int row = (int)mtile[mt] * 16 + g + (c >> 1) * 8;
+                                const int col = nt * 8 + 2 * t + (c & 1);
+                                if (row < a.out && col < ncols)
+                                    a.part[((int64_t)s * a.n + col0 + col) * a.out + row] =
+                                        acc[mt][nt][c];
+                            } else {
+                                tw[v * 32] = first_slice ? 0.0f + acc[mt][nt][c]
+                                                         : tw[v * 32] + acc[mt][nt][c];
+                            }
+                            acc[mt][nt][c] = 0.0f;
+                        }
+                first_slice = false;
+            }
+        }
+        if (!more)
+            break;
+        s = ns, it = nit;
+    }
+    if (!valid || to_slots)
+        return;
+
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int col = nt * 8 + 2 * t + (c & 1);
+            if (col >= ncols)
+                continue;
+            const int64_t tok = col0 + col;
+            if (a.split > 1) { /* the first range's sum, to slot 0 */
+#pragma unroll
+                for (int mt = 0; mt < AWQ_MT; mt++) {
+                    const int row = (int)mtile[mt] * 16 + g + (c >> 1) * 8;
+                    if (row < a.out)
+                        a.part[tok * a.out + row] = tw[((mt * NT + nt) * 4 + c) * 32];
+                }
+            } else if (GLU) {
+                const float gate = tw[((0 * NT + nt) * 4 + c) * 32];
+                const float up = tw[((1 * NT + nt) * 4 + c) * 32];
+                a.y[tok * (a.out / 2) + u * 16 + g + (c >> 1) * 8] = awq_silu_mul(gate, up);
+            } else {
+#pragma unroll
+                for (int mt = 0; mt < AWQ_MT; mt++) {
+                    const int row = (int)mtile[mt] * 16 + g + (c >> 1) * 8;
+                    if (row < a.out)
+                        a.y[tok * a.out + row] =
+                            plain_single ? acc[mt][nt][c] : tw[((mt * NT + nt) * 4 + c) * 32];
+                }
+            }
+        }
+}
+
+/* Split-K: y from the partials in the GEMV's order, slot 0 (the first range's sum) and then
+ * slots w1 .. kw - 1 (the later slices' own sums); with glu, silu(gate) * up. */
+__global__ void awq_mma_reduce_kernel(float *__restrict__ y, const float *__restrict__ part,
+                                      int n, int out, int kw, int w1, int glu)
+{
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
+    const int64_t ss = (int64_t)n * out; /* slot stride */
+    const int ow = glu ? out / 2 : out;
+    const int64_t total = (int64_t)n * ow;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t col = i / ow, r = i % ow;
+        const float *p = part + col * out + r;
+        float v = __ldcg(p);
+        for (int w = w1; w < kw; w++)
+            v += __ldcg(p + w * ss);
+        if (glu) {
+            float up = __ldcg(p + ow);
+            for (int w = w1; w < kw; w++)
+                up += __ldcg(p + w * ss + ow);
+            v = awq_silu_mul(v, up);
+        }
+        y[col * ow + r] = v;
+    }
+}
+
+/* ---- host side ---- */
+
+typedef void (*mma_fn)(const awq_mma_args);
+
+typedef struct mma_plan {
+    int cb, cpb, nt; /* column blocks, tokens per column block, n-tiles (cpb <= 8 nt) */
+    int w, rb;       /* row warps per block, row blocks */
+    int split;       /* slice ranges (blockIdx.z) */
+} mma_plan;
+
+template <int GROUP, int W, bool GLU> static mma_fn mma_fn_nt(int nt)
+{
+    switch (nt) {
+    case 1: return awq_mma_kernel<GROUP, 1, W, GLU>;
+    case 2: return awq_mma_kernel<GROUP, 2, W, GLU>;
+    case 3: return awq_mma_kernel<GROUP, 3, W, GLU>;
+    default: return awq_mma_kernel<GROUP, 4, W, GLU>;
+    }
+}
+
+template <int GROUP, bool GLU> static mma_fn mma_fn_w(int w, int nt)
+{
+    return w == 8 ? mma_fn_nt<GROUP, 8, GLU>(nt) : mma_fn_nt<GROUP, 4, GLU>(nt);
+}
+
+/* The kernel for (group, w, nt, glu); GLU exists at groups of 128 only (the GEMV's fold). */
+static mma_fn mma_kernel_for(int group, int w, int nt, int glu)
+{
+    if (glu)
+        return mma_fn_w<128, true>(w, nt);
+    switch (group) {
+    case 32: return mma_fn_w<32, false>(w, nt);
+    case 64: return mma_fn_w<64, false>(w, nt);
+    default: return mma_fn_w<128, false>(w, nt);
+    }
+}
+
+static size_t mma_smem_bytes(int w, int nt)
+{
+    const size_t bn = (size_t)8 * nt, nv = (size_t)AWQ_MT * nt * 4;
+    return bn * AWQ_ITK * 4 + bn * MMA_XS_WORDS * 4 + (size_t)w * nv * 32 * 4;
+}
+
+/* The launch shape for n rows of l: column blocks of at most 32 tokens (balanced); W = 4 row
+ * warps per block (168 registers, three blocks per SM), or W = 8 (one block per SM, half the
+ * x traffic per weight) from three column blocks on, where re-reading x for every 128 rows
+ * would cost more L2 bandwidth than the weights; slice ranges doubled while the grid is short
+ * of mma_fill (2) blocks per SM (at most the linear's kw). */
+static mma_plan plan_for(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n)
+{
+    mma_plan p;
+    p.cb = (n + MMA_BN - 1) / MMA_BN;
+    p.cpb = (n + p.cb - 1) / p.cb;
+    p.nt = (p.cpb + 7) / 8;
+    const int units = (int)(l->outp / 32);
+    const int64_t target = (int64_t)awq_knob(ctx->tune.mma_fill, 2) * ctx->sm_count;
+    if (ctx->tune.mma_w == 4 || ctx->tune.mma_w == 8)
+        p.w = ctx->tune.mma_w;
+    else
+        p.w = p.cb >= 3 && (int64_t)((units + 7) / 8) * p.cb >= ctx->sm_count ? 8 : 4;
+    p.rb = (units + p.w - 1) / p.w;
+    p.split = 1;
+    if (ctx->tune.mma_split > 0) {
+        while (p.split * 2 <= ctx->tune.mma_split && p.split * 2 <= l->kw)
+            p.split *= 2;
+    } else {
+        while (p.split < l->kw && (int64_t)p.rb * p.cb * p.split < target)
+            p.split *= 2;
+    }
+    return p;
+}
+
+llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err)
+{
+    static const int groups[3] = {32, 64, 128};
+    cudaError_t e = cudaSuccess;
+    for (int glu = 0; glu < 2 && e == cudaSuccess; glu++)
+        for (int gi = 0; gi < 3 && e == cudaSuccess; gi++)
+            for (int w = 4; w <= 8 && e == cudaSuccess; w += 4)
+                for (int nt = 1; nt <= 4 && e == cudaSuccess; nt++) {
+                    if (glu && groups[gi] != 128)
+                        continue;
+                    e = cudaFuncSetAttribute(mma_kernel_for(groups[gi], w, nt, glu),
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)mma_smem_bytes(w, nt));
+                }
+    if (e != cudaSuccess) {
+        /* a device with less shared memory per block: the batch kernel is off, the rest runs */
+        cudaGetLastError();
+        ctx->tune.mma = -1;
+    }
+    (void)err;
+    return LLMRT_OK;
+}
+
+int awq_mma_serves(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n,
+                              const float *x)
+{
+    if (ctx->tune.mma < 0 || n < awq_knob(ctx->tune.mma_min, 9) ||
+        n > awq_knob(ctx->tune.mma_max, 256) || n < 1)
+        return 0;
+    if (x && ((uintptr_t)x & 15u) != 0)
+        return 0;
+    /* every slice has an iteration (the GEMV's K split never exceeds them unless forced) */
+    if (l->kw > l->kpad / AWQ_ITK || (l->outp / 32 + 3) / 4 > 65535)
+        return 0;
+    return 1;
+}
+
+size_t awq_mma_part_bytes(const awq_cuda_ctx *ctx, const awq_cuda_linear *l)
+{
+    if (ctx->tune.mma < 0)
+        return 0;
+    const int lo = awq_knob(ctx->tune.mma_min, 9), hi = awq_knob(ctx->tune.mma_max, 256);
+    size_t most = 0;
+    for (int n = lo < 1 ? 1 : lo; n <= hi && n <= 65536; n++) {
+        if (!awq_mma_serves(ctx, l, n, NULL))
+            continue;
+        const mma_plan p = plan_for(ctx, l, n);
+        const size_t b = p.split > 1 ? (size_t)l->kw * (size_t)n * (size_t)l->out * sizeof(float) : 0;
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
+llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
+                                        const float *x, int n, int glu, llmrt_error *err)
+{
+    const mma_plan p = plan_for(ctx, l, n);
+    awq_mma_args a;
+    a.y = y;
+    a.part = ctx->mma_part;
+    a.x = x;
+    a.wq = l->wq;
+    a.meta = l->meta;
+    a.n = n;
+    a.out = (int)l->out;
+    a.in = (int)l->in;
+    a.kpad = (int)l->kpad;
+    a.kw = l->kw;
+    a.split = p.split;
+    a.cpb = p.cpb;
+    a.units = (int)(l->outp / 32);
+    if (p.split > 1 && (size_t)l->kw * (size_t)n * (size_t)l->out * sizeof(float) > ctx->mma_part_bytes)
+        return llmrt_fail(err, LLMRT_ERR_INTERNAL,
+                          "awq cuda: the batch kernel's partials for [%lld, %lld] at %d rows "
+                          "exceed the %zu bytes sized at load",
+                          (long long)l->out, (long long)l->in, n, ctx->mma_part_bytes);
+    llmrt_cuda_launch(ctx->stream, ctx->pdl, mma_kernel_for((int)l->group, p.w, p.nt, glu),
+                      dim3((unsigned)p.cb, (unsigned)p.rb, (unsigned)p.split), p.w * 32,
+                      mma_smem_bytes(p.w, p.nt), a);
+    llmrt_status st = llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_kernel");
+    if (st || p.split == 1)
+        return st;
+    const int64_t total = (int64_t)n * (glu ? l->out / 2 : l->out);
+    int64_t blocks = (total + 255) / 256;
+    if (blocks > (int64_t)ctx->sm_count * 8)
+        blocks = (int64_t)ctx->sm_count * 8;
+    llmrt_cuda_launch(ctx->stream, ctx->pdl, awq_mma_reduce_kernel, (unsigned)blocks, 256, 0, y,
+                      (const float *)ctx->mma_part, n, (int)l->out, l->kw, l->kw / p.split, glu);
+    return llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_reduce_kernel");
+}

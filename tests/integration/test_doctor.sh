@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `llmrt doctor`'s verdicts say why: the recommendation names memory.plugin's default and
+# agrees with it or says why not (and names the config's own value when that differs), and
+# what the pinned-memory probe got is explained against RLIMIT_MEMLOCK — lifted by
+# CAP_IPC_LOCK (root), or the limit mlock stopped at — on the CPU backend here.
+set -uo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export LLMRT_SYSTEM_CONFIG=
+
+"$LLMRT" doctor --pin-cap-gb 0.25 > "$tmp/out" 2>&1; rc=$?
+[[ $rc -le 1 ]] || { cat "$tmp/out"; fail "doctor exited $rc"; }
+rec=$(grep '^recommendation: ' "$tmp/out") || { cat "$tmp/out"; fail "no recommendation"; }
+[[ "$rec" =~ ^recommendation:\ memory.plugin\ =\ pinned,\ the\ default\ — ||
+   "$rec" =~ ^recommendation:\ memory.plugin\ =\ [a-z]+,\ not\ the\ default\ pinned\ —\  ]] ||
+  fail "the recommendation neither agrees with the default nor says why not: $rec"
+grep -q '^\[[a-z ]*\] memlock .*RLIMIT_MEMLOCK' "$tmp/out" || { cat "$tmp/out"; fail "no RLIMIT_MEMLOCK explanation"; }
+
+# a config that chose otherwise is named
+"$LLMRT" doctor --pin-cap-gb 0.25 --set memory.plugin=uva > "$tmp/out" 2>&1
+grep -q '^recommendation: .*This config sets memory.plugin = uva (--set)\.' "$tmp/out" || { grep recommendation "$tmp/out"; fail "the config's own choice is not named"; }
+
+# a 1 MiB RLIMIT_MEMLOCK and a probe of 256 MiB blocks: root pins past it (CAP_IPC_LOCK) and
+# says so; anyone else is stopped by it, hears why, and is told pageable, not the default
+cap=$(awk '/^CapEff:/ {print $2}' /proc/self/status)
+(ulimit -l 1024 && "$LLMRT" doctor --pin-cap-gb 0.25) > "$tmp/out" 2>&1
+if (( (0x$cap >> 14) & 1 )); then
+  grep -q 'memlock .*pinned 0.25 GiB although RLIMIT_MEMLOCK is 1.0 MiB: this process has CAP_IPC_LOCK' "$tmp/out" ||
+    { cat "$tmp/out"; fail "pinning past RLIMIT_MEMLOCK with CAP_IPC_LOCK is not explained"; }
+  grep -q '^recommendation: memory.plugin = pinned, the default' "$tmp/out" || fail "root can pin: the default stands"
+else
+  grep -q 'memlock .*mlock stopped at the first 256 MiB block: RLIMIT_MEMLOCK 1.0 MiB is the limit' "$tmp/out" ||
+    { cat "$tmp/out"; fail "the limit mlock stopped at is not explained"; }
+  grep -q '^recommendation: memory.plugin = pageable, not the default pinned — this machine refuses to pin memory' "$tmp/out" ||
+    { grep recommendation "$tmp/out"; fail "a machine that cannot pin: pageable, and why not the default"; }
+fi
+echo "ok: doctor"
