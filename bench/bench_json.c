@@ -284,6 +284,8 @@ static json_t *steps_obj(jb *b, const bench_step_summary *s)
     put(b, o, "wall_ms", summary(b, &s->wall_ms));
     put(b, o, "idle_ms", summary(b, &s->idle_ms));
     put(b, o, "h2d_bytes_per_step", num(s->h2d_bytes_per_step));
+    put(b, o, "offload_bytes_per_step", num(s->offload_bytes_per_step));
+    put(b, o, "bus_gbps", num(s->bus_gbps));
     put(b, o, "d2h_bytes_per_step", num(s->d2h_bytes_per_step));
     put(b, o, "h2d_bytes", juint(s->h2d_bytes));
     put(b, o, "d2h_bytes", juint(s->d2h_bytes));

@@ -68,7 +68,7 @@ static llmrt_status summarize_steps(const bench_data *d, int config, int level,
         TRY_ALLOC(err, cols[k], "step summaries");
     }
     size_t m = 0, graphs = 0, asyncs = 0;
-    double h2d_sum = 0, d2h_sum = 0;
+    double h2d_sum = 0, d2h_sum = 0, off_sum = 0, busy_sum = 0;
     for (size_t i = 0; i < d->n_steps; i++) {
         const bench_step *s = &d->steps[i];
         if (s->config != config || s->level != level)
@@ -87,6 +87,8 @@ static llmrt_status summarize_steps(const bench_data *d, int config, int level,
         cols[5][m] = s->rec.wall_ms;
         cols[6][m] = s->rec.idle_ms;
         h2d_sum += (double)s->rec.h2d_bytes;
+        off_sum += (double)s->rec.offload_bytes;
+        busy_sum += s->rec.gpu_busy_ms;
         d2h_sum += (double)s->rec.d2h_bytes;
         graphs += s->rec.graph != 0;
         asyncs += s->rec.async != 0;
@@ -100,6 +102,8 @@ static llmrt_status summarize_steps(const bench_data *d, int config, int level,
         TRY(llmrt_stats_summarize(cols[k], m, dst[k], err));
     out->h2d_bytes_per_step = m ? h2d_sum / (double)m : 0;
     out->d2h_bytes_per_step = m ? d2h_sum / (double)m : 0;
+    out->offload_bytes_per_step = m ? off_sum / (double)m : 0;
+    out->bus_gbps = busy_sum > 0 ? (h2d_sum + d2h_sum) / (busy_sum * 1e-3) / 1e9 : 0;
     out->graph_share = m ? (double)graphs / (double)m : 0;
     out->async_share = m ? (double)asyncs / (double)m : 0;
 cleanup:

@@ -46,6 +46,8 @@ typedef struct bench_step_summary {
     size_t n_decode, n_prefill;
     llmrt_summary host_prepare_ms, h2d_ms, compute_ms, d2h_ms, gpu_busy_ms, wall_ms, idle_ms;
     double h2d_bytes_per_step, d2h_bytes_per_step; /* mean over decode steps */
+    double offload_bytes_per_step; /* of h2d, offloaded weights (memory.cpu_offload_gb) */
+    double bus_gbps;               /* (h2d + d2h bytes) / device busy time over decode steps */
     uint64_t h2d_bytes, d2h_bytes;                 /* totals over every recorded step */
     double graph_share, async_share;               /* fraction of decode steps */
 } bench_step_summary;

@@ -247,6 +247,19 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
                          (mc & LLMRT_MEM_CAP_DOUBLE_BUFFERED);
     e->outputs_in_place = (mc & LLMRT_MEM_CAP_ZERO_COPY) != 0;
     e->inputs_in_place = e->outputs_in_place && !(mc & LLMRT_MEM_CAP_INPUTS_GATHERED);
+    {
+        llmrt_mem_stats ms;
+        memset(&ms, 0, sizeof ms);
+        parts->memory.vt->stats(parts->memory.m, &ms);
+        e->offload_bytes = ms.offload_layers > 0 ? ms.offload_bytes : 0;
+        if (ms.offload_layers > 0 && e->graphs_on && !(mc & LLMRT_MEM_CAP_OFFLOAD_CAPTURABLE)) {
+            e->graphs_on = 0; /* the forward's own weight copies would not be captured */
+            if (!e->opts.quiet)
+                LOG_INFO("graphs off: the offloaded layers' weights are copied synchronously "
+                         "(%s), which a graph cannot capture",
+                         ms.offload_path);
+        }
+    }
     e->graph_events = e->graphs_on && e->copies_in_graph &&
                       (e->be_caps & LLMRT_BACKEND_CAP_GRAPH_EVENTS);
     e->graph_max_rows = S->max_num_seqs < S->max_num_batched_tokens ? S->max_num_seqs

@@ -142,6 +142,8 @@ struct llmrt_engine {
     int32_t max_bt_width;
     int32_t graph_max_rows;
     int async_on, graphs_on, copies_in_graph;
+    uint64_t offload_bytes;  /* offloaded weights each forward moves over the bus (memory
+                                plugin's stats; 0: none) */
     int inputs_in_place;     /* kernels read the step inputs in host memory (zero-copy
                                 without a gather) */
     int outputs_in_place;    /* the device writes the sampled ids in host memory */

@@ -605,7 +605,8 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
     e->t_arrival = 0;
     rec.wall_ms = (t_out - from) * 1e3;
     rec.idle_ms = rec.wall_ms > rec.gpu_busy_ms ? rec.wall_ms - rec.gpu_busy_ms : 0;
-    rec.h2d_bytes = f->h2d_bytes;
+    rec.offload_bytes = e->offload_bytes; /* every forward moves the offloaded layers */
+    rec.h2d_bytes = f->h2d_bytes + e->offload_bytes;
     rec.d2h_bytes = f->d2h_bytes;
     rec.n_masked = f->n_masked;
     rec.mask_ms = f->mask_ms;

@@ -184,6 +184,9 @@ typedef struct llmrt_step_record {
     int32_t n_masked;           /* rows sampled under a grammar's token mask */
     double mask_ms;             /* host time computing their masks (while the forward runs on
                                    an asynchronous backend) */
+    /* (appended) CPU weight offload (memory.cpu_offload_gb) */
+    uint64_t offload_bytes;     /* of h2d_bytes, the offloaded layers' weights: copied into
+                                   staging slots, or read in place over the bus (uva) */
 } llmrt_step_record;
 
 typedef void (*llmrt_step_cb)(void *user, const llmrt_step_record *rec);

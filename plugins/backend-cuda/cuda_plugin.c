@@ -260,6 +260,12 @@ static void cuda_destroy(llmrt_backend *b)
         cudaFree(b->cublas_ws);
     cuda_scratch_release_all(b);
     cuda_pinned_release_all(b);
+    if (b->copy_stream) {
+        cudaStreamSynchronize(b->copy_stream);
+        cudaStreamDestroy(b->copy_stream);
+    }
+    if (b->fork_ev)
+        cudaEventDestroy(b->fork_ev);
     if (b->stream)
         cudaStreamDestroy(b->stream);
     cudaGetLastError();
@@ -332,6 +338,12 @@ static llmrt_status cuda_create(const llmrt_host *host, const llmrt_section *cfg
      * elsewhere in the process cannot break a graph capture on it. */
     if ((e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         st = cuda_fail(err, LLMRT_ERR_DEVICE, e, "cudaStreamCreateWithFlags");
+        goto cleanup;
+    }
+    /* copy_side's stream and fork event (weight prefetch): made here, never inside a capture */
+    if ((e = cudaStreamCreateWithFlags(&b->copy_stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&b->fork_ev, cudaEventDisableTiming)) != cudaSuccess) {
+        st = cuda_fail(err, LLMRT_ERR_DEVICE, e, "the copy stream");
         goto cleanup;
     }
     cublasStatus_t cs = cublasCreate(&b->cublas);
@@ -481,6 +493,8 @@ static const llmrt_backend_vtable cuda_vtable = {
     .parallel_for = NULL,
     .mem_info = cuda_mem_info,
     .extension = cuda_extension,
+    .copy_side = cuda_copy_side,
+    .event_wait = cuda_event_wait,
 };
 
 static const llmrt_plugin_desc cuda_desc = {

@@ -120,6 +120,36 @@ llmrt_status cuda_event_record(llmrt_backend *b, llmrt_event *e, llmrt_error *er
     return LLMRT_OK;
 }
 
+/* copy_side: fork from `stream` at this point (a plain record: inside a capture it makes the
+ * copy stream join the capture), copy, record `done` on the copy stream; event_wait joins it
+ * back. Plain records, not External ones: they order, they are not timed. */
+llmrt_status cuda_copy_side(llmrt_backend *b, void *dst, const void *src, size_t bytes,
+                            llmrt_event *done, llmrt_error *err)
+{
+    llmrt_status st = cuda_use(b, err);
+    if (st)
+        return st;
+    cudaError_t ce;
+    if ((ce = cudaEventRecord(b->fork_ev, b->stream)) != cudaSuccess ||
+        (ce = cudaStreamWaitEvent(b->copy_stream, b->fork_ev, 0)) != cudaSuccess ||
+        (ce = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->copy_stream)) !=
+            cudaSuccess ||
+        (ce = cudaEventRecord(done->ev, b->copy_stream)) != cudaSuccess)
+        return cuda_fail(err, LLMRT_ERR_DEVICE, ce, "copy_side (weight prefetch)");
+    return LLMRT_OK;
+}
+
+llmrt_status cuda_event_wait(llmrt_backend *b, llmrt_event *e, llmrt_error *err)
+{
+    llmrt_status st = cuda_use(b, err);
+    if (st)
+        return st;
+    cudaError_t ce = cudaStreamWaitEvent(b->stream, e->ev, 0);
+    if (ce != cudaSuccess)
+        return cuda_fail(err, LLMRT_ERR_DEVICE, ce, "cudaStreamWaitEvent");
+    return LLMRT_OK;
+}
+
 llmrt_status cuda_event_sync(llmrt_backend *b, llmrt_event *e, llmrt_error *err)
 {
     llmrt_status st = cuda_use(b, err);

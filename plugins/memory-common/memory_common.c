@@ -17,6 +17,16 @@ struct llmrt_memory {
     int logged_fallback; /* the fallback is logged once */
     int n_buffers, n_fallback_buffers;
     llmrt_mem_stats st;
+    /* CPU weight offload (offload_*) */
+    int32_t off_n;          /* offloaded layers (0: none) */
+    size_t off_bytes;       /* bytes held per layer */
+    uint32_t off_flags;     /* host flags of the layers' memory (0 after a fallback) */
+    void **off_host;        /* [off_n] each layer's host memory */
+    size_t *off_used;       /* [off_n] bytes placed in it */
+    int off_slots;          /* device staging slots: 2 (prefetch), 1 (sync), 0 (mapped) */
+    void *slot[2];
+    llmrt_event *done[2];   /* prefetch: the copy into slot i is done (copy_side) */
+    int side;               /* the backend has copy_side and event_wait */
 };
 
 /* Per-buffer bookkeeping kept in llmrt_mem_buffer.priv. */
@@ -118,7 +128,179 @@ llmrt_status memc_create(const memc_policy *policy, const llmrt_host *host,
     return LLMRT_OK;
 }
 
-void memc_destroy(llmrt_memory *m) { free(m); }
+static void account(llmrt_memory *m, uint32_t flags, size_t bytes, int sign);
+
+void memc_destroy(llmrt_memory *m)
+{
+    for (int32_t k = 0; k < m->off_n; k++)
+        if (m->off_host[k])
+            m->be.vt->host_free(m->be.b, m->off_host[k]);
+    for (int i = 0; i < 2; i++) {
+        if (m->slot[i])
+            m->be.vt->dev_free(m->be.b, m->slot[i]);
+        if (m->done[i])
+            m->be.vt->event_destroy(m->be.b, m->done[i]);
+    }
+    free(m->off_host);
+    free(m->off_used);
+    free(m);
+}
+
+/* ---- CPU weight offload ---- */
+
+static const char *offload_mode(const llmrt_memory *m)
+{
+    if (m->off_flags & LLMRT_HOST_MAPPED)
+        return "mapped";
+    if (m->off_flags & LLMRT_HOST_PINNED)
+        return m->side ? "prefetch (pinned)" : "prefetch (pinned, one stream)";
+    return m->pol.host_flags ? "sync (pageable, fallback)" : "sync (pageable)";
+}
+
+static llmrt_status offload_alloc_layers(llmrt_memory *m, uint32_t flags, llmrt_error *err)
+{
+    for (int32_t k = 0; k < m->off_n; k++) {
+        llmrt_status st = m->be.vt->host_alloc(m->be.b, m->off_bytes, flags, &m->off_host[k], err);
+        if (st) {
+            for (int32_t j = 0; j < k; j++) {
+                m->be.vt->host_free(m->be.b, m->off_host[j]);
+                m->off_host[j] = NULL;
+            }
+            m->off_host[k] = NULL;
+            return st;
+        }
+    }
+    return LLMRT_OK;
+}
+
+llmrt_status memc_offload_init(llmrt_memory *m, int32_t n_layers, size_t layer_bytes,
+                               llmrt_error *err)
+{
+    if (m->off_n || n_layers <= 0 || layer_bytes == 0)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "%s: offload_init(%d layers of %zu bytes) %s", m->pol.name, n_layers,
+                          layer_bytes, m->off_n ? "called twice" : "asks for nothing");
+    m->off_host = calloc((size_t)n_layers, sizeof *m->off_host);
+    m->off_used = calloc((size_t)n_layers, sizeof *m->off_used);
+    if (!m->off_host || !m->off_used)
+        return llmrt_fail(err, LLMRT_ERR_NOMEM, "out of memory");
+    m->off_n = n_layers;
+    m->off_bytes = layer_bytes;
+    m->off_flags = m->pol.host_flags;
+    llmrt_status st = offload_alloc_layers(m, m->off_flags, err);
+    if (st && m->off_flags) {
+        const char *kind = (m->off_flags & LLMRT_HOST_MAPPED) ? "mapped" : "pinned";
+        if (m->fallback_error) {
+            char reason[LLMRT_ERROR_MSG_MAX / 2];
+            snprintf(reason, sizeof reason, "%s", err->msg);
+            m->off_n = 0;
+            return llmrt_fail(err, st,
+                              "%s: cannot allocate %d layers of %zu bytes of %s host memory for "
+                              "memory.cpu_offload_gb (%s) and memory.fallback = error",
+                              m->pol.name, n_layers, layer_bytes, kind, reason);
+        }
+        if (m->host)
+            m->host->log(m->host->ctx, LLMRT_LOG_WARN, m->pol.name,
+                         "cannot %s %d layers of %zu bytes of host memory for offloaded weights "
+                         "(%s); copying them synchronously from pageable memory instead "
+                         "(memory.fallback = pageable)",
+                         (m->off_flags & LLMRT_HOST_MAPPED) ? "map" : "pin", n_layers,
+                         layer_bytes, err->msg);
+        m->st.fallbacks++;
+        m->off_flags = 0;
+        st = offload_alloc_layers(m, 0, err);
+    }
+    if (st) {
+        m->off_n = 0;
+        return st;
+    }
+    const llmrt_backend_vtable *bv = m->be.vt;
+    m->side = (m->off_flags & LLMRT_HOST_PINNED) && !(m->off_flags & LLMRT_HOST_MAPPED) &&
+              LLMRT_VT_HAS(bv, llmrt_backend_vtable, copy_side) &&
+              LLMRT_VT_HAS(bv, llmrt_backend_vtable, event_wait);
+    m->off_slots = (m->off_flags & LLMRT_HOST_MAPPED) ? 0 : (m->off_flags ? 2 : 1);
+    for (int i = 0; i < m->off_slots && st == LLMRT_OK; i++) {
+        st = bv->dev_alloc(m->be.b, layer_bytes, &m->slot[i], err);
+        if (st == LLMRT_OK)
+            m->st.device_bytes += layer_bytes;
+        else {
+            char why[LLMRT_ERROR_MSG_MAX / 2];
+            snprintf(why, sizeof why, "%s", err->msg);
+            llmrt_fail(err, st, "%s: the offloaded weights' staging slot %d (%zu bytes): %s",
+                       m->pol.name, i, layer_bytes, why);
+        }
+    }
+    for (int i = 0; m->side && i < 2 && st == LLMRT_OK; i++)
+        st = bv->event_create(m->be.b, &m->done[i], err);
+    if (st)
+        return st; /* memc_destroy frees what was made */
+    account(m, m->off_flags, layer_bytes * (size_t)n_layers, +1);
+    m->st.offload_layers = n_layers;
+    snprintf(m->st.offload_path, sizeof m->st.offload_path, "%s", offload_mode(m));
+    return LLMRT_OK;
+}
+
+llmrt_status memc_offload_place(llmrt_memory *m, int32_t k, size_t off, const void *dev,
+                                size_t bytes, void **kernel_ptr, llmrt_error *err)
+{
+    if (k < 0 || k >= m->off_n || off % 256 || off > m->off_bytes || bytes > m->off_bytes - off)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "%s: offload_place(layer %d of %d, offset %zu, %zu bytes) outside the "
+                          "%zu bytes per layer",
+                          m->pol.name, k, m->off_n, off, bytes, m->off_bytes);
+    const llmrt_backend_vtable *bv = m->be.vt;
+    char *host = (char *)m->off_host[k] + off;
+    llmrt_status st = bv->copy(m->be.b, host, dev, bytes, LLMRT_COPY_D2H, err);
+    if (st == LLMRT_OK)
+        st = bv->synchronize(m->be.b, err);
+    if (st)
+        return st;
+    if (m->off_slots == 0) {
+        void *d = NULL;
+        if ((st = bv->host_device_ptr(m->be.b, m->off_host[k], &d, err)))
+            return st;
+        *kernel_ptr = (char *)d + off;
+    } else {
+        *kernel_ptr = (char *)m->slot[k % m->off_slots] + off;
+    }
+    if (off + bytes > m->off_used[k]) {
+        m->st.offload_bytes += off + bytes - m->off_used[k];
+        m->off_used[k] = off + bytes;
+    }
+    return LLMRT_OK;
+}
+
+llmrt_status memc_offload_fetch(llmrt_memory *m, int32_t k, llmrt_error *err)
+{
+    if (m->off_n == 0 || m->off_slots == 0 || k >= m->off_n || k < -1)
+        return k >= m->off_n || k < -1 ? llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                                                     "%s: offload_fetch(%d) of %d layers",
+                                                     m->pol.name, k, m->off_n)
+                                       : LLMRT_OK;
+    const llmrt_backend_vtable *bv = m->be.vt;
+    llmrt_status st = LLMRT_OK;
+    if (!m->side) { /* one stream: the copy of layer k into its slot, in stream order */
+        if (k < 0)
+            return LLMRT_OK;
+        return bv->copy(m->be.b, m->slot[k % m->off_slots], m->off_host[k], m->off_used[k],
+                        LLMRT_COPY_H2D, err);
+    }
+    /* prefetch: the forward begins with layers 0 and 1 under way (the slots are free: the
+     * stream is past the previous forward); before layer k, layer k + 1 goes into the slot
+     * layer k - 1 used, whose kernels the stream has now passed; then wait for layer k. */
+    if (k < 0) {
+        for (int32_t j = 0; j < 2 && j < m->off_n && st == LLMRT_OK; j++)
+            st = bv->copy_side(m->be.b, m->slot[j], m->off_host[j], m->off_used[j], m->done[j],
+                               err);
+        return st;
+    }
+    if (k >= 1 && k + 1 < m->off_n)
+        st = bv->copy_side(m->be.b, m->slot[(k + 1) % 2], m->off_host[k + 1], m->off_used[k + 1],
+                           m->done[(k + 1) % 2], err);
+    if (st == LLMRT_OK)
+        st = bv->event_wait(m->be.b, m->done[k % 2], err);
+    return st;
+}
 
 static void free_halves(llmrt_memory *m, void *host[2], int halves)
 {
@@ -295,6 +477,8 @@ uint32_t memc_caps(llmrt_memory *m)
         caps |= LLMRT_MEM_CAP_INPUTS_GATHERED;
     if (m->pol.zero_copy && !m->pol.gather_inputs)
         caps &= ~(uint32_t)LLMRT_MEM_CAP_COPIES_CAPTURABLE; /* nothing to capture */
+    if (m->off_n && m->off_flags) /* mapped: nothing; pinned: async copies (pageable: not) */
+        caps |= LLMRT_MEM_CAP_OFFLOAD_CAPTURABLE;
     return caps;
 }
 

@@ -47,6 +47,13 @@ llmrt_status memc_to_device(llmrt_memory *m, llmrt_mem_buffer *buf, int half, si
 llmrt_status memc_to_host(llmrt_memory *m, llmrt_mem_buffer *buf, int half, size_t bytes,
                           llmrt_error *err);
 uint32_t memc_caps(llmrt_memory *m);
+/* CPU weight offload (memory.h offload_*): host memory of the policy's kind for each layer
+ * (page-locked; page-locked and mapped; malloc), falling back as the step buffers do. */
+llmrt_status memc_offload_init(llmrt_memory *m, int32_t n_layers, size_t layer_bytes,
+                               llmrt_error *err);
+llmrt_status memc_offload_place(llmrt_memory *m, int32_t k, size_t off, const void *dev,
+                                size_t bytes, void **kernel_ptr, llmrt_error *err);
+llmrt_status memc_offload_fetch(llmrt_memory *m, int32_t k, llmrt_error *err);
 void memc_stats(llmrt_memory *m, llmrt_mem_stats *out);
 
 /* The vtable every memory plugin exports (all members are the memc_* functions above, with
@@ -57,6 +64,8 @@ void memc_stats(llmrt_memory *m, llmrt_mem_stats *out);
         .destroy = memc_destroy, .buffer_alloc = memc_buffer_alloc,                          \
         .buffer_free = memc_buffer_free, .to_device = memc_to_device,                        \
         .to_host = memc_to_host, .caps = memc_caps, .stats = memc_stats,                     \
+        .offload_init = memc_offload_init, .offload_place = memc_offload_place,              \
+        .offload_fetch = memc_offload_fetch,                                                 \
     }
 
 /* Everything a memory plugin .so defines, from its policy and key table: the create

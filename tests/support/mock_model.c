@@ -781,7 +781,7 @@ llmrt_status mock_rig_open(mock_rig *r, const mock_rig_opts *o, llmrt_error *err
     if (st)
         return st;
     r->mem.vt = mvt, r->mem.m = m, r->mem.name = d->name;
-    llmrt_model_params mp = {o->set.max_num_batched_tokens, o->set.max_num_seqs};
+    llmrt_model_params mp = {o->set.max_num_batched_tokens, o->set.max_num_seqs, NULL};
     st = mock_model_create(&o->model, &r->be, &mp, &r->model, err);
     if (st)
         return st;

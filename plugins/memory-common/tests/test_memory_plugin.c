@@ -177,6 +177,121 @@ START_TEST(test_fallback_error)
 }
 END_TEST
 
+/* CPU weight offload (memory.cpu_offload_gb): layer k's buffers go into host memory of the
+ * policy's kind; kernels read them where offload_place says — a staging slot the fetches
+ * fill (pinned: two, so layer k + 1 arrives while k computes; pageable: one) or the mapped
+ * host memory itself (uva: no copies). */
+START_TEST(test_offload)
+{
+    llmrt_backend_ref be = mock_backend_new(-1, 1);
+    llmrt_host host;
+    llmrt_memory *m = make(&be, kv_pageable, &host);
+    llmrt_error err = {0};
+    enum { N = 3, LB = 1024, B0 = 700, B1 = 100, OFF1 = 768 };
+    ck_assert_int_eq(vt->offload_init(m, N, LB, &err), LLMRT_OK);
+    void *kp[N][2];
+    for (int k = 0; k < N; k++) {
+        void *d0 = NULL, *d1 = NULL;
+        ck_assert_int_eq(be.vt->dev_alloc(be.b, B0, &d0, &err), LLMRT_OK);
+        ck_assert_int_eq(be.vt->dev_alloc(be.b, B1, &d1, &err), LLMRT_OK);
+        memset(d0, 10 + k, B0);
+        memset(d1, 20 + k, B1);
+        ck_assert_int_eq(vt->offload_place(m, k, 0, d0, B0, &kp[k][0], &err), LLMRT_OK);
+        ck_assert_int_eq(vt->offload_place(m, k, OFF1, d1, B1, &kp[k][1], &err), LLMRT_OK);
+        ck_assert_ptr_eq((char *)kp[k][1], (char *)kp[k][0] + OFF1);
+        be.vt->dev_free(be.b, d0);
+        be.vt->dev_free(be.b, d1);
+    }
+    /* out of the layer, misaligned, or a layer that is not there: refused */
+    void *bad = NULL, *src = kp[0][0];
+    ck_assert_int_eq(vt->offload_place(m, 0, LB - 8, src, 16, &bad, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_int_eq(vt->offload_place(m, 0, 8, src, 16, &bad, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_int_eq(vt->offload_place(m, N, 0, src, 16, &bad, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_int_eq(vt->offload_fetch(m, N, &err), LLMRT_ERR_INVALID_ARG);
+    const int mapped = ex->path == LLMRT_MEM_PATH_MAPPED;
+    const int slots = mapped ? 0 : ex->path == LLMRT_MEM_PATH_PINNED ? 2 : 1;
+    if (slots == 2) {
+        ck_assert_ptr_ne(kp[0][0], kp[1][0]);
+        ck_assert_ptr_eq(kp[0][0], kp[2][0]);
+    } else if (slots == 1) {
+        ck_assert_ptr_eq(kp[0][0], kp[1][0]);
+    } else {
+        ck_assert_ptr_ne(kp[0][0], kp[1][0]);
+        ck_assert_ptr_ne(kp[1][0], kp[2][0]);
+    }
+    /* a forward: each layer's bytes are at its kernel addresses when its kernels run */
+    mock_backend_stats before = mock_backend_get_stats(&be);
+    ck_assert_int_eq(vt->offload_fetch(m, -1, &err), LLMRT_OK);
+    for (int k = 0; k < N; k++) {
+        ck_assert_int_eq(vt->offload_fetch(m, k, &err), LLMRT_OK);
+        const unsigned char *w0 = kp[k][0], *w1 = kp[k][1];
+        ck_assert_int_eq(w0[0], 10 + k);
+        ck_assert_int_eq(w0[B0 - 1], 10 + k);
+        ck_assert_int_eq(w1[0], 20 + k);
+        ck_assert_int_eq(w1[B1 - 1], 20 + k);
+    }
+    mock_backend_stats after = mock_backend_get_stats(&be);
+    ck_assert_int_eq(after.copies_h2d - before.copies_h2d, mapped ? 0 : N);
+    llmrt_mem_stats st;
+    vt->stats(m, &st);
+    ck_assert_int_eq(st.offload_layers, N);
+    ck_assert_uint_eq(st.offload_bytes, (uint64_t)N * (OFF1 + B1));
+    ck_assert_msg(strstr(st.offload_path, mapped ? "mapped" : slots == 2 ? "prefetch" : "sync"),
+                  "offload_path: %s", st.offload_path);
+    ck_assert_uint_eq(vt->caps(m) & LLMRT_MEM_CAP_OFFLOAD_CAPTURABLE,
+                      slots == 1 ? 0 : LLMRT_MEM_CAP_OFFLOAD_CAPTURABLE);
+    ck_assert_int_eq(vt->offload_init(m, N, LB, &err), LLMRT_ERR_INVALID_ARG); /* once */
+    vt->destroy(m);
+    ck_assert_int_eq(mock_backend_get_stats(&be).live_host, 0);
+    mock_backend_free(&be);
+}
+END_TEST
+
+/* Pinning the offloaded layers fails: memory.fallback = pageable copies them synchronously
+ * from pageable memory (said in offload_path, counted as a fallback, not capturable);
+ * memory.fallback = error fails offload_init naming the key. */
+START_TEST(test_offload_fallback)
+{
+    if (ex->path == LLMRT_MEM_PATH_PAGEABLE)
+        return;
+    for (int fail = 0; fail < 2; fail++) {
+        llmrt_backend_ref be = mock_backend_new(100, 1);
+        llmrt_host host;
+        llmrt_memory *m = make(&be, fail ? kv_error : kv_pageable, &host);
+        llmrt_error err = {0};
+        llmrt_status st = vt->offload_init(m, 2, 4096, &err);
+        if (fail) {
+            ck_assert_int_eq(st, LLMRT_ERR_LIMIT);
+            ck_assert_msg(strstr(err.msg, "memory.fallback = error"), "%s", err.msg);
+        } else {
+            ck_assert_msg(st == LLMRT_OK, "%s", err.msg);
+            llmrt_mem_stats s;
+            vt->stats(m, &s);
+            ck_assert_uint_eq(s.fallbacks, 1);
+            ck_assert_msg(strstr(s.offload_path, "sync (pageable, fallback)"), "%s",
+                          s.offload_path);
+            ck_assert_uint_eq(vt->caps(m) & LLMRT_MEM_CAP_OFFLOAD_CAPTURABLE, 0);
+        }
+        vt->destroy(m);
+        ck_assert_int_eq(mock_backend_get_stats(&be).live_host, 0);
+        mock_backend_free(&be);
+    }
+}
+END_TEST
+
+/* The plan: the last layers, as few as hold the bytes asked (all when more is asked). */
+START_TEST(test_offload_plan)
+{
+    ck_assert_int_eq(llmrt_offload_first_layer(36, 100, 0), 36);   /* nothing asked */
+    ck_assert_int_eq(llmrt_offload_first_layer(36, 100, 1), 35);   /* a byte: one layer */
+    ck_assert_int_eq(llmrt_offload_first_layer(36, 100, 900), 27); /* exactly 9 layers */
+    ck_assert_int_eq(llmrt_offload_first_layer(36, 100, 901), 26); /* rounded up to 10 */
+    ck_assert_int_eq(llmrt_offload_first_layer(36, 100, 3600), 0); /* all */
+    ck_assert_int_eq(llmrt_offload_first_layer(36, 100, 1000000), 0);
+    ck_assert_int_eq(llmrt_offload_first_layer(0, 100, 1000), 0);
+}
+END_TEST
+
 /* The section's keys are declared in the descriptor (double_buffer for a policy that
  * double-buffers, and the developer key delay_us), so the host rejects a misspelt key naming
  * file:line; the plugin reads what the host filled in. */
@@ -407,6 +522,9 @@ int main(int argc, char **argv)
         tcase_add_test(tc, test_fallback_to_pageable);
         tcase_add_test(tc, test_fallback_error);
         tcase_add_test(tc, test_section_keys);
+        tcase_add_test(tc, test_offload);
+        tcase_add_test(tc, test_offload_fallback);
+        tcase_add_test(tc, test_offload_plan);
     } else {
         tcase_add_test(tc, test_real_roundtrip);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) /* sanitizers intercept mlock */
