@@ -21,11 +21,12 @@ void llmrt_bench_settings_init(bench_settings *s)
     s->warmup = 2;
     s->rounds = 3;
     s->requests = 5;
-    s->order = BENCH_ORDER_ABAB;
+    s->order = BENCH_ORDER_RANDOM;
     s->n_levels = 1;
     s->levels[0] = 1;
     s->resamples = 2000;
     s->ci_level = 0.95;
+    s->margin = 0.01;
 }
 
 /* Refuse (1), or warn and go on (0), over `n_bad` differences. */

@@ -11,8 +11,9 @@
  * All configs run in this one process, each with its own runtime and engine, loaded once
  * before measuring. Only one engine works at a time, so they never compete; one process
  * keeps the interleaving cheap (no IPC) and the clocks identical. The cost: process RSS and
- * device memory in use are whole-process figures, so they are reported as measured just
- * after each load (with the growth that load caused). */
+ * device memory in use are whole-process figures, so each config also reports what its own
+ * load added (RSS growth; the device memory its engine took, measured by the engine from
+ * just before its weights loaded to after it was created). */
 #ifndef LLMRT_BENCH_BENCH_H
 #define LLMRT_BENCH_BENCH_H
 
@@ -36,7 +37,8 @@ typedef struct llmrt_bench_options {
 } llmrt_bench_options;
 
 /* bench_settings' defaults: 128 tokens in and out, ignore eos, 2 warm-up batches, 3 rounds
- * of 5 requests, abab order, seed 0, latency mode, 2000 resamples at 95%. */
+ * of 5 requests, random order, seed 0, latency mode, 95% family-wise, a 1%
+ * margin. */
 void llmrt_bench_settings_init(bench_settings *s);
 
 /* Run the whole bench. The diff of the settings, the table, the verdicts and the "wrote"

@@ -75,10 +75,11 @@ static json_t *arg_str(const bench_result *r, int i)
 static json_t *settings_obj(jb *b, const bench_result *r)
 {
     const bench_settings *s = r->settings;
-    json_t *o = json_object(), *conc = json_array(), *boot = json_object(), *cmd = json_array();
-    if (!o || !conc || !boot || !cmd) {
+    json_t *o = json_object(), *conc = json_array(), *boot = json_object(), *cmd = json_array(),
+           *iv = json_object();
+    if (!o || !conc || !boot || !cmd || !iv) {
         b->oom = 1;
-        json_decref(o), json_decref(conc), json_decref(boot), json_decref(cmd);
+        json_decref(o), json_decref(conc), json_decref(boot), json_decref(cmd), json_decref(iv);
         return NULL;
     }
     put(b, o, "mode", json_string(s->load_mode ? "load" : "latency"));
@@ -100,6 +101,16 @@ static json_t *settings_obj(jb *b, const bench_result *r)
     put(b, boot, "cluster", json_string(s->load_mode ? "batch" : "request"));
     put(b, boot, "statistic", json_string("median"));
     put(b, o, "bootstrap", boot);
+    put(b, iv, "method", json_string("wilcoxon-signed-rank"));
+    put(b, iv, "statistic", json_string("hodges-lehmann"));
+    put(b, iv, "unit", json_string(s->load_mode ? "batch" : "request"));
+    put(b, iv, "level", json_real(s->ci_level));
+    put(b, iv, "correction", json_string("bonferroni"));
+    put(b, iv, "family_size", juint(r->n_verdicts));
+    put(b, iv, "interval_level", num(r->interval_level));
+    put(b, iv, "min_pairs", json_integer(llmrt_stats_paired_min_pairs(r->interval_level)));
+    put(b, o, "interval", iv);
+    put(b, o, "margin", json_real(s->margin));
     put(b, o, "allow_diff", json_boolean(s->allow_diff));
     for (int i = 0; i < r->argc; i++)
         push(b, cmd, arg_str(r, i));
@@ -215,6 +226,7 @@ static json_t *config_obj(jb *b, const bench_result *r, int ci)
     put(b, mem, "device_total_bytes", s->device_mem_total ? juint(s->device_mem_total) : json_null());
     put(b, mem, "device_used_bytes",
         s->device_mem_total ? juint(s->device_mem_total - s->device_mem_free) : json_null());
+    put(b, mem, "device_engine_bytes", s->device_mem_engine ? juint(s->device_mem_engine) : json_null());
     put(b, o, "memory", mem);
     /* the engine's prefix-cache counters over the whole run, warm-up included */
     put(b, pc, "queries", juint(e->prefix_cache_queries - s->prefix_cache_queries));
@@ -272,6 +284,8 @@ static json_t *steps_obj(jb *b, const bench_step_summary *s)
     put(b, o, "wall_ms", summary(b, &s->wall_ms));
     put(b, o, "idle_ms", summary(b, &s->idle_ms));
     put(b, o, "h2d_bytes_per_step", num(s->h2d_bytes_per_step));
+    put(b, o, "offload_bytes_per_step", num(s->offload_bytes_per_step));
+    put(b, o, "bus_gbps", num(s->bus_gbps));
     put(b, o, "d2h_bytes_per_step", num(s->d2h_bytes_per_step));
     put(b, o, "h2d_bytes", juint(s->h2d_bytes));
     put(b, o, "d2h_bytes", juint(s->d2h_bytes));
@@ -306,6 +320,21 @@ static json_t *cell_obj(jb *b, const bench_result *r, const bench_cell *c)
     return o;
 }
 
+/* "difference", "no_meaningful_difference", "inconclusive", or "no_verdict" (no interval) */
+static const char *outcome_str(const bench_verdict *v)
+{
+    if (!v->ok)
+        return "no_verdict";
+    switch (v->outcome) {
+    case LLMRT_OUTCOME_DIFFERENT:
+        return "difference";
+    case LLMRT_OUTCOME_EQUIVALENT:
+        return "no_meaningful_difference";
+    default:
+        return "inconclusive";
+    }
+}
+
 static json_t *verdict_obj(jb *b, const bench_result *r, const bench_verdict *v)
 {
     json_t *o = json_object();
@@ -329,7 +358,11 @@ static json_t *verdict_obj(jb *b, const bench_result *r, const bench_verdict *v)
     put(b, o, "improvement_ci_low", v->ok ? num(v->imp_lo) : json_null());
     put(b, o, "improvement_ci_high", v->ok ? num(v->imp_hi) : json_null());
     put(b, o, "significant", json_boolean(v->ok && v->d.significant));
-    put(b, o, "resamples", json_integer(v->d.n_resamples));
+    put(b, o, "outcome", json_string(outcome_str(v)));
+    put(b, o, "margin", json_real(v->margin));
+    put(b, o, "resamples", json_integer(0));
+    put(b, o, "pairs", json_integer(v->d.n));
+    put(b, o, "coverage", v->ok ? num(v->d.coverage) : json_null());
     put(b, o, "sentence", json_string(v->sentence));
     return o;
 }

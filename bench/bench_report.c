@@ -181,7 +181,10 @@ static void configs_block(const bench_result *r, FILE *out)
     LINE("host mapped", fmt_bytes(b, sizeof b, (double)e->mem.host_mapped_bytes));
     LINE("host pageable", fmt_bytes(b, sizeof b, (double)e->mem.host_pageable_bytes));
     LINE("device step buffers", fmt_bytes(b, sizeof b, (double)e->mem.device_bytes));
-    LINE("device memory used", s->device_mem_total
+    LINE("device memory, this engine", s->device_mem_engine
+                                           ? fmt_bytes(b, sizeof b, (double)s->device_mem_engine)
+                                           : (void)snprintf(b, sizeof b, "-"));
+    LINE("device memory used (device)", s->device_mem_total
                                    ? fmt_bytes(b, sizeof b,
                                                (double)(s->device_mem_total - s->device_mem_free))
                                    : (void)snprintf(b, sizeof b, "-"));
@@ -232,10 +235,12 @@ void bench_report_print(const bench_result *r, FILE *out)
         fprintf(out, "one config: no comparison (give two or more -c to get a verdict)\n");
         return;
     }
-    fprintf(out, "verdicts against %s (%.0f%% intervals, paired cluster bootstrap over %d %s "
-                 "per config, %d resamples):\n",
-            r->configs[0].name, 100 * s->ci_level, s->rounds * s->requests,
-            s->load_mode ? "batches" : "requests", s->resamples);
+    fprintf(out, "verdicts against %s (margin ±%.4g%%; %.4g%% intervals, Bonferroni over %zu "
+                 "comparison%s for %.4g%% together; Wilcoxon signed-rank over %d paired %s "
+                 "per config):\n",
+            r->configs[0].name, 100 * s->margin, 100 * r->interval_level, r->n_verdicts,
+            r->n_verdicts == 1 ? "" : "s", 100 * s->ci_level, s->rounds * s->requests,
+            s->load_mode ? "batches" : "requests");
     for (size_t i = 0; i < r->n_verdicts; i++) {
         const bench_verdict *v = &r->verdicts[i];
         if (s->load_mode)

@@ -35,12 +35,14 @@ typedef struct bench_settings {
     int32_t rounds;
     int32_t requests;       /* batches per config per round */
     bench_order order;
-    uint64_t seed;          /* prompts, random order, bootstrap */
+    uint64_t seed;          /* prompts, random order */
     int32_t load_mode;      /* 0: latency mode (levels = {1}); 1: --concurrency given */
     int32_t n_levels;
     int32_t levels[32];     /* [n_levels] concurrency per level, ascending as given */
-    int32_t resamples;      /* bootstrap resamples */
-    double ci_level;        /* 0.95 */
+    int32_t resamples;      /* --resamples: recorded, no longer used (verdicts do not resample) */
+    double ci_level;        /* 0.95: the family-wise level of all verdicts together */
+    double margin;          /* 0.01: relative changes within +-margin are no meaningful
+                               difference (--margin PCT) */
     int32_t allow_diff;
 } bench_settings;
 

@@ -68,7 +68,7 @@ static llmrt_status summarize_steps(const bench_data *d, int config, int level,
         TRY_ALLOC(err, cols[k], "step summaries");
     }
     size_t m = 0, graphs = 0, asyncs = 0;
-    double h2d_sum = 0, d2h_sum = 0;
+    double h2d_sum = 0, d2h_sum = 0, off_sum = 0, busy_sum = 0;
     for (size_t i = 0; i < d->n_steps; i++) {
         const bench_step *s = &d->steps[i];
         if (s->config != config || s->level != level)
@@ -87,6 +87,8 @@ static llmrt_status summarize_steps(const bench_data *d, int config, int level,
         cols[5][m] = s->rec.wall_ms;
         cols[6][m] = s->rec.idle_ms;
         h2d_sum += (double)s->rec.h2d_bytes;
+        off_sum += (double)s->rec.offload_bytes;
+        busy_sum += s->rec.gpu_busy_ms;
         d2h_sum += (double)s->rec.d2h_bytes;
         graphs += s->rec.graph != 0;
         asyncs += s->rec.async != 0;
@@ -100,6 +102,8 @@ static llmrt_status summarize_steps(const bench_data *d, int config, int level,
         TRY(llmrt_stats_summarize(cols[k], m, dst[k], err));
     out->h2d_bytes_per_step = m ? h2d_sum / (double)m : 0;
     out->d2h_bytes_per_step = m ? d2h_sum / (double)m : 0;
+    out->offload_bytes_per_step = m ? off_sum / (double)m : 0;
+    out->bus_gbps = busy_sum > 0 ? (h2d_sum + d2h_sum) / (busy_sum * 1e-3) / 1e9 : 0;
     out->graph_share = m ? (double)graphs / (double)m : 0;
     out->async_share = m ? (double)asyncs / (double)m : 0;
 cleanup:
@@ -203,17 +207,66 @@ void bench_verdict_sentence(bench_verdict *v, const char *name, const char *base
                  baseline, metric, v->why);
         return;
     }
-    if (v->d.significant && v->improvement > 0)
-        snprintf(v->sentence, sizeof v->sentence, "%s is %.1f%% faster than %s in %s [%.1f%%, %.1f%%]",
-                 name, 100 * v->improvement, baseline, metric, 100 * v->imp_lo, 100 * v->imp_hi);
-    else if (v->d.significant)
-        snprintf(v->sentence, sizeof v->sentence, "%s is %.1f%% slower than %s in %s [%.1f%%, %.1f%%]",
-                 name, -100 * v->improvement, baseline, metric, -100 * v->imp_hi,
-                 -100 * v->imp_lo);
-    else
+    const double m = 100 * v->margin;
+    switch (v->outcome) {
+    case LLMRT_OUTCOME_DIFFERENT:
+        if (v->improvement > 0)
+            snprintf(v->sentence, sizeof v->sentence,
+                     "%s is %.1f%% faster than %s in %s [%.1f%%, %.1f%%]", name,
+                     100 * v->improvement, baseline, metric, 100 * v->imp_lo, 100 * v->imp_hi);
+        else
+            snprintf(v->sentence, sizeof v->sentence,
+                     "%s is %.1f%% slower than %s in %s [%.1f%%, %.1f%%]", name,
+                     -100 * v->improvement, baseline, metric, -100 * v->imp_hi,
+                     -100 * v->imp_lo);
+        break;
+    case LLMRT_OUTCOME_EQUIVALENT:
         snprintf(v->sentence, sizeof v->sentence,
-                 "no significant difference between %s and %s in %s (%+.1f%% [%+.1f%%, %+.1f%%])",
-                 name, baseline, metric, 100 * v->d.rel, 100 * v->d.lo, 100 * v->d.hi);
+                 "no meaningful difference between %s and %s in %s (%+.1f%% [%+.1f%%, "
+                 "%+.1f%%], within ±%.4g%%)",
+                 name, baseline, metric, 100 * v->d.rel, 100 * v->d.lo, 100 * v->d.hi, m);
+        break;
+    default:
+        snprintf(v->sentence, sizeof v->sentence,
+                 "inconclusive between %s and %s in %s (%+.1f%% [%+.1f%%, %+.1f%%], neither "
+                 "within nor beyond ±%.4g%%)",
+                 name, baseline, metric, 100 * v->d.rel, 100 * v->d.lo, 100 * v->d.hi, m);
+        break;
+    }
+}
+
+/* The per-batch values of metric m of cell c into out[n_batches] (0: some batch has none):
+ * the median inter-token gap of the batch, the median TTFT of its requests, its
+ * throughput. */
+static int batch_values(const bench_cell *c, bench_metric m, double *out)
+{
+    const double *v = m == BENCH_METRIC_ITL ? c->itl : m == BENCH_METRIC_TTFT ? c->ttft : c->tput;
+    const size_t *off = m == BENCH_METRIC_ITL    ? c->itl_off
+                        : m == BENCH_METRIC_TTFT ? c->ttft_off
+                                                 : c->tput_off;
+    double *tmp = NULL;
+    size_t cap = 0;
+    int ok = 1;
+    for (size_t k = 0; k < c->n_batches && ok; k++) {
+        size_t n = off[k + 1] - off[k];
+        if (n == 0) {
+            ok = 0;
+            break;
+        }
+        if (n > cap) {
+            double *t = realloc(tmp, n * sizeof *t);
+            if (!t) {
+                ok = 0;
+                break;
+            }
+            tmp = t;
+            cap = n;
+        }
+        memcpy(tmp, v + off[k], n * sizeof *tmp);
+        out[k] = llmrt_stats_median_inplace(tmp, n);
+    }
+    free(tmp);
+    return ok;
 }
 
 static void compute_verdict(const bench_result *r, int level, int config, bench_metric m,
@@ -225,46 +278,40 @@ static void compute_verdict(const bench_result *r, int level, int config, bench_
     v->baseline = 0;
     v->level = level;
     v->metric = m;
-    llmrt_clusters ca, cb;
-    switch (m) {
-    case BENCH_METRIC_ITL:
-        ca = (llmrt_clusters){a->itl, a->itl_off, a->n_batches};
-        cb = (llmrt_clusters){b->itl, b->itl_off, b->n_batches};
-        break;
-    case BENCH_METRIC_TTFT:
-        ca = (llmrt_clusters){a->ttft, a->ttft_off, a->n_batches};
-        cb = (llmrt_clusters){b->ttft, b->ttft_off, b->n_batches};
-        break;
-    default:
-        ca = (llmrt_clusters){a->tput, a->tput_off, a->n_batches};
-        cb = (llmrt_clusters){b->tput, b->tput_off, b->n_batches};
-        break;
-    }
-    if (a->n_batches < BENCH_MIN_BATCHES) {
+    v->margin = r->settings->margin;
+    v->outcome = LLMRT_OUTCOME_INCONCLUSIVE;
+    v->d.a = v->d.b = v->d.rel = v->d.lo = v->d.hi = NAN;
+    const int32_t need = llmrt_stats_paired_min_pairs(r->interval_level);
+    double *va = calloc(a->n_batches ? a->n_batches : 1, sizeof *va);
+    double *vb = calloc(a->n_batches ? a->n_batches : 1, sizeof *vb);
+    const char *unit = r->settings->load_mode ? "batches" : "requests";
+    if (!va || !vb) {
+        snprintf(v->why, sizeof v->why, "out of memory");
+    } else if (a->n_batches < (size_t)need) {
         snprintf(v->why, sizeof v->why,
-                 "%zu %s per config is too few for an interval; run at least %d (--rounds x "
-                 "--requests)",
-                 a->n_batches, r->settings->load_mode ? "batches" : "requests", BENCH_MIN_BATCHES);
+                 "%zu %s per config is too few for an interval at %.4g%%; run at least %d "
+                 "(--rounds x --requests)",
+                 a->n_batches, unit, 100 * r->interval_level, need);
     } else if (m == BENCH_METRIC_ITL && (a->itl_ms.n == 0 || b->itl_ms.n == 0)) {
         snprintf(v->why, sizeof v->why, "no inter-token gaps: every request produced one token");
+    } else if (!batch_values(a, m, va) || !batch_values(b, m, vb)) {
+        snprintf(v->why, sizeof v->why, "some %.8s has no %s value", unit, bench_metric_name(m));
     } else {
-        llmrt_bootstrap_opts o;
-        llmrt_bootstrap_opts_init(&o);
-        o.n_resamples = r->settings->resamples;
-        o.level = r->settings->ci_level;
-        o.paired = 1;
-        o.seed = r->settings->seed ^ ((uint64_t)level << 32 | (uint64_t)config << 8 | (uint64_t)m);
         llmrt_error err = {0};
-        if (llmrt_stats_bootstrap_median_diff(&ca, &cb, &o, &v->d, &err) == LLMRT_OK)
+        if (llmrt_stats_paired_rel_diff(va, vb, a->n_batches, r->interval_level, &v->d, &err) ==
+            LLMRT_OK)
             v->ok = 1;
         else
             snprintf(v->why, sizeof v->why, "%.150s", err.msg);
     }
+    free(va);
+    free(vb);
     if (v->ok) {
         double s = bench_metric_higher_is_better(m) ? 1.0 : -1.0;
         v->improvement = s * v->d.rel;
         v->imp_lo = s > 0 ? v->d.lo : -v->d.hi;
         v->imp_hi = s > 0 ? v->d.hi : -v->d.lo;
+        v->outcome = llmrt_stats_outcome(v->d.lo, v->d.hi, v->margin);
     }
     bench_verdict_sentence(v, r->configs[config].name, r->configs[0].name);
 }
@@ -279,6 +326,7 @@ llmrt_status bench_summarize(bench_result *r, llmrt_error *err)
         for (int c = 0; c < nc; c++)
             TRY(summarize_cell(r, l, c, &r->cells[(size_t)l * (size_t)nc + (size_t)c], err));
     r->n_verdicts = (size_t)nl * (size_t)(nc - 1) * BENCH_N_METRICS;
+    r->interval_level = llmrt_stats_bonferroni_level(r->settings->ci_level, r->n_verdicts);
     if (r->n_verdicts) {
         r->verdicts = calloc(r->n_verdicts, sizeof *r->verdicts);
         TRY_ALLOC(err, r->verdicts, "bench verdicts");

@@ -1,13 +1,33 @@
 /* bench_summary.h — from raw bench samples to figures and verdicts: per config and level,
  * latency distributions (ITL, TTFT, TPOT, end-to-end), throughput and per-step device
  * timing; and for every config against the first, the relative difference in median ITL,
- * median TTFT and median batch throughput with a 95% paired cluster bootstrap interval and a
+ * median TTFT and median batch throughput with an interval, one of three outcomes and a
  * plain sentence.
  *
- * Why clusters: the tokens of one batch share its KV cache, prompt and moment, so their
- * latencies are correlated; the bootstrap resamples whole batches (a request in latency mode),
- * and pairs batch k of each config, which ran in the same block, moments apart (background
- * load that comes and goes then hits both sides of a pair alike). Summaries and verdicts live
+ * Why three outcomes and a margin: a difference can be real and still not matter (two
+ * engines of one config hold two copies of the weights, at other addresses: on the H200 an
+ * A/A run once read "0.2% slower [0.2%, 0.3%]"), and an interval can be too wide to say
+ * anything. So a verdict is a difference only when its whole interval lies beyond
+ * +-settings.margin, "no meaningful difference" when it lies within, and inconclusive
+ * otherwise. Why Bonferroni: the verdicts of one run are a family (levels x configs x
+ * metrics); each interval is at 1 - (1 - ci_level) / family size, so that every verdict of
+ * the run holds together with probability >= ci_level (stats.h says why that bounds wrong
+ * differences and wrong equivalences alike). Bonferroni rather than Holm's step-down: it
+ * needs no p-values (a percentile bootstrap gives intervals, and equivalence needs the
+ * intervals themselves), it is valid under any dependence between metrics, and every printed
+ * interval is the one the decision used. Its price, wider intervals, is small for the few
+ * comparisons a bench makes (3 metrics: 98.3% each instead of 95%).
+ *
+ * The interval: batch k of every config ran in block k, so each metric gives n pairs of
+ * per-batch values (the batch's median inter-token gap, its median TTFT, its throughput),
+ * and the relative change is the Hodges-Lehmann estimate of their log ratios with Wilcoxon's
+ * signed-rank interval (stats.h: exact and distribution-free; in random order an A/A is
+ * symmetric by construction).
+ *
+ * Why per batch: the tokens of one batch share its KV cache, prompt and moment, so their
+ * latencies are correlated; a batch (a request in latency mode) is the unit that varies
+ * independently, and batch k of each config ran in the same block, moments apart
+ * (background load that comes and goes then hits both sides of a pair alike). Summaries and verdicts live
  * apart from the renderers (terminal, JSON, CSV, plot), which only format them. */
 #ifndef LLMRT_BENCH_BENCH_SUMMARY_H
 #define LLMRT_BENCH_BENCH_SUMMARY_H
@@ -26,6 +46,8 @@ typedef struct bench_step_summary {
     size_t n_decode, n_prefill;
     llmrt_summary host_prepare_ms, h2d_ms, compute_ms, d2h_ms, gpu_busy_ms, wall_ms, idle_ms;
     double h2d_bytes_per_step, d2h_bytes_per_step; /* mean over decode steps */
+    double offload_bytes_per_step; /* of h2d, offloaded weights (memory.cpu_offload_gb) */
+    double bus_gbps;               /* (h2d + d2h bytes) / device busy time over decode steps */
     uint64_t h2d_bytes, d2h_bytes;                 /* totals over every recorded step */
     double graph_share, async_share;               /* fraction of decode steps */
 } bench_step_summary;
@@ -43,7 +65,7 @@ typedef struct bench_cell {
     llmrt_summary batch_tok_s;  /* per batch: tokens / (last token − first submit) */
     double output_tok_s;        /* all tokens / total batch time */
     bench_step_summary steps;
-    /* Clusters for the bootstrap, one per batch in batch order (offsets [n_batches + 1]). */
+    /* Values per batch, in batch order (offsets [n_batches + 1]). */
     double *itl, *ttft, *tput;
     size_t *itl_off, *ttft_off, *tput_off;
 } bench_cell;
@@ -60,18 +82,18 @@ const char *bench_metric_key(bench_metric m);   /* "itl", "ttft", "throughput" (
 const char *bench_metric_unit(bench_metric m);  /* "ms", "ms", "tok/s" */
 int bench_metric_higher_is_better(bench_metric m);
 
-/* Fewer batches per config than this give no interval: a bootstrap over a handful of
- * clusters cannot tell noise from an effect. */
-#define BENCH_MIN_BATCHES 5
 
 typedef struct bench_verdict {
     int32_t config, baseline, level;
     bench_metric metric;
     int32_t ok;            /* 0: no interval (why says so, e.g. no ITL with --output-len 1) */
     char why[160];
-    llmrt_rel_diff d;      /* medians and (config − baseline) / baseline with its interval */
+    llmrt_paired_diff d;   /* medians and (config − baseline) / baseline with its interval
+                              (at bench_result.interval_level) */
     double improvement;    /* d.rel made "positive = config is better" */
     double imp_lo, imp_hi; /* its interval */
+    llmrt_outcome outcome; /* of [d.lo, d.hi] against +-margin (INCONCLUSIVE when !ok) */
+    double margin;         /* settings.margin */
     char sentence[384];
 } bench_verdict;
 
@@ -86,7 +108,8 @@ typedef struct bench_result {
     char **argv;              /* the command line, for the report */
     bench_cell *cells;        /* [n_levels * n_configs]: bench_cell_at */
     bench_verdict *verdicts;  /* [n_levels * (n_configs − 1) * BENCH_N_METRICS] */
-    size_t n_verdicts;
+    size_t n_verdicts;        /* the family: every verdict, with an interval or not */
+    double interval_level;    /* of each interval: Bonferroni over n_verdicts at ci_level */
 } bench_result;
 
 /* Fill cells and verdicts from r->data (settings, configs, data, diff must be set). */
@@ -94,12 +117,15 @@ llmrt_status bench_summarize(bench_result *r, llmrt_error *err);
 void bench_result_free(bench_result *r);
 const bench_cell *bench_cell_at(const bench_result *r, int level, int config);
 
-/* The plain sentence of a verdict into v->sentence, e.g.
+/* The plain sentence of a verdict into v->sentence, one per outcome:
  *   "pinned is 12.1% faster than pageable in ITL [10.8%, 13.5%]"
  *   "pinned is 3.0% slower than pageable in TTFT [1.2%, 4.9%]"
- *   "no significant difference between pinned and pageable in ITL (-0.4% [-1.2%, +0.5%])"
+ *   "no meaningful difference between pinned and pageable in ITL (-0.4% [-0.8%, +0.1%],
+ *    within ±1%)"
+ *   "inconclusive between pinned and pageable in ITL (+0.6% [-0.3%, +1.5%], neither within
+ *    nor beyond ±1%)"
  * The percentages of the first two are the improvement (or slowdown) relative to the
- * baseline; in the third they are the change of the metric itself (negative: lower). */
+ * baseline; in the others they are the change of the metric itself (negative: lower). */
 void bench_verdict_sentence(bench_verdict *v, const char *name, const char *baseline);
 
 #endif

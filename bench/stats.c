@@ -303,3 +303,152 @@ cleanup:
     free(ratios);
     return st;
 }
+
+/* ---- verdicts over a family ---- */
+
+llmrt_outcome llmrt_stats_outcome(double lo, double hi, double margin)
+{
+    if (lo > margin || hi < -margin)
+        return LLMRT_OUTCOME_DIFFERENT;
+    if (lo >= -margin && hi <= margin)
+        return LLMRT_OUTCOME_EQUIVALENT;
+    return LLMRT_OUTCOME_INCONCLUSIVE;
+}
+
+double llmrt_stats_bonferroni_level(double family_level, size_t m)
+{
+    return 1.0 - (1.0 - family_level) / (double)(m ? m : 1);
+}
+
+/* P(T+ <= t) for t = 0 .. N of the signed-rank statistic of n pairs, into cdf[N + 1]: the
+ * exact distribution by the recurrence over ranks (each rank in or out with 1/2). */
+static void signed_rank_cdf(int32_t n, double *cdf)
+{
+    const int64_t N = (int64_t)n * (n + 1) / 2;
+    for (int64_t t = 0; t <= N; t++)
+        cdf[t] = t == 0;
+    for (int32_t i = 1; i <= n; i++) {
+        int64_t top = (int64_t)i * (i + 1) / 2;
+        for (int64_t t = top; t >= 0; t--)
+            cdf[t] = 0.5 * (cdf[t] + (t >= i ? cdf[t - i] : 0));
+    }
+    for (int64_t t = 1; t <= N; t++)
+        cdf[t] += cdf[t - 1];
+}
+
+/* P(T+ <= t) by the normal approximation with continuity correction. */
+static double signed_rank_cdf_normal(int32_t n, double t)
+{
+    double mu = (double)n * (n + 1) / 4.0;
+    double sd = sqrt((double)n * (n + 1) * (2.0 * n + 1) / 24.0);
+    return 0.5 * erfc(-((t + 0.5 - mu) / sd) / sqrt(2.0));
+}
+
+#define EXACT_MAX_PAIRS 400
+#define MAX_PAIRS 20000
+
+/* k >= 1 such that P(T+ <= k - 1) <= (1 - level) / 2 is as large as it gets (0: none), and
+ * the coverage 1 - 2 P(T+ <= k - 1) of [W_(k), W_(N + 1 - k)]. */
+static int64_t critical_k(int32_t n, double level, double *coverage, llmrt_error *err,
+                          llmrt_status *st)
+{
+    const int64_t N = (int64_t)n * (n + 1) / 2;
+    const double alpha2 = (1.0 - level) / 2.0;
+    int64_t k = 0;
+    *st = LLMRT_OK;
+    if (n <= EXACT_MAX_PAIRS) {
+        double *cdf = malloc((size_t)(N + 1) * sizeof *cdf);
+        if (!cdf) {
+            *st = llmrt_fail(err, LLMRT_ERR_NOMEM, "signed-rank distribution of %d pairs", n);
+            return 0;
+        }
+        signed_rank_cdf(n, cdf);
+        while (k <= N / 2 && cdf[k] <= alpha2 * (1 + 1e-12))
+            k++;
+        *coverage = k ? 1.0 - 2.0 * cdf[k - 1] : 0;
+        free(cdf);
+    } else {
+        int64_t lo = 0, hi = N / 2 + 1; /* P(T <= lo - 1) <= alpha2 < P(T <= hi - 1) */
+        while (hi - lo > 1) {
+            int64_t mid = (lo + hi) / 2;
+            if (signed_rank_cdf_normal(n, (double)(mid - 1)) <= alpha2)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        k = lo;
+        *coverage = k ? 1.0 - 2.0 * signed_rank_cdf_normal(n, (double)(k - 1)) : 0;
+    }
+    return k;
+}
+
+int32_t llmrt_stats_paired_min_pairs(double level)
+{
+    /* the widest interval, [W_(1), W_(N)], covers 1 - 2^(1-n) */
+    int32_t n = 1;
+    while (n < 64 && ldexp(1.0, 1 - n) > 1.0 - level)
+        n++;
+    return n;
+}
+
+static int cmp_dbl(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+llmrt_status llmrt_stats_paired_rel_diff(const double *a, const double *b, size_t n,
+                                         double level, llmrt_paired_diff *out,
+                                         llmrt_error *err)
+{
+    llmrt_status st = LLMRT_OK;
+    double *d = NULL, *w = NULL;
+    memset(out, 0, sizeof *out);
+    out->a = out->b = out->rel = out->lo = out->hi = NAN;
+    if (!(level > 0 && level < 1))
+        FAIL(err, LLMRT_ERR_INVALID_ARG, "paired interval: level %g is not in (0, 1)", level);
+    int32_t need = llmrt_stats_paired_min_pairs(level);
+    if (n < (size_t)need)
+        FAIL(err, LLMRT_ERR_INVALID_ARG,
+             "%zu pairs give no interval at %.4g%%: at least %d are needed", n, 100 * level, need);
+    if (n > MAX_PAIRS)
+        FAIL(err, LLMRT_ERR_INVALID_ARG, "paired interval: %zu pairs is more than %d", n,
+             MAX_PAIRS);
+    d = malloc(n * sizeof *d);
+    const size_t N = n * (n + 1) / 2;
+    w = malloc(N * sizeof *w);
+    TRY_ALLOC(err, d && w, "the paired interval");
+    for (size_t i = 0; i < n; i++) {
+        if (!(a[i] > 0) || !(b[i] > 0) || !isfinite(a[i]) || !isfinite(b[i]))
+            FAIL(err, LLMRT_ERR_INVALID_ARG,
+                 "paired interval: pair %zu is (%g, %g); a relative change needs positive, "
+                 "finite values", i, a[i], b[i]);
+        d[i] = log(b[i] / a[i]);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i; j < n; j++)
+            w[k++] = 0.5 * (d[i] + d[j]);
+    qsort(w, N, sizeof *w, cmp_dbl);
+    double coverage = 0;
+    int64_t c = critical_k((int32_t)n, level, &coverage, err, &st);
+    if (st)
+        goto cleanup;
+    if (c < 1)
+        FAIL(err, LLMRT_ERR_INVALID_ARG, "%zu pairs give no interval at %.4g%%", n, 100 * level);
+    double hl = llmrt_stats_quantile_sorted(w, N, 0.5);
+    out->rel = expm1(hl);
+    out->lo = expm1(w[c - 1]);
+    out->hi = expm1(w[N - (size_t)c]);
+    out->coverage = coverage;
+    out->n = (int32_t)n;
+    out->significant = out->lo > 0 || out->hi < 0;
+    memcpy(d, a, n * sizeof *d);
+    out->a = llmrt_stats_median_inplace(d, n);
+    memcpy(d, b, n * sizeof *d);
+    out->b = llmrt_stats_median_inplace(d, n);
+cleanup:
+    free(d);
+    free(w);
+    return st;
+}

@@ -23,8 +23,12 @@ static const char usage[] =
     "Runs the same synthetic requests through each config (each its own engine, loaded once,\n"
     "in this process), interleaving configs so drift hits all alike: a round is --requests\n"
     "blocks, each running every config once, back to back. Each config is compared with the\n"
-    "first: median ITL, TTFT and throughput, each with a 95% interval from a bootstrap that\n"
-    "resamples blocks (keeping each request's tokens together), and a plain sentence.\n\n"
+    "first: ITL, TTFT and throughput, each as the relative change of batch k of the config\n"
+    "against batch k of the first (they ran in the same block), with an exact interval\n"
+    "(Wilcoxon signed-rank, Hodges-Lehmann estimate), and a plain sentence: a difference\n"
+    "(the interval lies beyond ±--margin), no meaningful difference (it lies within) or\n"
+    "inconclusive. The intervals are widened for the number of comparisons (Bonferroni), so\n"
+    "that all verdicts of a run hold together 95% of the time.\n\n"
     "Latency mode (default): one request at a time. Load mode (--concurrency): at each level,\n"
     "batches of that many requests submitted together.\n\n"
     "Before loading, bench prints every setting in which the configs differ and refuses\n"
@@ -48,11 +52,14 @@ static const char usage[] =
     "  --warmup N             unrecorded batches per config before measuring (default 2)\n"
     "  --rounds R             rounds (default 3)\n"
     "  --requests N           requests (batches in load mode) per config per round (default 5)\n"
-    "  --order abab|random    order of configs in each block of a round: fixed, or a\n"
-    "                         fresh shuffle per block (default abab)\n"
-    "  --seed S               seed of prompts, random order and bootstrap (default 0)\n"
+    "  --order random|abab    order of configs in each block of a round: a fresh seeded\n"
+    "                         shuffle per block (default: no config always runs first),\n"
+    "                         or fixed\n"
+    "  --seed S               seed of prompts and of the random order (default 0)\n"
     "  --concurrency LIST     load mode at these levels, e.g. 1,2,4,8,16,32\n"
-    "  --resamples N          bootstrap resamples (default 2000)\n"
+    "  --resamples N          accepted for old command lines; verdicts no longer resample\n"
+    "  --margin PCT           changes within ±PCT percent are no meaningful difference\n"
+    "                         (default 1)\n"
     "  --allow-diff           run even when configs differ beyond the knobs\n"
     "  --json FILE            everything, raw samples included (docs/bench-json.md; - = stdout)\n"
     "  --csv DIR              raw samples: DIR/tokens.csv, DIR/steps.csv\n"
@@ -73,6 +80,7 @@ enum {
     OPT_SEED,
     OPT_CONCURRENCY,
     OPT_RESAMPLES,
+    OPT_MARGIN,
     OPT_ALLOW_DIFF,
     OPT_JSON,
     OPT_CSV,
@@ -93,6 +101,7 @@ static const struct option long_opts[] = {
     {"seed", required_argument, 0, OPT_SEED},
     {"concurrency", required_argument, 0, OPT_CONCURRENCY},
     {"resamples", required_argument, 0, OPT_RESAMPLES},
+    {"margin", required_argument, 0, OPT_MARGIN},
     {"allow-diff", no_argument, 0, OPT_ALLOW_DIFF},
     {"json", required_argument, 0, OPT_JSON},
     {"csv", required_argument, 0, OPT_CSV},
@@ -177,6 +186,18 @@ static int parse(int argc, char **argv, options *o)
             if (int_opt("resamples", optarg, 10, 10000000, &s->resamples))
                 return 2;
             break;
+        case OPT_MARGIN: {
+            char *end;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            if (end == optarg || *end || errno || !(v >= 0 && v <= 50))
+                return cli_usage_error("bench", usage,
+                                       "--margin %s: expected a percentage from 0 to 50, e.g. 1 "
+                                       "or 0.5",
+                                       optarg);
+            s->margin = v / 100.0;
+            break;
+        }
         case OPT_ORDER:
             if (strcmp(optarg, "abab") == 0)
                 s->order = BENCH_ORDER_ABAB;

@@ -285,6 +285,139 @@ START_TEST(test_bootstrap_coverage)
 }
 END_TEST
 
+/* The three outcomes against a margin, at its edges; Bonferroni's levels; resamples enough
+ * for the tails. */
+START_TEST(test_outcomes_and_family)
+{
+    const double m = 0.01;
+    ck_assert_int_eq(llmrt_stats_outcome(0.012, 0.05, m), LLMRT_OUTCOME_DIFFERENT);
+    ck_assert_int_eq(llmrt_stats_outcome(-0.05, -0.011, m), LLMRT_OUTCOME_DIFFERENT);
+    ck_assert_int_eq(llmrt_stats_outcome(-0.004, 0.009, m), LLMRT_OUTCOME_EQUIVALENT);
+    ck_assert_int_eq(llmrt_stats_outcome(-0.01, 0.01, m), LLMRT_OUTCOME_EQUIVALENT);
+    /* excludes 0 but reaches into the margin: real, perhaps, but maybe not meaningful */
+    ck_assert_int_eq(llmrt_stats_outcome(0.002, 0.03, m), LLMRT_OUTCOME_INCONCLUSIVE);
+    /* the H200 A/A: 0.2% [0.2%, 0.3%] is no meaningful difference */
+    ck_assert_int_eq(llmrt_stats_outcome(0.002, 0.003, m), LLMRT_OUTCOME_EQUIVALENT);
+    ck_assert_int_eq(llmrt_stats_outcome(-0.02, 0.02, m), LLMRT_OUTCOME_INCONCLUSIVE);
+    ck_assert_int_eq(llmrt_stats_outcome(0.001, 0.002, 0), LLMRT_OUTCOME_DIFFERENT);
+    ck_assert_int_eq(llmrt_stats_outcome(0, 0, 0), LLMRT_OUTCOME_EQUIVALENT);
+    NEAR(llmrt_stats_bonferroni_level(0.95, 1), 0.95);
+    NEAR(llmrt_stats_bonferroni_level(0.95, 3), 1 - 0.05 / 3);
+    NEAR(llmrt_stats_bonferroni_level(0.95, 0), 0.95);
+    ck_assert_int_eq(llmrt_stats_paired_min_pairs(0.95), 6);          /* 2^-5 = 0.031 */
+    ck_assert_int_eq(llmrt_stats_paired_min_pairs(1 - 0.05 / 3), 7);   /* 2^-6 = 0.0156 */
+    ck_assert_int_eq(llmrt_stats_paired_min_pairs(1 - 0.05 / 54), 12);
+}
+END_TEST
+
+/* The signed-rank interval on known values: d = ln(b/a) = 0.01 * (1..8). The 36 Walsh
+ * averages run from 0.01 to 0.08 (median 0.045); at 95% Wilcoxon's table gives T+ <= 3
+ * (P = 0.0195) as the tail, so the interval is the 4th and the 33rd of them: [0.02, 0.07],
+ * with coverage 1 - 2 * 5/256. */
+START_TEST(test_paired_exact_cases)
+{
+    double a[8], b[8];
+    for (int i = 0; i < 8; i++) {
+        a[i] = 2.0 + i;
+        b[i] = a[i] * exp(0.01 * (i + 1));
+    }
+    llmrt_paired_diff d;
+    llmrt_error err = {0};
+    ck_assert_int_eq(llmrt_stats_paired_rel_diff(a, b, 8, 0.95, &d, &err), LLMRT_OK);
+    NEAR(d.rel, expm1(0.045));
+    NEAR(d.lo, expm1(0.02));
+    NEAR(d.hi, expm1(0.07));
+    NEAR(d.coverage, 1 - 2 * 5.0 / 256);
+    ck_assert_int_eq(d.significant, 1);
+    ck_assert_int_eq(d.n, 8);
+    NEAR(d.a, 5.5);
+    /* identical sides: exactly 0, not significant */
+    ck_assert_int_eq(llmrt_stats_paired_rel_diff(a, a, 8, 0.95, &d, &err), LLMRT_OK);
+    NEAR(d.rel, 0);
+    NEAR(d.lo, 0);
+    NEAR(d.hi, 0);
+    ck_assert_int_eq(d.significant, 0);
+    /* a constant 10% */
+    for (int i = 0; i < 8; i++)
+        b[i] = 1.1 * a[i];
+    ck_assert_int_eq(llmrt_stats_paired_rel_diff(a, b, 8, 0.95, &d, &err), LLMRT_OK);
+    NEAR(d.rel, 0.1);
+    NEAR(d.lo, 0.1);
+    NEAR(d.hi, 0.1);
+    /* errors: too few pairs for the level, a non-positive value, a bad level */
+    ck_assert_int_eq(llmrt_stats_paired_rel_diff(a, b, 6, 1 - 0.05 / 3, &d, &err),
+                     LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "at least 7"), "%s", err.msg);
+    b[3] = 0;
+    ck_assert_int_eq(llmrt_stats_paired_rel_diff(a, b, 8, 0.95, &d, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "pair 3"), "%s", err.msg);
+    ck_assert_int_eq(llmrt_stats_paired_rel_diff(a, a, 8, 1.5, &d, &err), LLMRT_ERR_INVALID_ARG);
+}
+END_TEST
+
+/* Simulated blocks: each block has a shared level (drift and load hit both configs of a
+ * block alike, sd 5%), each side its own noise (sd 1.5%) and, one block in twelve, a burst
+ * that makes one side (either) 30% slower: heavy tails like a loaded machine's. */
+static void simulate_pairs(llmrt_rng *rng, size_t n, double shift, double *a, double *b)
+{
+    for (size_t i = 0; i < n; i++) {
+        double level = 10.0 * exp(0.05 * llmrt_rng_normal(rng));
+        a[i] = level * exp(0.015 * llmrt_rng_normal(rng));
+        b[i] = level * (1 + shift) * exp(0.015 * llmrt_rng_normal(rng));
+        if (llmrt_rng_below(rng, 12) == 0)
+            *(llmrt_rng_below(rng, 2) ? &a[i] : &b[i]) *= 1.3;
+    }
+}
+
+/* A family of three A/A comparisons read at 95% each errs in about 1 - 0.95^3 = 14% of runs;
+ * at Bonferroni's 98.3% the intervals of all three hold the truth together in >= 95% of runs,
+ * and with the margin a difference is declared far more rarely still. A 5% shift is a
+ * difference with the right sign in nearly every run (here ~95%: heavy bursts).  */
+START_TEST(test_family_verdicts)
+{
+    enum { N = 24, RUNS = 400 };
+    double a[N], b[N];
+    llmrt_rng rng;
+    llmrt_rng_seed(&rng, 77);
+    const double level = llmrt_stats_bonferroni_level(0.95, 3);
+    int family_miss = 0, false_claims = 0, found = 0, wrong_sign = 0, naive_miss = 0;
+    for (int r = 0; r < RUNS; r++) {
+        int miss = 0, nmiss = 0;
+        for (int metric = 0; metric < 3; metric++) {
+            simulate_pairs(&rng, N, 0, a, b);
+            llmrt_paired_diff d, d95;
+            llmrt_error err = {0};
+            ck_assert_int_eq(llmrt_stats_paired_rel_diff(a, b, N, level, &d, &err), LLMRT_OK);
+            ck_assert_int_eq(llmrt_stats_paired_rel_diff(a, b, N, 0.95, &d95, &err), LLMRT_OK);
+            ck_assert(d.coverage >= level && d.lo <= d.rel && d.rel <= d.hi);
+            miss |= d.significant;
+            nmiss |= d95.significant;
+            false_claims += llmrt_stats_outcome(d.lo, d.hi, 0.01) == LLMRT_OUTCOME_DIFFERENT;
+        }
+        family_miss += miss;
+        naive_miss += nmiss;
+        simulate_pairs(&rng, N, 0.05, a, b);
+        llmrt_paired_diff d;
+        llmrt_error err = {0};
+        ck_assert_int_eq(llmrt_stats_paired_rel_diff(a, b, N, level, &d, &err), LLMRT_OK);
+        if (llmrt_stats_outcome(d.lo, d.hi, 0.01) == LLMRT_OUTCOME_DIFFERENT)
+            d.rel > 0 ? found++ : wrong_sign++;
+    }
+    /* expected: <= 5% of 400 = 20 (binomial sd ~4.4); 95% each: ~14% = 57 */
+    ck_assert_msg(family_miss <= 32, "A/A: some interval of the family missed 0 in %d of %d runs",
+                  family_miss, RUNS);
+    ck_assert_msg(naive_miss >= 35, "95%% per metric missed in only %d of %d families: the "
+                                    "simulation no longer shows the multiplicity", naive_miss, RUNS);
+    ck_assert_msg(false_claims <= 8, "A/A: %d differences beyond the margin in %d families",
+                  false_claims, RUNS);
+    ck_assert_int_eq(wrong_sign, 0);
+    printf("family: %d of %d A/A families missed 0 somewhere (95%% each: %d), %d differences "
+           "beyond the margin; a 5%% shift found in %d\n",
+           family_miss, RUNS, naive_miss, false_claims, found);
+    ck_assert_msg(found >= RUNS * 90 / 100, "a 5%% shift found in only %d of %d runs", found, RUNS);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("stats");
@@ -298,6 +431,9 @@ int main(void)
     tcase_add_test(tc, test_bootstrap_exact_cases);
     tcase_add_test(tc, test_bootstrap_errors);
     tcase_add_test(tc, test_bootstrap_coverage);
+    tcase_add_test(tc, test_outcomes_and_family);
+    tcase_add_test(tc, test_paired_exact_cases);
+    tcase_add_test(tc, test_family_verdicts);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

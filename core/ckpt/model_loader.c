@@ -192,6 +192,7 @@ void llmrt_model_unload(llmrt_loaded_model *m)
         m->model_vt->destroy(m->model);
     if (m->quant.q)
         m->quant.vt->destroy(m->quant.q);
+    llmrt_runtime_memory_close(&m->memory); /* after the weights it may hold */
     llmrt_runtime_backend_close(&m->backend);
     llmrt_hf_config_free(&m->hf);
     free(m->dir);
@@ -209,6 +210,36 @@ static int backend_is_gpu(const llmrt_backend_ref *be)
     llmrt_error e = {0};
     memset(&di, 0, sizeof di);
     return be->vt->device_info(be->b, &di, &e) == LLMRT_OK && di.is_gpu;
+}
+
+/* memory.cpu_offload_gb: what the model is handed (lm->offload.bytes 0: nothing). Where
+ * device memory is host memory there is nothing to offload: said once, not an error. */
+static llmrt_status plan_offload(llmrt_runtime *rt, llmrt_loaded_model *lm, llmrt_error *err)
+{
+    const double gb = llmrt_config_float(rt->cfg, "memory.cpu_offload_gb");
+    if (!(gb > 0))
+        return LLMRT_OK;
+    const llmrt_backend_ref *be = &lm->backend;
+    if (be->vt->caps(be->b) & LLMRT_BACKEND_CAP_HOST_IS_DEVICE) {
+        LOG_WARN("memory.cpu_offload_gb = %g has no meaning on the %s backend (its device "
+                 "memory is host memory): ignored",
+                 gb, be->name);
+        return LLMRT_OK;
+    }
+    const llmrt_memory_vtable *mv = lm->memory.vt;
+    if (!LLMRT_VT_HAS(mv, llmrt_memory_vtable, offload_init) ||
+        !LLMRT_VT_HAS(mv, llmrt_memory_vtable, offload_place) ||
+        !LLMRT_VT_HAS(mv, llmrt_memory_vtable, offload_fetch))
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "memory.cpu_offload_gb = %g: memory plugin '%s' cannot hold weights "
+                          "in host memory (no offload_init/place/fetch); use pinned, uva or "
+                          "pageable, or set memory.cpu_offload_gb = 0",
+                          gb, lm->memory.name ? lm->memory.name : "?");
+    lm->offload.struct_size = sizeof lm->offload;
+    lm->offload.vt = mv;
+    lm->offload.m = lm->memory.m;
+    lm->offload.bytes = (uint64_t)(gb * 1e9);
+    return LLMRT_OK;
 }
 
 llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *opts,
@@ -238,6 +269,15 @@ llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *op
                            llmrt_config_get(rt->cfg, "model.plugin"),
                            llmrt_config_get(rt->cfg, "model.quant"), &me, &qe, err));
     TRY(llmrt_runtime_backend_open(rt, &lm->backend, err));
+    if (lm->backend.vt->mem_info) { /* what this model's engine takes is measured from here */
+        uint64_t fr = 0, tot = 0;
+        llmrt_error merr = {0};
+        if (lm->backend.vt->mem_info(lm->backend.b, &fr, &tot, &merr) == LLMRT_OK)
+            lm->device_free_before = fr;
+    }
+
+    TRY(llmrt_runtime_memory_open(rt, &lm->backend, &lm->memory, err));
+    TRY(plan_offload(rt, lm, err));
 
     if (qe) {
         const llmrt_quant_vtable *qvt = qe->desc->vtable;
@@ -257,6 +297,7 @@ llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *op
     /* 0 (the keys' default): the engine's by-backend limits, llmrt_sched_default_limits */
     llmrt_sched_default_limits(backend_is_gpu(&lm->backend), &lm->params.max_seqs,
                                &lm->params.max_tokens);
+    lm->params.offload = lm->offload.bytes ? &lm->offload : NULL;
     lm->model_vt = me->desc->vtable;
     lm->model_plugin = me->desc->name;
     snprintf(section, sizeof section, "model.%s", me->desc->name);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include <llmrt/backend.h>
+#include <llmrt/memory.h>
 #include <llmrt/model.h>
 #include <llmrt/quant.h>
 
@@ -38,6 +39,12 @@ typedef struct llmrt_loaded_model {
     char *dir;                         /* the model folder, as given */
     llmrt_model_params params;         /* what the model was created for */
     double load_seconds;               /* wall time of open + create, checkpoint close included */
+    uint64_t device_free_before;       /* device memory free just before the weights loaded
+                                          (backend mem_info; 0: unknown) */
+    llmrt_memory_ref memory;           /* memory.plugin on backend, opened before the model
+                                          (it holds offloaded weights); owned */
+    llmrt_weight_offload offload;      /* memory.cpu_offload_gb as handed to the model
+                                          (bytes 0: none) */
 } llmrt_loaded_model;
 
 /* Load the model named by rt's config (model.path, model.plugin, model.quant, runtime.backend,
@@ -45,7 +52,7 @@ typedef struct llmrt_loaded_model {
  * what was wrong; the message starts with the model folder when one is involved. */
 llmrt_status llmrt_model_load(llmrt_runtime *rt, const llmrt_model_load_opts *opts,
                               llmrt_loaded_model **out, llmrt_error *err);
-/* Destroy model, quant and backend (in that order) and free the struct. NULL is fine. */
+/* Destroy model, quant, memory and backend (in that order) and free the struct. NULL is fine. */
 void llmrt_model_unload(llmrt_loaded_model *m);
 
 /* The plugin choice alone (no files beyond config.json text, no backend), for tests and

@@ -245,6 +245,23 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
                    e->bvt->graph_destroy;
     e->copies_in_graph = (mc & LLMRT_MEM_CAP_COPIES_CAPTURABLE) &&
                          (mc & LLMRT_MEM_CAP_DOUBLE_BUFFERED);
+    e->outputs_in_place = (mc & LLMRT_MEM_CAP_ZERO_COPY) != 0;
+    e->inputs_in_place = e->outputs_in_place && !(mc & LLMRT_MEM_CAP_INPUTS_GATHERED);
+    {
+        llmrt_mem_stats ms;
+        memset(&ms, 0, sizeof ms);
+        parts->memory.vt->stats(parts->memory.m, &ms);
+        e->offload_bytes = ms.offload_layers > 0 ? ms.offload_bytes : 0;
+        if (ms.offload_layers > 0 && e->graphs_on && !(mc & LLMRT_MEM_CAP_OFFLOAD_CAPTURABLE)) {
+            e->graphs_on = 0; /* the forward's own weight copies would not be captured */
+            if (!e->opts.quiet)
+                LOG_INFO("graphs off: the offloaded layers' weights are copied synchronously "
+                         "(%s), which a graph cannot capture",
+                         ms.offload_path);
+        }
+    }
+    e->graph_events = e->graphs_on && e->copies_in_graph &&
+                      (e->be_caps & LLMRT_BACKEND_CAP_GRAPH_EVENTS);
     e->graph_max_rows = S->max_num_seqs < S->max_num_batched_tokens ? S->max_num_seqs
                                                                      : S->max_num_batched_tokens;
     {
@@ -280,6 +297,8 @@ llmrt_status llmrt_engine_create_from_parts(const llmrt_engine_parts *parts,
         uint64_t fr = 0, tot = 0;
         if (e->bvt->mem_info(e->b, &fr, &tot, &merr) == LLMRT_OK)
             P->device_mem_total = tot, P->device_mem_free = fr;
+        if (parts->device_free_before > fr && P->device_mem_total)
+            P->device_mem_engine = parts->device_free_before - fr;
     } else {
         P->device_mem_total = e->dev.mem_total;
         P->device_mem_free = e->dev.mem_free;

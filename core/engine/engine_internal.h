@@ -44,9 +44,11 @@ typedef enum device_op {
  * step.c). A step's h2d, compute and d2h times are the spans between consecutive ones. */
 typedef enum step_event {
     EV_START,        /* before the inputs' copy */
-    EV_INPUTS_DONE,  /* after the inputs' copy; when a graph holds the copies, before the
-                        graph (the copies then count as compute) */
-    EV_COMPUTE_DONE, /* after the forward and the device sampling */
+    EV_INPUTS_DONE,  /* after the inputs' copy; when a graph holds the copies, inside the
+                        graph after them (graph_events), else before the graph (the copies
+                        then count as compute) */
+    EV_COMPUTE_DONE, /* after the forward and the device sampling (inside the graph, before
+                        its output copy, with graph_events) */
     EV_OUTPUTS_DONE, /* after the sampled ids' copy to the host: collect waits for it */
     EV_COUNT
 } step_event;
@@ -140,6 +142,13 @@ struct llmrt_engine {
     int32_t max_bt_width;
     int32_t graph_max_rows;
     int async_on, graphs_on, copies_in_graph;
+    uint64_t offload_bytes;  /* offloaded weights each forward moves over the bus (memory
+                                plugin's stats; 0: none) */
+    int inputs_in_place;     /* kernels read the step inputs in host memory (zero-copy
+                                without a gather) */
+    int outputs_in_place;    /* the device writes the sampled ids in host memory */
+    int graph_events;        /* a graph holding the copies also records the events after
+                                them (backend CAP_GRAPH_EVENTS): its h2d/d2h time is timed */
     int out_shared;          /* out.host[0] == out.host[1] */
     int in_shared_async;     /* in.host shared and its copies are truly asynchronous */
     char capacity_source[64];
@@ -169,7 +178,13 @@ struct llmrt_engine {
     eseq **zombies;          /* finished sequences still referenced by a flight */
     int32_t n_zombies, cap_zombies;
     uint64_t step_no;
-    double t_prev_out;
+    double t_prev_out;       /* when the last collected step's outputs reached the host (0:
+                                none since the engine was last idle) */
+    int prev_left_work;      /* that collect left work behind (running or queued requests):
+                                the next step's period starts at t_prev_out; else at the
+                                arrival of the next work (t_arrival) */
+    double t_arrival;        /* submit time of the oldest request of the last drained inbox
+                                (0: none since the last collect) */
     uint64_t seed_base;
     char *text;
     size_t text_len, text_cap;
@@ -198,6 +213,7 @@ struct llmrt_engine {
     pthread_cond_t cv;
     eseq *by_id;
     eseq *inbox, *inbox_tail;
+    double t_inbox_first;    /* submit time of the oldest request in the inbox (0: empty) */
     eseq **cancels;
     int32_t n_cancels, cap_cancels;
     uint64_t next_id;

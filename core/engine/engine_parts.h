@@ -49,6 +49,8 @@ typedef struct llmrt_engine_parts {
     const char *model_path;         /* for stats; may be NULL */
     const char *quant_name;         /* the quant plugin's name, NULL = none */
     double load_time_s;             /* time already spent loading (added to stats) */
+    uint64_t device_free_before;    /* device memory free before the model's weights loaded
+                                       (0: unknown): stats give this engine's own use */
     llmrt_hf_sampling sampling;     /* the model folder's sampling defaults (set 0: none) */
     /* Called by llmrt_engine_destroy after the engine let go of the parts (and by a failed
      * create): closes what the caller handed over. NULL: the caller keeps ownership. */

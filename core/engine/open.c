@@ -55,7 +55,6 @@ void llmrt_engine_settings_from_config(const llmrt_config *cfg, llmrt_engine_set
 /* What the engine owns through parts.release. */
 typedef struct owned {
     llmrt_loaded_model *lm;
-    llmrt_memory_ref mem;
     llmrt_tokenizer *tok;
     llmrt_chat_ref chat;
     int32_t eos[2 * LLMRT_MAX_EOS + 8];
@@ -68,7 +67,6 @@ static void release_owned(void *ctx)
         return;
     llmrt_chat_close(&o->chat);
     llmrt_tokenizer_free(o->tok);
-    llmrt_runtime_memory_close(&o->mem); /* before the backend it was created on */
     llmrt_model_unload(o->lm);
     free(o);
 }
@@ -102,10 +100,7 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
     llmrt_model_load_opts lo = {0};
     lo.quiet = o.quiet || !o.show_progress;
     TRY(llmrt_model_load(rt, &lo, &own->lm, err));
-    llmrt_loaded_model *lm = own->lm;
-    st = llmrt_runtime_memory_open(rt, &lm->backend, &own->mem, err);
-    if (st)
-        goto cleanup;
+    llmrt_loaded_model *lm = own->lm; /* its memory plugin was opened before the model */
 
     if (!o.no_tokenizer) {
         char path[4200];
@@ -156,7 +151,7 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
     llmrt_engine_parts parts;
     memset(&parts, 0, sizeof parts);
     parts.backend = lm->backend;
-    parts.memory = own->mem;
+    parts.memory = lm->memory;
     parts.model_vt = lm->model_vt;
     parts.model = lm->model;
     parts.tokenizer = own->tok;
@@ -166,6 +161,7 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
     parts.model_path = lm->dir;
     parts.quant_name = lm->quant.vt ? lm->quant.name : NULL;
     parts.load_time_s = llmrt_now_s() - t0;
+    parts.device_free_before = lm->device_free_before;
     parts.sampling = lm->hf.gen;
     parts.release = release_owned;
     parts.release_ctx = own;

@@ -67,10 +67,18 @@ static float row_uniform(const eseq *s, int32_t len)
     return llmrt_sampler_uniform(s->seed, (uint64_t)(len - s->n_prompt));
 }
 
-/* Bytes a copy really moves: none when the device reads host memory in place (zero-copy). */
-static uint64_t moved_bytes(const llmrt_engine *e, size_t bytes)
+/* Bytes of step inputs over the bus: copied, or gathered by the device from mapped memory;
+ * none counted when kernels read them in place (how often is theirs to know). */
+static uint64_t in_bus_bytes(const llmrt_engine *e, size_t bytes)
 {
-    return (e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY) ? 0 : bytes;
+    return e->inputs_in_place ? 0 : bytes;
+}
+
+/* Bytes of outputs over the bus: copied, or written by the device into mapped memory; none
+ * where device memory is host memory and nothing is copied. */
+static uint64_t out_bus_bytes(const llmrt_engine *e, size_t bytes)
+{
+    return e->outputs_in_place && (e->be_caps & LLMRT_BACKEND_CAP_HOST_IS_DEVICE) ? 0 : bytes;
 }
 
 /* The outputs' copy is enqueued (on its own or inside a graph): count its bytes. */
@@ -78,7 +86,7 @@ static void outputs_enqueued(const llmrt_engine *e, flight *f)
 {
     f->d2h_done = 1;
     if (f->device_op != DEVICE_OP_NONE)
-        f->d2h_bytes = moved_bytes(e, sizeof(int32_t) * (size_t)f->n_rows);
+        f->d2h_bytes = out_bus_bytes(e, sizeof(int32_t) * (size_t)f->n_rows);
 }
 
 /* Fill half f->half's inputs for flight f (items set). */
@@ -234,7 +242,7 @@ static llmrt_status constrained_tail(llmrt_engine *e, flight *f, llmrt_error *er
     f->mask_ms = (llmrt_now_s() - t0) * 1e3;
     if (n_dev > 0) {
         TRY(e->parts.memory.vt->to_device(e->parts.memory.m, &e->masks, f->half, bytes, err));
-        f->h2d_bytes += moved_bytes(e, bytes);
+        f->h2d_bytes += in_bus_bytes(e, bytes);
         const char *dev = e->masks.device[f->half];
         st = e->mask_ops->apply(e->b, e->sb.logits, (const int32_t *)dev,
                                 (const uint32_t *)(dev + e->mask_map_bytes), f->n_rows,
@@ -276,7 +284,8 @@ static graph_entry *find_graph(llmrt_engine *e, const flight *f)
 {
     /* A graph bakes in addresses: those of the device buffers, and with the copies inside
      * it those of the host halves too. One graph per half when they differ. */
-    int per_half = e->sb.in.device[0] != e->sb.in.device[1] ||
+    int per_half = e->graph_events || /* it records the events of its half */
+                   e->sb.in.device[0] != e->sb.in.device[1] ||
                    e->sb.out.device[0] != e->sb.out.device[1] ||
                    (e->copies_in_graph &&
                     (e->sb.in.host[0] != e->sb.in.host[1] || e->sb.out.host[0] != e->sb.out.host[1]));
@@ -320,7 +329,7 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
     batch.max_seq_len = max_seq_len;
     batch.max_query_len = max_q;
     batch.all_logits = 0;
-    f->h2d_bytes = moved_bytes(e, L->bytes);
+    f->h2d_bytes = in_bus_bytes(e, L->bytes);
     f->d2h_bytes = 0;
     f->d2h_done = 0;
     TRY(e->bvt->event_record(e->b, e->ev[h][EV_START], err));
@@ -329,9 +338,14 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
         f->graph = 0;
     const int in_graph_copies = f->graph && e->copies_in_graph;
     const device_op gop = graph_op(f);
+    /* the graph records the events after its copies itself; EV_COMPUTE_DONE only a graph
+     * that ends with the sampling (none: a constrained tail may follow it) */
+    const int in_graph_events = in_graph_copies && e->graph_events;
+    const int compute_event_in_graph = in_graph_events && gop != DEVICE_OP_NONE;
     if (!in_graph_copies)
         TRY(enqueue_inputs(e, f, err));
-    TRY(e->bvt->event_record(e->b, e->ev[h][EV_INPUTS_DONE], err));
+    if (!in_graph_events)
+        TRY(e->bvt->event_record(e->b, e->ev[h][EV_INPUTS_DONE], err));
     if (f->graph) {
         if (!g->g) { /* capture this shape once */
             llmrt_error gerr = {0};
@@ -339,8 +353,12 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
             if (gs == LLMRT_OK) {
                 if (in_graph_copies)
                     gs = enqueue_inputs(e, f, &gerr);
+                if (gs == LLMRT_OK && in_graph_events)
+                    gs = e->bvt->event_record(e->b, e->ev[h][EV_INPUTS_DONE], &gerr);
                 if (gs == LLMRT_OK)
                     gs = enqueue_device_work(e, f, &batch, gop, &gerr);
+                if (gs == LLMRT_OK && compute_event_in_graph)
+                    gs = e->bvt->event_record(e->b, e->ev[h][EV_COMPUTE_DONE], &gerr);
                 if (gs == LLMRT_OK && in_graph_copies)
                     gs = enqueue_outputs(e, f, gop, &gerr);
                 llmrt_graph *cg = NULL;
@@ -366,6 +384,8 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
                 f->graph = 0;
                 if (in_graph_copies)
                     TRY(enqueue_inputs(e, f, err));
+                if (in_graph_events)
+                    TRY(e->bvt->event_record(e->b, e->ev[h][EV_INPUTS_DONE], err));
                 TRY(enqueue_device_work(e, f, &batch, gop, err));
                 goto tail;
             }
@@ -377,6 +397,8 @@ static llmrt_status launch(llmrt_engine *e, flight *f, const flight *prev, int32
         }
         if (in_graph_copies && gop != DEVICE_OP_NONE)
             outputs_enqueued(e, f);
+        if (compute_event_in_graph)
+            goto cleanup; /* EV_COMPUTE_DONE is the graph's */
     } else {
         TRY(enqueue_device_work(e, f, &batch, gop, err));
     }
@@ -426,7 +448,7 @@ static llmrt_status host_sample(llmrt_engine *e, flight *f, llmrt_error *err)
                              bytes, LLMRT_COPY_D2D, err));
             TRY(e->parts.memory.vt->to_host(e->parts.memory.m, &e->sb.staging, 0, bytes, err));
             TRY(e->bvt->synchronize(e->b, err));
-            f->d2h_bytes += moved_bytes(e, bytes);
+            f->d2h_bytes += out_bus_bytes(e, bytes);
             rows = e->sb.staging.host[0];
         }
         for (int32_t i = r0; i < r1; i++) {
@@ -476,7 +498,7 @@ static llmrt_status row_logits(llmrt_engine *e, flight *f, int32_t i, const floa
     TRY(e->parts.memory.vt->to_host(e->parts.memory.m, &e->sb.staging, 0, sizeof(float) * V,
                                     err));
     TRY(e->bvt->synchronize(e->b, err));
-    f->d2h_bytes += moved_bytes(e, sizeof(float) * V);
+    f->d2h_bytes += out_bus_bytes(e, sizeof(float) * V);
     *row = e->sb.staging.host[0];
 cleanup:
     return st;
@@ -572,10 +594,19 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
     rec.compute_ms = elapsed_ms(e, e->ev[h][EV_INPUTS_DONE], e->ev[h][EV_COMPUTE_DONE]);
     rec.d2h_ms = elapsed_ms(e, e->ev[h][EV_COMPUTE_DONE], e->ev[h][EV_OUTPUTS_DONE]);
     rec.gpu_busy_ms = rec.h2d_ms + rec.compute_ms + rec.d2h_ms;
-    double from = e->t_prev_out > 0 ? e->t_prev_out : f->t_start;
+    /* The step's period: from the previous step's outputs when work was waiting since then;
+     * after the engine ran out of work, from when new work arrived (an idle server's pause
+     * between requests is nobody's idle device time). */
+    double from = f->t_start;
+    if (e->t_prev_out > 0 && e->prev_left_work)
+        from = e->t_prev_out;
+    else if (e->t_prev_out > 0 && e->t_arrival > 0)
+        from = e->t_arrival > e->t_prev_out ? e->t_arrival : e->t_prev_out;
+    e->t_arrival = 0;
     rec.wall_ms = (t_out - from) * 1e3;
     rec.idle_ms = rec.wall_ms > rec.gpu_busy_ms ? rec.wall_ms - rec.gpu_busy_ms : 0;
-    rec.h2d_bytes = f->h2d_bytes;
+    rec.offload_bytes = e->offload_bytes; /* every forward moves the offloaded layers */
+    rec.h2d_bytes = f->h2d_bytes + e->offload_bytes;
     rec.d2h_bytes = f->d2h_bytes;
     rec.n_masked = f->n_masked;
     rec.mask_ms = f->mask_ms;
@@ -609,6 +640,9 @@ static llmrt_status collect(llmrt_engine *e, flight *f, llmrt_error *err)
                      e->top_lps + (size_t)i * LLMRT_MAX_TOP_LOGPROBS);
     }
     engine_reap_zombies(e, REAP_UNREFERENCED);
+    pthread_mutex_lock(&e->mu);
+    e->prev_left_work = e->active_count > 0 || e->inbox != NULL;
+    pthread_mutex_unlock(&e->mu);
     if (e->on_step)
         e->on_step(e->step_user, &rec);
 cleanup:
@@ -719,8 +753,7 @@ static llmrt_status launch_chained(llmrt_engine *e, flight *p, llmrt_error *err)
     /* Inputs shared between halves and copied asynchronously: wait until p consumed them
      * (its copy did, or with zero-copy its compute, which reads them in place). */
     if (e->in_shared_async) {
-        step_event used = (e->sb.mem_caps & LLMRT_MEM_CAP_ZERO_COPY) ? EV_COMPUTE_DONE
-                                                                     : EV_INPUTS_DONE;
+        step_event used = e->inputs_in_place ? EV_COMPUTE_DONE : EV_INPUTS_DONE;
         TRY(e->bvt->event_sync(e->b, e->ev[p->half][used], err));
     }
     f->t_prepared = llmrt_now_s();

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "engine_internal.h"
 #include "error.h"
 
@@ -238,6 +239,8 @@ llmrt_status llmrt_engine_submit(llmrt_engine *e, const llmrt_request *req, uint
     s->sched.order = s->id;
     s->seed = s->sp.has_seed ? s->sp.seed : llmrt_sampler_mix(e->seed_base ^ s->id);
     HASH_ADD(hh, e->by_id, id, sizeof s->id, s);
+    if (!e->inbox)
+        e->t_inbox_first = llmrt_now_s();
     if (e->inbox_tail)
         e->inbox_tail->next = s;
     else
@@ -437,6 +440,9 @@ void engine_drain_inbox(llmrt_engine *e, eseq ***cancels, int32_t *n_cancels)
     pthread_mutex_lock(&e->mu);
     eseq *in = e->inbox;
     e->inbox = e->inbox_tail = NULL;
+    if (in && e->t_arrival == 0)
+        e->t_arrival = e->t_inbox_first;
+    e->t_inbox_first = 0;
     *n_cancels = e->n_cancels;
     *cancels = NULL;
     if (e->n_cancels) {

@@ -45,6 +45,13 @@ static const llmrt_key memory_keys[] = {
      "What to do when host memory cannot be pinned or mapped: fall back to pageable memory "
      "(logged once, and reported as the path in use) or fail.",
      0},
+    {"cpu_offload_gb", LLMRT_KEY_FLOAT, "0", "0..100000",
+     "GB of the decoder layers' weights kept in host memory, for models that do not fit the "
+     "GPU (vLLM's --cpu-offload-gb): the last layers, as few as hold this much (all when it "
+     "is more), carried out by the memory plugin (pinned: async prefetch into device staging "
+     "slots; uva: kernels read them in place; pageable: synchronous copies). Ignored, with a "
+     "warning, where device memory is host memory (the cpu backend).",
+     0},
 };
 
 static const llmrt_key cache_keys[] = {

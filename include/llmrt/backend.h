@@ -53,7 +53,11 @@ enum {
     LLMRT_BACKEND_CAP_HOST_IS_DEVICE = 1u << 0, /* device pointers are host pointers (CPU) */
     LLMRT_BACKEND_CAP_ASYNC = 1u << 1,          /* ops run asynchronously to the host */
     LLMRT_BACKEND_CAP_GRAPHS = 1u << 2,         /* graph_begin/end/launch work */
-    LLMRT_BACKEND_CAP_MAPPED_HOST = 1u << 3     /* host_alloc(MAPPED) gives device-readable memory */
+    LLMRT_BACKEND_CAP_MAPPED_HOST = 1u << 3,    /* host_alloc(MAPPED) gives device-readable memory */
+    /* (since 1.3) event_record during a graph capture is captured: the event is recorded at
+     * that point of the graph each time it is launched (and can be timed like any other), so
+     * a step replayed from a graph can still tell its input copies from its compute. */
+    LLMRT_BACKEND_CAP_GRAPH_EVENTS = 1u << 4
 };
 
 /* host_alloc / host_register flags. */
@@ -224,6 +228,17 @@ typedef struct llmrt_backend_vtable {
      * struct_size; a later version of a table only appends, so a backend answers a request for
      * version v with its table of version >= v. The table lives as long as the backend. */
     const void *(*extension)(llmrt_backend *b, const char *name, uint32_t version);
+
+    /* ---- a second stream for copies (optional, since 1.3: both or neither) ----
+     * Weight prefetch (memory.h offload_*): a copy that runs while the stream computes.
+     * copy_side enqueues on the backend's copy stream: wait until the stream has reached this
+     * point, copy `bytes` host → device (src page-locked), record `done`. event_wait makes the
+     * stream wait for `done`. Both are captured into a graph during graph_begin/end (the copy
+     * stream forks from and joins the captured stream); a capture must wait for every
+     * copy_side it enqueued before graph_end. */
+    llmrt_status (*copy_side)(llmrt_backend *b, void *dst, const void *src, size_t bytes,
+                              llmrt_event *done, llmrt_error *err);
+    llmrt_status (*event_wait)(llmrt_backend *b, llmrt_event *e, llmrt_error *err);
 } llmrt_backend_vtable;
 
 /* The members the loader requires of every backend (the 1.0 set). */

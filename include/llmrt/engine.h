@@ -172,9 +172,11 @@ typedef struct llmrt_step_record {
     double compute_ms;          /* forward + sampling on the device stream */
     double d2h_ms;              /* output copies on the device stream (0 for zero-copy) */
     double gpu_busy_ms;         /* h2d + compute + d2h: the stream's time on this step */
-    double wall_ms;             /* this step's period: from the previous step's outputs being
-                                   on the host (or from this step's start after an idle
-                                   engine) to this step's outputs being on the host */
+    double wall_ms;             /* this step's period, until its outputs are on the host:
+                                   from the previous step's outputs being on the host when
+                                   work was waiting since then; when the engine had run out
+                                   of work, from the arrival of the next request (a pause
+                                   without requests is nobody's idle time) */
     double idle_ms;             /* wall − busy (>= 0): device time lost to the host */
     uint64_t h2d_bytes;         /* bytes of step inputs moved host → device */
     uint64_t d2h_bytes;         /* bytes of step outputs moved device → host */
@@ -182,6 +184,9 @@ typedef struct llmrt_step_record {
     int32_t n_masked;           /* rows sampled under a grammar's token mask */
     double mask_ms;             /* host time computing their masks (while the forward runs on
                                    an asynchronous backend) */
+    /* (appended) CPU weight offload (memory.cpu_offload_gb) */
+    uint64_t offload_bytes;     /* of h2d_bytes, the offloaded layers' weights: copied into
+                                   staging slots, or read in place over the bus (uva) */
 } llmrt_step_record;
 
 typedef void (*llmrt_step_cb)(void *user, const llmrt_step_record *rec);
@@ -281,6 +286,10 @@ typedef struct llmrt_engine_stats {
     uint64_t prefix_cache_queries;   /* tokens looked up, since create */
     uint64_t prefix_cache_hits;      /* of them, found cached (not computed) */
     uint64_t prefix_cache_evictions; /* cached blocks reclaimed for other tokens */
+    /* device memory this engine took: weights, KV cache, buffers (device free memory just
+     * before its weights loaded minus after create), unlike device_mem_total − free, which
+     * is the whole device's (every engine of the process, other processes); 0: unknown */
+    uint64_t device_mem_engine;
 } llmrt_engine_stats;
 
 /* A consistent snapshot. Thread-safe. */

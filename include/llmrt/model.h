@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "chat.h"
 #include "checkpoint.h"
+#include "memory.h"
 #include "plugin.h"
 #include "quant.h"
 #include "synth.h"
@@ -44,6 +45,9 @@ typedef struct llmrt_model_info {
 typedef struct llmrt_model_params {
     int32_t max_tokens; /* most token rows in one forward (scheduler.max_num_batched_tokens) */
     int32_t max_seqs;   /* most sequences in one forward */
+    /* (since 1.3) CPU weight offload (memory.h): NULL none. A model plugin that cannot offload
+     * refuses a non-NULL one with LLMRT_ERR_UNSUPPORTED naming memory.cpu_offload_gb. */
+    const struct llmrt_weight_offload *offload;
 } llmrt_model_params;
 
 /* The engine's paged KV cache, one K and one V array per layer. */

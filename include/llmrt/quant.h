@@ -27,6 +27,13 @@ enum {
     LLMRT_FUSE_OUT_SWIGLU = 1u << 0,
 };
 
+/* (since 1.3) A mover of weight buffers (linear_move): fn moves `bytes` at device address dev
+ * and sets *now to where kernels read them from then on. */
+typedef struct llmrt_buffer_mover {
+    void *ctx;
+    llmrt_status (*fn)(void *ctx, void *dev, size_t bytes, void **now, llmrt_error *err);
+} llmrt_buffer_mover;
+
 typedef struct llmrt_quant_vtable {
     uint32_t struct_size; /* (required) */
     /* (required) quant_config_json: config.json's "quantization_config" object as JSON text.
@@ -127,7 +134,17 @@ typedef struct llmrt_quant_vtable {
                                            const int32_t *row_src, const int32_t *linear_start,
                                            int32_t n_rows, uint32_t flags, llmrt_error *err);
     void (*linear_group_destroy)(llmrt_quant *q, llmrt_qgroup *g);
+
+    /* ---- CPU weight offload (optional, since 1.3; memory.h offload_*) ----
+     * Hand each device buffer that holds l's weights (not scratch shared between linears) to
+     * mv->fn. When fn sets *now to another address, the mover took the buffer (and freed dev):
+     * the plugin reads the weights at *now from then on and never frees it; when *now == dev
+     * the buffer stays the plugin's (a mover that only measures). Load time only, before any
+     * group is made of l. */
+    llmrt_status (*linear_move)(llmrt_quant *q, llmrt_qlinear *l, const llmrt_buffer_mover *mv,
+                                llmrt_error *err);
 } llmrt_quant_vtable;
+
 
 #define LLMRT_QUANT_REQUIRED(X)                                                              \
     X(probe) X(create) X(destroy) X(linear_load) X(linear_free) X(linear_forward)

@@ -73,6 +73,8 @@ struct llmrt_backend {
     int can_map_host;
 
     int capturing;              /* between graph_begin and graph_end */
+    cudaStream_t copy_stream;   /* copy_side's stream (weight prefetch) */
+    cudaEvent_t fork_ev;        /* where copy_side's copy may start on `stream` */
     int pdl;                    /* the launch protocol (llmrt/cuda.h): programmatic dependent
                                  * launch ([backend.cuda] pdl) */
     cuda_tune tune;
@@ -134,6 +136,10 @@ llmrt_status cuda_event_record(llmrt_backend *b, llmrt_event *e, llmrt_error *er
 llmrt_status cuda_event_sync(llmrt_backend *b, llmrt_event *e, llmrt_error *err);
 llmrt_status cuda_event_elapsed_ms(llmrt_backend *b, llmrt_event *start, llmrt_event *end,
                                    float *ms, llmrt_error *err);
+/* The copy stream (backend.h copy_side / event_wait, since 1.3). */
+llmrt_status cuda_copy_side(llmrt_backend *b, void *dst, const void *src, size_t bytes,
+                            llmrt_event *done, llmrt_error *err);
+llmrt_status cuda_event_wait(llmrt_backend *b, llmrt_event *e, llmrt_error *err);
 llmrt_status cuda_graph_begin(llmrt_backend *b, llmrt_error *err);
 llmrt_status cuda_graph_end(llmrt_backend *b, llmrt_graph **out, llmrt_error *err);
 llmrt_status cuda_graph_launch(llmrt_backend *b, llmrt_graph *g, llmrt_error *err);

@@ -261,6 +261,12 @@ static void cuda_destroy(llmrt_backend *b)
         cudaFree(b->cublas_ws);
     cuda_scratch_release_all(b);
     cuda_pinned_release_all(b);
+    if (b->copy_stream) {
+        cudaStreamSynchronize(b->copy_stream);
+        cudaStreamDestroy(b->copy_stream);
+    }
+    if (b->fork_ev)
+        cudaEventDestroy(b->fork_ev);
     if (b->stream)
         cudaStreamDestroy(b->stream);
     cudaGetLastError();
@@ -335,6 +341,12 @@ static llmrt_status cuda_create(const llmrt_host *host, const llmrt_section *cfg
         st = cuda_fail(err, LLMRT_ERR_DEVICE, e, "cudaStreamCreateWithFlags");
         goto cleanup;
     }
+    /* copy_side's stream and fork event (weight prefetch): made here, never inside a capture */
+    if ((e = cudaStreamCreateWithFlags(&b->copy_stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&b->fork_ev, cudaEventDisableTiming)) != cudaSuccess) {
+        st = cuda_fail(err, LLMRT_ERR_DEVICE, e, "the copy stream");
+        goto cleanup;
+    }
     cublasStatus_t cs = cublasCreate(&b->cublas);
     if (cs != CUBLAS_STATUS_SUCCESS) {
         b->cublas = NULL;
@@ -374,7 +386,7 @@ cleanup:
 
 static uint32_t cuda_caps(llmrt_backend *b)
 {
-    uint32_t c = LLMRT_BACKEND_CAP_ASYNC | LLMRT_BACKEND_CAP_GRAPHS;
+    uint32_t c = LLMRT_BACKEND_CAP_ASYNC | LLMRT_BACKEND_CAP_GRAPHS | LLMRT_BACKEND_CAP_GRAPH_EVENTS;
     if (b->can_map_host)
         c |= LLMRT_BACKEND_CAP_MAPPED_HOST;
     return c;
@@ -486,6 +498,8 @@ static const llmrt_backend_vtable cuda_vtable = {
     .parallel_for = NULL,
     .mem_info = cuda_mem_info,
     .extension = cuda_extension,
+    .copy_side = cuda_copy_side,
+    .event_wait = cuda_event_wait,
 };
 
 static const llmrt_plugin_desc cuda_desc = {

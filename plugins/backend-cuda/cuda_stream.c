@@ -3,7 +3,8 @@
  *
  * Why: everything the engine enqueues (copies, ops, events) goes on one stream, so stream
  * order is program order and a decode step can be captured whole as a graph and replayed
- * with one launch. Copies are cudaMemcpyAsync, except small ones between device and
+ * with one launch; an event recorded during a capture becomes a node of the graph, so a
+ * replayed step is still timed piece by piece. Copies are cudaMemcpyAsync, except small ones between device and
  * page-locked host memory, which a kernel does (cuda_copy.cu: no copy-engine hand-off in the
  * step); from page-locked memory they are truly asynchronous (and capturable); from pageable
  * memory the driver stages them (and a capture refuses them — memory plugins keep those
@@ -107,9 +108,45 @@ llmrt_status cuda_event_record(llmrt_backend *b, llmrt_event *e, llmrt_error *er
     llmrt_status st = cuda_use(b, err);
     if (st)
         return st;
-    cudaError_t ce = cudaEventRecord(e->ev, b->stream);
+    /* During a capture: an event-record node (External), recorded at that point each time
+     * the graph is launched (CAP_GRAPH_EVENTS); a plain record there would only order the
+     * capture and never record anything at replay. */
+    cudaError_t ce = b->capturing ? cudaEventRecordWithFlags(e->ev, b->stream, cudaEventRecordExternal)
+                                  : cudaEventRecord(e->ev, b->stream);
     if (ce != cudaSuccess)
-        return cuda_fail(err, LLMRT_ERR_DEVICE, ce, "cudaEventRecord");
+        return cuda_fail(err, LLMRT_ERR_DEVICE, ce,
+                         b->capturing ? "cudaEventRecordWithFlags(External) during a capture"
+                                      : "cudaEventRecord");
+    return LLMRT_OK;
+}
+
+/* copy_side: fork from `stream` at this point (a plain record: inside a capture it makes the
+ * copy stream join the capture), copy, record `done` on the copy stream; event_wait joins it
+ * back. Plain records, not External ones: they order, they are not timed. */
+llmrt_status cuda_copy_side(llmrt_backend *b, void *dst, const void *src, size_t bytes,
+                            llmrt_event *done, llmrt_error *err)
+{
+    llmrt_status st = cuda_use(b, err);
+    if (st)
+        return st;
+    cudaError_t ce;
+    if ((ce = cudaEventRecord(b->fork_ev, b->stream)) != cudaSuccess ||
+        (ce = cudaStreamWaitEvent(b->copy_stream, b->fork_ev, 0)) != cudaSuccess ||
+        (ce = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, b->copy_stream)) !=
+            cudaSuccess ||
+        (ce = cudaEventRecord(done->ev, b->copy_stream)) != cudaSuccess)
+        return cuda_fail(err, LLMRT_ERR_DEVICE, ce, "copy_side (weight prefetch)");
+    return LLMRT_OK;
+}
+
+llmrt_status cuda_event_wait(llmrt_backend *b, llmrt_event *e, llmrt_error *err)
+{
+    llmrt_status st = cuda_use(b, err);
+    if (st)
+        return st;
+    cudaError_t ce = cudaStreamWaitEvent(b->stream, e->ev, 0);
+    if (ce != cudaSuccess)
+        return cuda_fail(err, LLMRT_ERR_DEVICE, ce, "cudaStreamWaitEvent");
     return LLMRT_OK;
 }
 

@@ -15,16 +15,26 @@ typedef struct memc_policy {
     int double_buffer;      /* two host halves, so the host fills step N+1 while N runs */
     int zero_copy;          /* kernels use the mapped device address of the host memory */
     int copies_capturable;  /* copies from this memory may be captured in a graph */
+    int gather_inputs;      /* with zero_copy: step inputs are read once per step into a
+                               device mirror (LLMRT_MEM_CAP_INPUTS_GATHERED) instead of in
+                               place by every kernel; not where device memory is host memory */
 } memc_policy;
 
-/* The keys of a memory plugin's section: double_buffer (memc_double_buffer_keys, for the
- * policies that double-buffer) or none (memc_no_keys, n_keys 0: the host then rejects every
- * key in the section). The host validates them and fills in the defaults. */
-extern const llmrt_key memc_double_buffer_keys[1];
-extern const llmrt_key memc_no_keys[1];
+/* The keys of a memory plugin's section: double_buffer and delay_us (memc_double_buffer_keys,
+ * for the policies that double-buffer) or delay_us alone (memc_plain_keys). The host
+ * validates them and fills in the defaults.
+ *   delay_us (developer): host time added to every to_device call of a step-input buffer —
+ *   one per step (on a backend whose copies run inside a replayed graph, only while
+ *   capturing). A planted, known slowdown for testing A/B verdicts (tests/integration/
+ *   test_bench_ab.sh): a developer key, so configs that differ in it are a fair A/B. */
+#define MEMC_N_DOUBLE_BUFFER_KEYS 2
+#define MEMC_N_PLAIN_KEYS 1
+extern const llmrt_key memc_double_buffer_keys[MEMC_N_DOUBLE_BUFFER_KEYS];
+extern const llmrt_key memc_plain_keys[MEMC_N_PLAIN_KEYS];
 
-/* Create an instance following `policy`; reads double_buffer from the section (when the
- * policy double-buffers; absent: the default) and memory.fallback from the host. */
+/* Create an instance following `policy`; reads double_buffer (when the policy
+ * double-buffers) and delay_us from the section (absent: the defaults) and memory.fallback
+ * from the host. */
 llmrt_status memc_create(const memc_policy *policy, const llmrt_host *host,
                          const llmrt_section *cfg, const llmrt_backend_ref *backend,
                          llmrt_memory **out, llmrt_error *err);
@@ -37,6 +47,13 @@ llmrt_status memc_to_device(llmrt_memory *m, llmrt_mem_buffer *buf, int half, si
 llmrt_status memc_to_host(llmrt_memory *m, llmrt_mem_buffer *buf, int half, size_t bytes,
                           llmrt_error *err);
 uint32_t memc_caps(llmrt_memory *m);
+/* CPU weight offload (memory.h offload_*): host memory of the policy's kind for each layer
+ * (page-locked; page-locked and mapped; malloc), falling back as the step buffers do. */
+llmrt_status memc_offload_init(llmrt_memory *m, int32_t n_layers, size_t layer_bytes,
+                               llmrt_error *err);
+llmrt_status memc_offload_place(llmrt_memory *m, int32_t k, size_t off, const void *dev,
+                                size_t bytes, void **kernel_ptr, llmrt_error *err);
+llmrt_status memc_offload_fetch(llmrt_memory *m, int32_t k, llmrt_error *err);
 void memc_stats(llmrt_memory *m, llmrt_mem_stats *out);
 
 /* The vtable every memory plugin exports (all members are the memc_* functions above, with
@@ -47,6 +64,8 @@ void memc_stats(llmrt_memory *m, llmrt_mem_stats *out);
         .destroy = memc_destroy, .buffer_alloc = memc_buffer_alloc,                          \
         .buffer_free = memc_buffer_free, .to_device = memc_to_device,                        \
         .to_host = memc_to_host, .caps = memc_caps, .stats = memc_stats,                     \
+        .offload_init = memc_offload_init, .offload_place = memc_offload_place,              \
+        .offload_fetch = memc_offload_fetch,                                                 \
     }
 
 /* Everything a memory plugin .so defines, from its policy and key table: the create

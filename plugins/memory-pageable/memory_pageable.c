@@ -15,4 +15,4 @@ static const memc_policy policy = {
 
 MEMC_PLUGIN(policy,
             "Pageable host memory (malloc): the driver stages every copy; copies run outside CUDA graphs. The baseline.",
-            memc_no_keys, 0)
+            memc_plain_keys, MEMC_N_PLAIN_KEYS)

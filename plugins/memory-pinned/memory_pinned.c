@@ -15,4 +15,4 @@ static const memc_policy policy = {
 
 MEMC_PLUGIN(policy,
             "Page-locked host memory: truly async copies, double-buffered so the host prepares step N+1 while step N runs; copies captured in the decode graph.",
-            memc_double_buffer_keys, 1)
+            memc_double_buffer_keys, MEMC_N_DOUBLE_BUFFER_KEYS)

@@ -260,6 +260,10 @@ static llmrt_status moe_create(const llmrt_host *host, const llmrt_section *cfg,
                                  "the argmax_head ops", &greedy_head, err)))
         return st;
 
+    if (params->offload) /* its experts are grouped on the device (linear_group_create) */
+        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                          "memory.cpu_offload_gb: the " MOE_PLUGIN " model plugin does not "
+                          "offload weights to host memory; set memory.cpu_offload_gb = 0");
     llmrt_model *m = calloc(1, sizeof *m);
     if (!m)
         return llmrt_fail(err, LLMRT_ERR_NOMEM, MOE_PLUGIN " create: out of memory");

@@ -507,6 +507,21 @@ static void awq_linear_free(llmrt_quant *q, llmrt_qlinear *l)
     free(l);
 }
 
+/* CPU weight offload: the CUDA linears move (memory.h offload_*); on the CPU backend there is
+ * nothing to offload (the host refuses it first). */
+static llmrt_status awq_linear_move(llmrt_quant *q, llmrt_qlinear *l, const llmrt_buffer_mover *mv,
+                                    llmrt_error *err)
+{
+#ifdef AWQ_HAVE_CUDA
+    if (l->cuda)
+        return awq_cuda_move(q->cuda, l->cuda, mv, err);
+#endif
+    (void)q, (void)mv;
+    return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                      "awq: the CPU kernels' weights cannot move into host memory (they are "
+                      "there already)");
+}
+
 static llmrt_status awq_linear_forward(llmrt_quant *q, const llmrt_qlinear *l, float *y,
                                        const float *x, int32_t n, llmrt_error *err)
 {
@@ -780,6 +795,7 @@ static const llmrt_quant_vtable awq_vtable = {
     .linear_free = awq_linear_free,
     .linear_forward = awq_linear_forward,
     .linear_bytes = awq_linear_bytes,
+    .linear_move = awq_linear_move,
     .linear_dequant = awq_linear_dequant,
     .linear_load_fused = awq_linear_load_fused,
     .linear_forward_fused = awq_linear_forward_fused,

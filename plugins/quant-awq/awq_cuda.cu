@@ -433,9 +433,29 @@ extern "C" void awq_cuda_free(awq_cuda_ctx *ctx, awq_cuda_linear *l)
         return;
     cudaSetDevice(ctx->device);
     cudaStreamSynchronize(ctx->stream); /* queued work may still read it */
-    ctx->be.vt->dev_free(ctx->be.b, l->wq);
-    ctx->be.vt->dev_free(ctx->be.b, l->meta);
+    if (!l->wq_moved)
+        ctx->be.vt->dev_free(ctx->be.b, l->wq);
+    if (!l->meta_moved)
+        ctx->be.vt->dev_free(ctx->be.b, l->meta);
     free(l);
+}
+
+/* linear_move: the two buffers a linear owns (wq, meta); scratch is the context's. */
+extern "C" llmrt_status awq_cuda_move(awq_cuda_ctx *ctx, awq_cuda_linear *l,
+                                      const llmrt_buffer_mover *mv, llmrt_error *err)
+{
+    (void)ctx;
+    void *now = NULL;
+    llmrt_status st = mv->fn(mv->ctx, l->wq, l->wq_bytes, &now, err);
+    if (st)
+        return st;
+    if (now != (void *)l->wq)
+        l->wq = (uint32_t *)now, l->wq_moved = 1;
+    if ((st = mv->fn(mv->ctx, l->meta, l->meta_bytes, &now, err)))
+        return st;
+    if (now != (void *)l->meta)
+        l->meta = (uint32_t *)now, l->meta_moved = 1;
+    return LLMRT_OK;
 }
 
 extern "C" void awq_cuda_linear_layout(const awq_cuda_linear *l, awq_cuda_layout *out)

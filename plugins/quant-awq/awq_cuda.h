@@ -46,6 +46,9 @@ llmrt_status awq_cuda_load(awq_cuda_ctx *ctx, const int32_t *qweight, const int3
                            const uint16_t *scales, int64_t in, int64_t out, int64_t group,
                            awq_cuda_linear **out_linear, llmrt_error *err);
 void awq_cuda_free(awq_cuda_ctx *ctx, awq_cuda_linear *l);
+/* The quant vtable's linear_move for a CUDA linear: its packed weights and metadata. */
+llmrt_status awq_cuda_move(awq_cuda_ctx *ctx, awq_cuda_linear *l, const llmrt_buffer_mover *mv,
+                           llmrt_error *err);
 
 /* One linear of a fused load: its AutoAWQ tensors (as in awq_cuda_load) and out_features. */
 typedef struct awq_cuda_part {

@@ -59,6 +59,7 @@ struct awq_cuda_linear {
     uint32_t *wq;             /* [n_mtiles][kpad/64][32][4] */
     uint32_t *meta;           /* [n_mtiles][kpad/group][8][2] */
     size_t wq_bytes, meta_bytes;
+    int wq_moved, meta_moved; /* handed to a mover (linear_move): not ours to free */
 };
 
 /* ---- device helpers ---- */

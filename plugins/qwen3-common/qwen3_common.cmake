@@ -9,6 +9,7 @@ set(QWEN3_COMMON_SOURCES
   ${QWEN3_COMMON_DIR}/qwen3_layer.c
   ${QWEN3_COMMON_DIR}/qwen3_decoder.c
   ${QWEN3_COMMON_DIR}/qwen3_shard.c
+  ${QWEN3_COMMON_DIR}/qwen3_offload.c
   ${QWEN3_COMMON_DIR}/qwen3_chat.c
   ${QWEN3_COMMON_DIR}/qwen3_reply.c
   ${QWEN3_COMMON_DIR}/qwen3_synth_common.c)

@@ -105,6 +105,11 @@ typedef struct qwen3_rt {
     int fuse_proj;                /* load q/k/v and gate/up as one linear each (needs fused) */
     uint64_t weight_bytes;        /* bytes of weights loaded onto the backend so far */
     qwen3_tp tp;                  /* tensor parallelism (rank 0 of 1 without it) */
+    /* CPU weight offload (qwen3_offload.c): params.offload, NULL none */
+    const llmrt_weight_offload *offload;
+    int32_t offload_first;        /* first offloaded layer (n_layers: none) */
+    size_t offload_layer_bytes;   /* layer 0's bytes: the size of every offloaded layer */
+    uint64_t offloaded_bytes;     /* of weight_bytes, those in host memory */
 } qwen3_rt;
 
 /* ---- tensor parallelism (qwen3_shard.c) ---- */
@@ -146,6 +151,7 @@ typedef struct qwen3_linear {
     llmrt_qlinear *q;
     llmrt_tensor w; /* [out, in] F32/F16/BF16 in backend memory when q == NULL */
     int64_t in, out;
+    int moved;      /* w was handed to the memory plugin (offload): not ours to free */
 } qwen3_linear;
 
 /* 1 when the checkpoint holds `name` (through has, or find when has is absent). */
@@ -213,6 +219,7 @@ typedef struct qwen3_attn {
     /* fused (rt->fuse_proj, qwen3_load_fused): q/k/v_proj unused, one linear computes them */
     int fused_qkv;
     qwen3_linear qkv_proj;   /* [(n_heads + 2 n_kv_heads) * head_dim, hidden]: q, k, v rows */
+    int offloaded;           /* the norms were handed to the memory plugin: not ours to free */
 } qwen3_attn;
 
 /* The first half of layer `layer`'s tensors: input_layernorm, q/k/v (fused when it can),
@@ -252,6 +259,17 @@ int32_t qwen3_mlp_glu_rows(const qwen3_rt *rt, const qwen3_mlp *m);
 llmrt_status qwen3_mlp_forward(qwen3_rt *rt, const qwen3_mlp *m, const qwen3_mlp_act *s,
                                float *out, const float *xn, int32_t T, int32_t glu_rows,
                                llmrt_error *err);
+
+/* ---- CPU weight offload (qwen3_offload.c) ---- */
+
+/* After layer `layer` of n_layers loaded (a: its attention half, m: its dense MLP): at layer 0
+ * measure it, plan (memory.h llmrt_offload_first_layer) and set up the memory plugin; when the
+ * layer is offloaded, move its buffers into host memory. Nothing without rt->offload. */
+llmrt_status qwen3_offload_layer(qwen3_rt *rt, int32_t n_layers, int32_t layer, qwen3_attn *a,
+                                 qwen3_mlp *m, llmrt_error *err);
+/* In a forward: layer -1 when it begins, then before each layer's kernels. */
+llmrt_status qwen3_offload_fetch(qwen3_rt *rt, int32_t n_layers, int32_t layer,
+                                 llmrt_error *err);
 
 /* ---- the decoder around the MLPs (qwen3_decoder.c) ---- */
 

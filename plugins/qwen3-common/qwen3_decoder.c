@@ -48,6 +48,19 @@ llmrt_status qwen3_decoder_init(qwen3_decoder *d, const llmrt_host *host, const 
     if (quant && quant->vt)
         d->rt.quant = *quant;
     d->params = *params;
+    d->rt.offload_first = INT32_MAX; /* planned when layer 0 has loaded */
+    if (params->offload) {
+        const llmrt_weight_offload *o = params->offload;
+        const llmrt_memory_vtable *mv = o->vt;
+        if (o->struct_size < sizeof *o || !mv ||
+            !LLMRT_VT_HAS(mv, llmrt_memory_vtable, offload_init) ||
+            !LLMRT_VT_HAS(mv, llmrt_memory_vtable, offload_place) ||
+            !LLMRT_VT_HAS(mv, llmrt_memory_vtable, offload_fetch))
+            return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
+                              "memory.cpu_offload_gb: the memory plugin cannot place weights in "
+                              "host memory (it has no offload_init/place/fetch)");
+        d->rt.offload = o;
+    }
     /* Fused ops are a backend extension; fused projections need the op that consumes their
      * output (qk_norm_rope_store splits q|k|v, swiglu splits gate|up). */
     d->rt.fused = fuse ? qwen3_fused_ops_of(be) : NULL;
@@ -324,14 +337,16 @@ static llmrt_status forward_hidden(qwen3_decoder *d, const llmrt_batch *batch,
         .kv_dtype = kv->dtype,
     };
 
-    if ((st = be->embedding(b, s->x, &d->embed, batch->token_ids, T, err)))
+    if ((st = qwen3_offload_fetch(&d->rt, c->n_layers, -1, err)) ||
+        (st = be->embedding(b, s->x, &d->embed, batch->token_ids, T, err)))
         return st;
     const float *pending = NULL; /* the MLP output not yet added to x */
     for (int32_t l = 0; l < c->n_layers; l++) {
         const qwen3_attn *A = &d->attn[l];
         ap.k_cache = kv->k[l];
         ap.v_cache = kv->v[l];
-        if ((st = add_norm(d, s->xn, s->x, pending, &A->input_norm, T, err)) ||
+        if ((st = qwen3_offload_fetch(&d->rt, c->n_layers, l, err)) ||
+            (st = add_norm(d, s->xn, s->x, pending, &A->input_norm, T, err)) ||
             (st = attn_prologue(d, A, batch, kv, l, err)) ||
             (st = be->attention(b, s->attn, s->q, &ap, err)) ||
             (st = qwen3_linear_forward(&d->rt, &A->o_proj, s->proj, s->attn, T, err)) ||

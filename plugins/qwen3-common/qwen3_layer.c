@@ -52,6 +52,8 @@ llmrt_status qwen3_attn_load(qwen3_rt *rt, const llmrt_checkpoint *ck, const qwe
 
 void qwen3_attn_free(qwen3_rt *rt, qwen3_attn *a)
 {
+    if (a->offloaded) /* the memory plugin's now */
+        a->input_norm.data = a->post_norm.data = a->q_norm.data = a->k_norm.data = NULL;
     qwen3_free_tensor(rt, &a->input_norm);
     qwen3_free_tensor(rt, &a->post_norm);
     qwen3_free_tensor(rt, &a->q_norm);

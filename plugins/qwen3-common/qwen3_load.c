@@ -377,6 +377,8 @@ void qwen3_free_linear(qwen3_rt *rt, qwen3_linear *l)
     if (l->q)
         rt->quant.vt->linear_free(rt->quant.q, l->q);
     l->q = NULL;
+    if (l->moved) /* the memory plugin's now */
+        l->w.data = NULL;
     qwen3_free_tensor(rt, &l->w);
 }
 

@@ -28,7 +28,7 @@ done
 
 # an API key (a secret: never in the report, the CSV or the log) and a developer key
 "$LLMRT" bench -c "$tmp/pageable.ini" -c "$tmp/uva.ini" --input-len 8 --output-len 6 --warmup 1 \
-  --rounds 2 --requests 3 --json "$tmp/lat.json" --csv "$tmp/csv" --set server.api_key=sekrit-4711 \
+  --rounds 2 --requests 4 --json "$tmp/lat.json" --csv "$tmp/csv" --set server.api_key=sekrit-4711 \
   --set backend.cpu.simd=baseline --set runtime.log_level=debug > "$tmp/out" 2>&1 || fail "latency run"
 ! grep -rq "sekrit" "$tmp/lat.json" "$tmp/csv" "$tmp/out" || fail "the API key is printed"
 validate "$tmp/lat.json" > "$tmp/v.out" 2>&1 || { cat "$tmp/v.out"; fail "latency JSON does not follow the schema"; }
@@ -51,18 +51,28 @@ check(lat.configs.map(c => c.name).join() === 'pageable,uva', 'config names');
 check(lat.configs[1].memory_path === 'uva' && lat.configs[0].memory_path === 'pageable', 'memory paths');
 check(lat.settings_diff.length === 1 && lat.settings_diff[0].key === 'memory.plugin' &&
       lat.settings_diff[0].class === 'knob', 'settings_diff');
-check(lat.samples.requests.length === 12, '2 configs x 6 requests');
+check(lat.samples.requests.length === 16, '2 configs x 8 requests');
 check(lat.samples.requests.every(r => r.token_s.length === 6 && r.finish === 'length'), '6 tokens each');
 check(lat.samples.requests.every(r => r.token_s.every((t, i) => i === 0 ? t >= r.submit_s : t >= r.token_s[i - 1])),
       'token times increase');
 const cell = lat.levels[0].configs[0];
-check(cell.itl_ms.n === 6 * 5 && cell.ttft_ms.n === 6 && cell.tokens === 36, 'cell counts');
+check(cell.itl_ms.n === 8 * 5 && cell.ttft_ms.n === 8 && cell.tokens === 48, 'cell counts');
 check(lat.levels[0].verdicts.length === 3, 'one verdict per metric');
+const iv = lat.settings.interval;
+check(iv.method === 'wilcoxon-signed-rank' && iv.family_size === 3 && iv.correction === 'bonferroni' &&
+      Math.abs(iv.interval_level - (1 - 0.05 / 3)) < 1e-9 && iv.min_pairs === 7 && iv.unit === 'request' &&
+      lat.settings.margin === 0.01, 'settings.interval and margin');
 for (const v of lat.levels[0].verdicts) {
   check(out.includes('  ' + v.sentence + '\n'), 'terminal prints the sentence: ' + v.sentence);
   check(v.ok && v.ci_low <= v.rel_change && v.rel_change <= v.ci_high, 'interval holds the estimate');
+  check(v.pairs === 8 && v.coverage >= iv.interval_level && v.margin === 0.01, 'pairs, coverage, margin');
+  const want = v.ci_low > v.margin || v.ci_high < -v.margin ? 'difference'
+             : v.ci_low >= -v.margin && v.ci_high <= v.margin ? 'no_meaningful_difference' : 'inconclusive';
+  check(v.outcome === want, 'outcome ' + v.outcome + ' follows the interval and margin (' + want + ')');
 }
-check(lat.samples.steps.length >= 12 * 6, 'a step per token at least');
+check(lat.samples.steps.length >= 16 * 6, 'a step per token at least');
+check(lat.configs.every(c => c.memory.device_engine_bytes === null || c.memory.device_engine_bytes > 0),
+      'device_engine_bytes');
 // recorded keys: what is not at its default, with its origin; every developer key
 const [pg, uv] = lat.configs;
 check(pg.settings['server.api_key'] === '(set)' && pg.non_default['server.api_key'].value === '(set)',

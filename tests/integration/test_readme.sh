@@ -101,7 +101,8 @@ if bash tools/fetch-qwen3-tokenizer.sh > /dev/null 2> "$tmp/fetch.err"; then
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   serve=$(grep '^build/bin/llmrt serve ' "$tmp/example.sh" | sed "s|^build/bin/llmrt|\"$LLMRT\"|; s|8000|$port|g")
   client=$(sed -n '/^curl /,/[^\\]$/p' "$tmp/example.sh" | sed "s|8000|$port|g")
-  (cd "$tmp" && eval "$serve" > "$tmp/serve.out" 2> "$tmp/serve.err") &
+  # exec: SERVE_PID is the server itself, not a subshell that a TERM would leave it behind
+  (cd "$tmp" && eval "exec $serve") > "$tmp/serve.out" 2> "$tmp/serve.err" &
   SERVE_PID=$!
   for ((i = 0; i < 300; i++)); do
     [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health") == 200 ]] && break
@@ -110,7 +111,7 @@ if bash tools/fetch-qwen3-tokenizer.sh > /dev/null 2> "$tmp/fetch.err"; then
   (cd "$tmp" && eval "$client") > "$tmp/reply.txt" 2>&1 || { cat "$tmp/reply.txt"; fail "the example's curl"; }
   grep -q '^data: {.*"chat.completion.chunk"' "$tmp/reply.txt" && tail -2 "$tmp/reply.txt" | grep -q '^data: \[DONE\]' ||
     { head -c 800 "$tmp/reply.txt"; tail -5 "$tmp/serve.err"; fail "the README's serve example does not work as written"; }
-  kill -TERM $SERVE_PID; wait $SERVE_PID; SERVE_PID=
+  kill -TERM $SERVE_PID; wait $SERVE_PID || fail "the server did not exit 0 on SIGTERM"; SERVE_PID=
 else
   echo "note: the Qwen3 tokenizer could not be fetched; the serve example was not run"
 fi

@@ -197,3 +197,14 @@ llmrt_host mock_host(const char *const *kv)
     llmrt_host h = {sizeof(llmrt_host), LLMRT_ABI_VERSION, (void *)kv, mock_log, mock_config_get};
     return h;
 }
+
+int mock_backend_is_host_memory(const llmrt_backend_ref *ref, const void *p)
+{
+    const char *c = p;
+    for (int i = 0; i < MAX_ALLOCS; i++) {
+        const char *lo = ref->b->host[i].p;
+        if (lo && c >= lo && c < lo + ref->b->host[i].bytes)
+            return 1;
+    }
+    return 0;
+}

@@ -20,6 +20,8 @@ extern const llmrt_backend_vtable mock_backend_vtable;
 llmrt_backend_ref mock_backend_new(long long fail_pinned_after, int supports_mapped);
 void mock_backend_free(llmrt_backend_ref *ref);
 mock_backend_stats mock_backend_get_stats(const llmrt_backend_ref *ref);
+/* 1 when p lies inside host memory this backend allocated (host_alloc), 0 otherwise. */
+int mock_backend_is_host_memory(const llmrt_backend_ref *ref, const void *p);
 /* A host struct whose config_get answers from a small table ("memory.fallback" etc.). */
 llmrt_host mock_host(const char *const *kv /* key, value, ..., NULL */);
 

@@ -68,7 +68,9 @@ int32_t mock_model_greedy(const mock_model_cfg *cfg, const int32_t *prompt, int3
 /* ======================================================================= the ops backend */
 
 typedef struct rec_op {
-    int kind; /* 1 copy, 2 argmax, 3 sample, 4 forward, 5 forward_argmax, 6 logits mask */
+    int kind; /* 1 copy, 2 argmax, 3 sample, 4 forward, 5 forward_argmax, 6 logits mask,
+               * 7 event record */
+    llmrt_event *ev;
     const int32_t *slots;
     const uint32_t *words;
     void *dst;
@@ -143,6 +145,8 @@ static uint32_t o_caps(llmrt_backend *b)
     uint32_t c = LLMRT_BACKEND_CAP_MAPPED_HOST;
     if (o->async)
         c |= LLMRT_BACKEND_CAP_ASYNC;
+    if (o->graphs && o->graph_events)
+        c |= LLMRT_BACKEND_CAP_GRAPH_EVENTS;
     if (o->graphs)
         c |= LLMRT_BACKEND_CAP_GRAPHS;
     if (o->host_is_device)
@@ -216,6 +220,11 @@ static llmrt_status o_ev_create(llmrt_backend *b, llmrt_event **out, llmrt_error
 static void o_ev_destroy(llmrt_backend *b, llmrt_event *e) { free(e); }
 static llmrt_status o_ev_record(llmrt_backend *b, llmrt_event *e, llmrt_error *err)
 {
+    if (M(b)->capture && M(b)->o.graph_events) {
+        rec_op op = {.kind = 7, .ev = e};
+        record(b, &op);
+        return LLMRT_OK;
+    }
     if (M(b)->capture)
         return llmrt_fail(err, LLMRT_ERR_STATE, "mock ops: event_record during graph capture");
     e->t = now();
@@ -373,6 +382,11 @@ static llmrt_status o_graph_launch(llmrt_backend *b, llmrt_graph *g, llmrt_error
         case 4: st = run_forward(op->model, &op->batch, op->kv, op->flogits, err); break;
         case 5: st = run_forward_argmax(op->model, &op->batch, op->kv, op->flogits, op->out, err); break;
         case 6: host_mask(M(b), op->flogits, op->slots, op->words, op->rows, op->vocab); break;
+        case 7:
+            op->ev->t = now();
+            op->ev->recorded = 1;
+            M(b)->st.graph_event_records++;
+            break;
         }
         if (st)
             return st;
@@ -443,6 +457,7 @@ struct llmrt_model {
     llmrt_model_params params;
     int64_t forwards;
     int64_t argmax_forwards; /* of them through forward_argmax */
+    int64_t host_input_forwards; /* of them reading step inputs in host memory */
     int32_t max_rows, max_seqs;
     int32_t *ctx; /* scratch [max_position] */
     float *tmp;   /* scratch [vocab] */
@@ -475,6 +490,7 @@ void mock_model_destroy(llmrt_model *m)
 }
 
 int64_t mock_model_argmax_forwards(llmrt_model *m) { return m->argmax_forwards; }
+int64_t mock_model_host_input_forwards(llmrt_model *m) { return m->host_input_forwards; }
 
 void mock_model_counts(llmrt_model *m, int64_t *forwards, int32_t *max_rows, int32_t *max_seqs)
 {
@@ -546,6 +562,8 @@ static llmrt_status run_forward(llmrt_model *m, const llmrt_batch *b, const llmr
     const mock_model_cfg *cfg = &m->cfg;
     const int32_t T = b->n_tokens, S = b->n_seqs;
     m->forwards++;
+    if (is_ops_backend(&m->be) && mock_backend_is_host_memory(&M(m->be.b)->inner, b->positions))
+        m->host_input_forwards++;
     if (T > m->max_rows)
         m->max_rows = T;
     if (S > m->max_seqs)
@@ -763,7 +781,7 @@ llmrt_status mock_rig_open(mock_rig *r, const mock_rig_opts *o, llmrt_error *err
     if (st)
         return st;
     r->mem.vt = mvt, r->mem.m = m, r->mem.name = d->name;
-    llmrt_model_params mp = {o->set.max_num_batched_tokens, o->set.max_num_seqs};
+    llmrt_model_params mp = {o->set.max_num_batched_tokens, o->set.max_num_seqs, NULL};
     st = mock_model_create(&o->model, &r->be, &mp, &r->model, err);
     if (st)
         return st;

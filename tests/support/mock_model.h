@@ -49,6 +49,9 @@ void mock_model_counts(llmrt_model *m, int64_t *forwards, int32_t *max_rows, int
 /* Of those forwards, how many came through forward_argmax (a greedy step's ids without
  * logits; the mock poisons its logits buffer with NaN afterwards). */
 int64_t mock_model_argmax_forwards(llmrt_model *m);
+/* Of those forwards, how many read their step inputs (positions, slot mapping, block tables,
+ * ...) in host memory rather than device memory: with uva's gather, none. */
+int64_t mock_model_host_input_forwards(llmrt_model *m);
 
 /* The reference: logits [vocab] after the context tokens [n]. */
 void mock_model_logits(const mock_model_cfg *cfg, const int32_t *tokens, int32_t n,
@@ -65,6 +68,8 @@ typedef struct mock_ops_opts {
     int graphs;         /* CAP_GRAPHS with record / replay */
     int async;          /* report CAP_ASYNC (ops still run at once) */
     int host_is_device; /* report CAP_HOST_IS_DEVICE (mock device memory is host memory) */
+    int graph_events;   /* with graphs: CAP_GRAPH_EVENTS, events recorded while capturing are
+                           recorded again at each replay */
     int is_gpu;         /* device_info says GPU, with mem_total / mem_free below */
     int mask;           /* offer the "llmrt.logits_mask" extension (token masks) */
     uint64_t mem_total, mem_free;
@@ -78,6 +83,7 @@ typedef struct mock_ops_stats {
     int mask_calls, masked_rows; /* logits_mask apply calls, rows they masked */
     int d2d_copies;
     int live_dev;       /* device allocations not yet freed */
+    int graph_event_records; /* events recorded by replayed graphs */
 } mock_ops_stats;
 mock_ops_stats mock_ops_get_stats(const llmrt_backend_ref *ref);
 

@@ -8,7 +8,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "clock.h"
 #include "mock_model.h"
 #include "sampler.h"
 #include "test_util.h"
@@ -128,20 +130,23 @@ static double ref_logprob(const mock_model_cfg *cfg, const int32_t *ctx, int n, 
 typedef struct variant {
     const char *name;
     const char *memory;
-    int argmax, sample, graphs, async, host_is_device;
+    int argmax, sample, graphs, async, host_is_device, graph_events;
 } variant;
 
 static const variant VARIANTS[] = {
-    {"pageable, argmax, sync", "pageable", 1, 1, 0, 0, 0},
-    {"pageable, host sampling (no device ops)", "pageable", 0, 0, 0, 0, 0},
-    {"host memory is device memory, argmax only", "pageable", 1, 0, 0, 0, 1},
-    {"pinned, async", "pinned", 1, 1, 0, 1, 0},
-    {"uva (zero-copy), async", "uva", 1, 1, 0, 1, 0},
-    {"pageable, async (shared output buffer)", "pageable", 1, 1, 0, 1, 0},
-    {"pinned, graphs", "pinned", 1, 1, 1, 0, 0},
-    {"pinned, graphs + async", "pinned", 1, 1, 1, 1, 0},
-    {"uva, graphs + async", "uva", 1, 1, 1, 1, 0},
-    {"pageable, graphs + async", "pageable", 1, 1, 1, 1, 0},
+    {"pageable, argmax, sync", "pageable", 1, 1, 0, 0, 0, 0},
+    {"pageable, host sampling (no device ops)", "pageable", 0, 0, 0, 0, 0, 0},
+    {"host memory is device memory, argmax only", "pageable", 1, 0, 0, 0, 1, 0},
+    {"pinned, async", "pinned", 1, 1, 0, 1, 0, 0},
+    {"uva (zero-copy), async", "uva", 1, 1, 0, 1, 0, 0},
+    {"pageable, async (shared output buffer)", "pageable", 1, 1, 0, 1, 0, 0},
+    {"pinned, graphs", "pinned", 1, 1, 1, 0, 0, 0},
+    {"pinned, graphs + async", "pinned", 1, 1, 1, 1, 0, 0},
+    {"uva, graphs + async", "uva", 1, 1, 1, 1, 0, 0},
+    {"pageable, graphs + async", "pageable", 1, 1, 1, 1, 0, 0},
+    {"pinned, graphs + async, events in graphs", "pinned", 1, 1, 1, 1, 0, 1},
+    {"uva, graphs + async, events in graphs", "uva", 1, 1, 1, 1, 0, 1},
+    {"uva, host memory is device memory", "uva", 1, 1, 0, 0, 1, 0},
 };
 #define N_VARIANTS (int)(sizeof VARIANTS / sizeof *VARIANTS)
 
@@ -154,6 +159,7 @@ static mock_rig_opts variant_opts(const variant *v)
     o.ops.graphs = v->graphs;
     o.ops.async = v->async;
     o.ops.host_is_device = v->host_is_device;
+    o.ops.graph_events = v->graph_events;
     o.set.async_scheduling = v->async;
     o.set.cuda_graphs = v->graphs;
     return o;
@@ -371,6 +377,128 @@ START_TEST(test_async_steps_are_chained)
     /* chained steps read the previous step's sampled ids in place: no device copy */
     ck_assert_int_eq(mock_ops_get_stats(&r.be).d2d_copies, 0);
     mock_rig_close(&r);
+}
+END_TEST
+
+/* Bus bytes and timing of decode steps. */
+typedef struct bus_log {
+    int decode_steps, bad;
+    uint64_t h2d_bytes, d2h_bytes;
+} bus_log;
+
+static void on_step_bus(void *user, const llmrt_step_record *rec)
+{
+    bus_log *l = user;
+    if (rec->n_prefill_tokens > 0)
+        return;
+    l->decode_steps++;
+    l->h2d_bytes += rec->h2d_bytes;
+    l->d2h_bytes += rec->d2h_bytes;
+    if (rec->h2d_ms < 0 || rec->compute_ms < 0 || rec->d2h_ms < 0 ||
+        fabs(rec->gpu_busy_ms - (rec->h2d_ms + rec->compute_ms + rec->d2h_ms)) > 1e-6)
+        l->bad++;
+}
+
+/* uva as vLLM's Model Runner V2 uses it: the step inputs the host wrote into mapped memory are
+ * read once per step by the device into device buffers (a gather, inside the decode graph), so
+ * no kernel of the forward reads host memory; what that costs stays visible (input bytes
+ * over the bus in every step, and with graph events the gather timed as H2D); the sampled ids
+ * still land in mapped memory without a copy. Same ids as pinned. Where device memory is
+ * host memory (the CPU backend), uva reads the inputs in place: nothing to gather. */
+START_TEST(test_uva_gathers_inputs)
+{
+    const int which[] = {10, 11, 8, 12}; /* pinned / uva with graph events, uva, uva on host */
+    int32_t ref_ids[40];
+    for (int k = 0; k < 4; k++) {
+        const variant *v = &VARIANTS[which[k]];
+        mock_rig r;
+        bus_log log = {0};
+        mock_rig_opts o = variant_opts(v);
+        o.on_step = on_step_bus;
+        o.step_user = &log;
+        open_ok(&r, &o);
+        int32_t p[9];
+        make_prompt(p, 9, 5, o.model.vocab);
+        out_t out = {0};
+        submit_greedy(r.e, p, 9, 40, &out);
+        run_ok(r.e);
+        check_reference(&o.model, p, 9, 40, &out, v->name);
+        if (k == 0)
+            memcpy(ref_ids, out.ids, sizeof ref_ids);
+        else
+            ck_assert_msg(memcmp(ref_ids, out.ids, sizeof ref_ids) == 0, "%s: ids differ from pinned",
+                          v->name);
+        ck_assert_int_eq(log.bad, 0);
+        ck_assert_int_ge(log.decode_steps, 30);
+        int64_t host_reads = mock_model_host_input_forwards(r.model);
+        if (v->host_is_device) {
+            ck_assert_msg(host_reads > 0, "%s: inputs not read in place", v->name);
+            ck_assert_uint_eq(log.d2h_bytes, 0); /* nothing crosses a bus */
+        } else {
+            ck_assert_msg(host_reads == 0, "%s: %lld forwards read their inputs in host memory",
+                          v->name, (long long)host_reads);
+            ck_assert_msg(log.h2d_bytes >= (uint64_t)log.decode_steps * 16, "%s: %llu input bytes",
+                          v->name, (unsigned long long)log.h2d_bytes);
+            /* one sampled id per row and step, copied (pinned) or written in place (uva) */
+            ck_assert_uint_eq(log.d2h_bytes, (uint64_t)log.decode_steps * 4);
+        }
+        if (v->graph_events)
+            ck_assert_msg(mock_ops_get_stats(&r.be).graph_event_records >= 2 * 30,
+                          "%s: the graph recorded %d events", v->name,
+                          mock_ops_get_stats(&r.be).graph_event_records);
+        mock_rig_close(&r);
+    }
+}
+END_TEST
+
+/* The most wall and idle time of any step. */
+typedef struct step_max {
+    double wall, idle;
+    int n;
+} step_max;
+
+static void on_step_max(void *user, const llmrt_step_record *rec)
+{
+    step_max *m = user;
+    m->wall = fmax(m->wall, rec->wall_ms);
+    m->idle = fmax(m->idle, rec->idle_ms);
+    m->n++;
+}
+
+/* A pause without requests is nobody's idle time: after the engine ran out of work, the next
+ * step's period starts when the next request arrives, not at the last step's outputs (an idle
+ * server once reported 26 s without requests as 497 ms of device idle per step). A request
+ * queued while another runs is work waiting: its steps keep counting from the last outputs. */
+START_TEST(test_idle_engine_is_not_idle_device)
+{
+    for (int v = 0; v < 2; v++) { /* synchronous, and async with graphs */
+        mock_rig r;
+        step_max mx = {0};
+        mock_rig_opts o = v ? variant_opts(&VARIANTS[8]) : mock_rig_default_opts();
+        o.on_step = on_step_max;
+        o.step_user = &mx;
+        open_ok(&r, &o);
+        int32_t p[6];
+        make_prompt(p, 6, 11, o.model.vocab);
+        out_t a = {0}, b = {0};
+        submit_greedy(r.e, p, 6, 5, &a);
+        run_ok(r.e);
+        ck_assert_int_eq(llmrt_engine_has_work(r.e), 0);
+        double t0 = llmrt_now_s();
+        struct timespec pause = {0, 300 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        memset(&mx, 0, sizeof mx);
+        submit_greedy(r.e, p, 6, 5, &b);
+        run_ok(r.e);
+        check_reference(&o.model, p, 6, 5, &b, "after a pause");
+        ck_assert_int_eq(mx.n >= 5, 1);
+        ck_assert_msg(llmrt_now_s() - t0 >= 0.3, "the pause did not happen");
+        ck_assert_msg(mx.wall < 150 && mx.idle < 150,
+                      "variant %d: after 300 ms without requests a step reports wall %.1f ms, "
+                      "idle %.1f ms",
+                      v, mx.wall, mx.idle);
+        mock_rig_close(&r);
+    }
 }
 END_TEST
 
@@ -877,6 +1005,8 @@ int main(void)
     tcase_add_loop_test(tc, test_graph_greedy_then_host_rows, 0, 4);
     tcase_add_test(tc, test_chunked_prefill_and_step_records);
     tcase_add_test(tc, test_async_steps_are_chained);
+    tcase_add_test(tc, test_idle_engine_is_not_idle_device);
+    tcase_add_test(tc, test_uva_gathers_inputs);
     tcase_add_test(tc, test_limits_and_validation);
     tcase_add_test(tc, test_capacity_settings);
     tcase_add_test(tc, test_eos_stop_ids_min_tokens);

@@ -386,6 +386,68 @@ START_TEST(test_graph_failed_capture_recovers)
 }
 END_TEST
 
+/* CAP_GRAPH_EVENTS: events recorded during a capture are recorded again at every replay, in
+ * graph order, and can be timed: [A before the launch] gather (a small copy from mapped host
+ * memory) [B in the graph] device work [C in the graph] ids back to the host [D after]. The
+ * spans are those of the replay, not of the capture: a replay that copies 256 MiB between
+ * B and C takes longer there than an empty one. */
+START_TEST(test_graph_events)
+{
+    llmrt_error err = {0};
+    ck_assert(CT.cuda_vt->caps(CT.cuda.b) & LLMRT_BACKEND_CAP_GRAPH_EVENTS);
+    llmrt_event *ev[4];
+    for (int i = 0; i < 4; i++)
+        CT_OK(CT.cuda_vt->event_create(CT.cuda.b, &ev[i], &err));
+    int32_t *in_host = NULL, *out_host = NULL;
+    CT_OK(CT.cuda_vt->host_alloc(CT.cuda.b, 4096, LLMRT_HOST_PINNED | LLMRT_HOST_MAPPED,
+                                 (void **)&in_host, &err));
+    CT_OK(CT.cuda_vt->host_alloc(CT.cuda.b, 4096, LLMRT_HOST_PINNED | LLMRT_HOST_MAPPED,
+                                 (void **)&out_host, &err));
+    int32_t *mirror = ct_alloc(&CT.cuda, 4096);
+    const size_t big = (size_t)256 << 20;
+    void *a = ct_alloc(&CT.cuda, big), *b = ct_alloc(&CT.cuda, big);
+    llmrt_graph *g[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) { /* k = 1: 256 MiB of device copies between B and C */
+        CT_OK(CT.cuda_vt->graph_begin(CT.cuda.b, &err));
+        CT_OK(CT.cuda_vt->copy(CT.cuda.b, mirror, in_host, 4096, LLMRT_COPY_H2D, &err));
+        CT_OK(CT.cuda_vt->event_record(CT.cuda.b, ev[1], &err));
+        if (k)
+            CT_OK(CT.cuda_vt->copy(CT.cuda.b, b, a, big, LLMRT_COPY_D2D, &err));
+        CT_OK(CT.cuda_vt->copy(CT.cuda.b, out_host, mirror, 4096, LLMRT_COPY_D2H, &err));
+        CT_OK(CT.cuda_vt->event_record(CT.cuda.b, ev[2], &err));
+        CT_OK(CT.cuda_vt->graph_end(CT.cuda.b, &g[k], &err));
+    }
+    float mid[2] = {0, 0};
+    for (int rep = 0; rep < 3; rep++)
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < 1024; i++)
+                in_host[i] = rep * 10000 + k * 1000 + i;
+            memset(out_host, 0xff, 4096);
+            CT_OK(CT.cuda_vt->event_record(CT.cuda.b, ev[0], &err));
+            CT_OK(CT.cuda_vt->graph_launch(CT.cuda.b, g[k], &err));
+            CT_OK(CT.cuda_vt->event_record(CT.cuda.b, ev[3], &err));
+            CT_OK(CT.cuda_vt->event_sync(CT.cuda.b, ev[3], &err));
+            for (int i = 0; i < 1024; i += 97)
+                ck_assert_int_eq(out_host[i], rep * 10000 + k * 1000 + i);
+            float ms[3];
+            for (int i = 0; i < 3; i++) {
+                CT_OK(CT.cuda_vt->event_elapsed_ms(CT.cuda.b, ev[i], ev[i + 1], &ms[i], &err));
+                ck_assert_msg(ms[i] >= 0, "span %d: %g ms", i, ms[i]);
+            }
+            mid[k] = ms[1];
+        }
+    printf("graph events: B..C %.3f ms empty, %.3f ms with 256 MiB of copies\n", mid[0], mid[1]);
+    ck_assert_msg(mid[1] > mid[0] + 0.02, "the span inside the graph is not the replay's");
+    for (int k = 0; k < 2; k++)
+        CT.cuda_vt->graph_destroy(CT.cuda.b, g[k]);
+    ct_free(&CT.cuda, a), ct_free(&CT.cuda, b), ct_free(&CT.cuda, mirror);
+    CT.cuda_vt->host_free(CT.cuda.b, in_host);
+    CT.cuda_vt->host_free(CT.cuda.b, out_host);
+    for (int i = 0; i < 4; i++)
+        CT.cuda_vt->event_destroy(CT.cuda.b, ev[i]);
+}
+END_TEST
+
 int main(void)
 {
     ct_open(0);
@@ -400,6 +462,7 @@ int main(void)
     tcase_add_test(tc, test_events);
     tcase_add_test(tc, test_graph_equals_eager);
     tcase_add_test(tc, test_graph_failed_capture_recovers);
+    tcase_add_test(tc, test_graph_events);
     suite_add_tcase(s, tc);
     int rc = ct_run(s);
     ct_close();

@@ -18,6 +18,7 @@
 
 #include <llmrt/memory.h>
 
+#include "clock.h"
 #include "config.h"
 #include "mock_backend.h"
 #include "test_util.h"
@@ -31,15 +32,21 @@ typedef struct expect {
     const char *name;
     uint32_t caps;
     llmrt_mem_path path;
-    int copies; /* to_device/to_host copy (0 for zero-copy) */
+    int copies_in;  /* to_device copies (0: the device reads the host memory in place) */
+    int copies_out; /* to_host copies (0: the device writes the host memory in place) */
     int halves;
 } expect;
 
+/* uva gathers step inputs into a device mirror once per step (on a backend whose device
+ * memory is not host memory: the mock's) and writes outputs in place. */
 static const expect expectations[] = {
-    {"pageable", 0, LLMRT_MEM_PATH_PAGEABLE, 1, 1},
+    {"pageable", 0, LLMRT_MEM_PATH_PAGEABLE, 1, 1, 1},
     {"pinned", LLMRT_MEM_CAP_COPIES_CAPTURABLE | LLMRT_MEM_CAP_DOUBLE_BUFFERED,
-     LLMRT_MEM_PATH_PINNED, 1, 2},
-    {"uva", LLMRT_MEM_CAP_ZERO_COPY | LLMRT_MEM_CAP_DOUBLE_BUFFERED, LLMRT_MEM_PATH_MAPPED, 0, 2},
+     LLMRT_MEM_PATH_PINNED, 1, 1, 2},
+    {"uva",
+     LLMRT_MEM_CAP_ZERO_COPY | LLMRT_MEM_CAP_DOUBLE_BUFFERED | LLMRT_MEM_CAP_COPIES_CAPTURABLE |
+         LLMRT_MEM_CAP_INPUTS_GATHERED,
+     LLMRT_MEM_PATH_MAPPED, 1, 0, 2},
 };
 static const expect *ex;
 
@@ -70,11 +77,13 @@ START_TEST(test_policy_roundtrip)
         ck_assert_ptr_ne(in.host[0], in.host[1]);
     else
         ck_assert_ptr_eq(in.host[0], in.host[1]);
-    if (ex->copies) {
-        ck_assert_ptr_ne(in.device[0], in.host[0]); /* a separate device copy */
-        ck_assert_ptr_eq(in.device[0], in.device[1]);
+    ck_assert_ptr_ne(in.device[0], in.host[0]); /* a device mirror, read once per step */
+    ck_assert_ptr_eq(in.device[0], in.device[1]);
+    if (ex->copies_out) {
+        ck_assert_ptr_ne(out.device[0], out.host[0]);
+        ck_assert_ptr_eq(out.device[0], out.device[1]);
     } else {
-        ck_assert_ptr_ne(in.device[0], in.device[1]); /* each half mapped on its own */
+        ck_assert_ptr_ne(out.device[0], out.device[1]); /* each half mapped on its own */
     }
     for (int h = 0; h < 2; h++) {
         memset(in.host[h], 0x10 + h, 256);
@@ -88,23 +97,23 @@ START_TEST(test_policy_roundtrip)
     ck_assert_int_eq(((unsigned char *)out.host[1])[63], 0x7f);
 
     mock_backend_stats bs = mock_backend_get_stats(&be);
-    ck_assert_int_eq(bs.copies_h2d, ex->copies ? 2 : 0);
-    ck_assert_int_eq(bs.copies_d2h, ex->copies ? 1 : 0);
+    ck_assert_int_eq(bs.copies_h2d, ex->copies_in ? 2 : 0);
+    ck_assert_int_eq(bs.copies_d2h, ex->copies_out ? 1 : 0);
     ck_assert_int_eq(bs.host_alloc_pinned, ex->path == LLMRT_MEM_PATH_PAGEABLE ? 0 : 2 * ex->halves);
     ck_assert_int_eq(bs.host_alloc_mapped, ex->path == LLMRT_MEM_PATH_MAPPED ? 2 * ex->halves : 0);
 
     llmrt_mem_stats s;
     vt->stats(m, &s);
     ck_assert_str_eq(s.path_in_use, ex->name);
-    ck_assert_uint_eq(s.h2d_copies, ex->copies ? 2 : 0);
-    ck_assert_uint_eq(s.h2d_bytes, ex->copies ? 400 : 0);
-    ck_assert_uint_eq(s.d2h_bytes, ex->copies ? 64 : 0);
+    ck_assert_uint_eq(s.h2d_copies, ex->copies_in ? 2 : 0);
+    ck_assert_uint_eq(s.h2d_bytes, ex->copies_in ? 400 : 0);
+    ck_assert_uint_eq(s.d2h_bytes, ex->copies_out ? 64 : 0);
     uint64_t host_bytes = (256 + 64) * (uint64_t)ex->halves;
     uint64_t *slot = ex->path == LLMRT_MEM_PATH_MAPPED   ? &s.host_mapped_bytes
                      : ex->path == LLMRT_MEM_PATH_PINNED ? &s.host_pinned_bytes
                                                          : &s.host_pageable_bytes;
     ck_assert_uint_eq(*slot, host_bytes);
-    ck_assert_uint_eq(s.device_bytes, ex->copies ? 320 : 0);
+    ck_assert_uint_eq(s.device_bytes, (ex->copies_in ? 256 : 0) + (ex->copies_out ? 64 : 0));
     ck_assert_uint_eq(s.fallbacks, 0);
 
     /* a copy larger than the buffer is refused, not performed */
@@ -168,13 +177,130 @@ START_TEST(test_fallback_error)
 }
 END_TEST
 
-/* The section's keys are declared in the descriptor (double_buffer, or none for a policy that
- * does not double-buffer), so the host rejects a misspelt key naming file:line; the plugin
- * reads what the host filled in. */
+/* CPU weight offload (memory.cpu_offload_gb): layer k's buffers go into host memory of the
+ * policy's kind; kernels read them where offload_place says — a staging slot the fetches
+ * fill (pinned: two, so layer k + 1 arrives while k computes; pageable: one) or the mapped
+ * host memory itself (uva: no copies). */
+START_TEST(test_offload)
+{
+    llmrt_backend_ref be = mock_backend_new(-1, 1);
+    llmrt_host host;
+    llmrt_memory *m = make(&be, kv_pageable, &host);
+    llmrt_error err = {0};
+    enum { N = 3, LB = 1024, B0 = 700, B1 = 100, OFF1 = 768 };
+    ck_assert_int_eq(vt->offload_init(m, N, LB, &err), LLMRT_OK);
+    void *kp[N][2];
+    for (int k = 0; k < N; k++) {
+        void *d0 = NULL, *d1 = NULL;
+        ck_assert_int_eq(be.vt->dev_alloc(be.b, B0, &d0, &err), LLMRT_OK);
+        ck_assert_int_eq(be.vt->dev_alloc(be.b, B1, &d1, &err), LLMRT_OK);
+        memset(d0, 10 + k, B0);
+        memset(d1, 20 + k, B1);
+        ck_assert_int_eq(vt->offload_place(m, k, 0, d0, B0, &kp[k][0], &err), LLMRT_OK);
+        ck_assert_int_eq(vt->offload_place(m, k, OFF1, d1, B1, &kp[k][1], &err), LLMRT_OK);
+        ck_assert_ptr_eq((char *)kp[k][1], (char *)kp[k][0] + OFF1);
+        be.vt->dev_free(be.b, d0);
+        be.vt->dev_free(be.b, d1);
+    }
+    /* out of the layer, misaligned, or a layer that is not there: refused */
+    void *bad = NULL, *src = kp[0][0];
+    ck_assert_int_eq(vt->offload_place(m, 0, LB - 8, src, 16, &bad, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_int_eq(vt->offload_place(m, 0, 8, src, 16, &bad, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_int_eq(vt->offload_place(m, N, 0, src, 16, &bad, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_int_eq(vt->offload_fetch(m, N, &err), LLMRT_ERR_INVALID_ARG);
+    const int mapped = ex->path == LLMRT_MEM_PATH_MAPPED;
+    const int slots = mapped ? 0 : ex->path == LLMRT_MEM_PATH_PINNED ? 2 : 1;
+    if (slots == 2) {
+        ck_assert_ptr_ne(kp[0][0], kp[1][0]);
+        ck_assert_ptr_eq(kp[0][0], kp[2][0]);
+    } else if (slots == 1) {
+        ck_assert_ptr_eq(kp[0][0], kp[1][0]);
+    } else {
+        ck_assert_ptr_ne(kp[0][0], kp[1][0]);
+        ck_assert_ptr_ne(kp[1][0], kp[2][0]);
+    }
+    /* a forward: each layer's bytes are at its kernel addresses when its kernels run */
+    mock_backend_stats before = mock_backend_get_stats(&be);
+    ck_assert_int_eq(vt->offload_fetch(m, -1, &err), LLMRT_OK);
+    for (int k = 0; k < N; k++) {
+        ck_assert_int_eq(vt->offload_fetch(m, k, &err), LLMRT_OK);
+        const unsigned char *w0 = kp[k][0], *w1 = kp[k][1];
+        ck_assert_int_eq(w0[0], 10 + k);
+        ck_assert_int_eq(w0[B0 - 1], 10 + k);
+        ck_assert_int_eq(w1[0], 20 + k);
+        ck_assert_int_eq(w1[B1 - 1], 20 + k);
+    }
+    mock_backend_stats after = mock_backend_get_stats(&be);
+    ck_assert_int_eq(after.copies_h2d - before.copies_h2d, mapped ? 0 : N);
+    llmrt_mem_stats st;
+    vt->stats(m, &st);
+    ck_assert_int_eq(st.offload_layers, N);
+    ck_assert_uint_eq(st.offload_bytes, (uint64_t)N * (OFF1 + B1));
+    ck_assert_msg(strstr(st.offload_path, mapped ? "mapped" : slots == 2 ? "prefetch" : "sync"),
+                  "offload_path: %s", st.offload_path);
+    ck_assert_uint_eq(vt->caps(m) & LLMRT_MEM_CAP_OFFLOAD_CAPTURABLE,
+                      slots == 1 ? 0 : LLMRT_MEM_CAP_OFFLOAD_CAPTURABLE);
+    ck_assert_int_eq(vt->offload_init(m, N, LB, &err), LLMRT_ERR_INVALID_ARG); /* once */
+    vt->destroy(m);
+    ck_assert_int_eq(mock_backend_get_stats(&be).live_host, 0);
+    mock_backend_free(&be);
+}
+END_TEST
+
+/* Pinning the offloaded layers fails: memory.fallback = pageable copies them synchronously
+ * from pageable memory (said in offload_path, counted as a fallback, not capturable);
+ * memory.fallback = error fails offload_init naming the key. */
+START_TEST(test_offload_fallback)
+{
+    if (ex->path == LLMRT_MEM_PATH_PAGEABLE)
+        return;
+    for (int fail = 0; fail < 2; fail++) {
+        llmrt_backend_ref be = mock_backend_new(100, 1);
+        llmrt_host host;
+        llmrt_memory *m = make(&be, fail ? kv_error : kv_pageable, &host);
+        llmrt_error err = {0};
+        llmrt_status st = vt->offload_init(m, 2, 4096, &err);
+        if (fail) {
+            ck_assert_int_eq(st, LLMRT_ERR_LIMIT);
+            ck_assert_msg(strstr(err.msg, "memory.fallback = error"), "%s", err.msg);
+        } else {
+            ck_assert_msg(st == LLMRT_OK, "%s", err.msg);
+            llmrt_mem_stats s;
+            vt->stats(m, &s);
+            ck_assert_uint_eq(s.fallbacks, 1);
+            ck_assert_msg(strstr(s.offload_path, "sync (pageable, fallback)"), "%s",
+                          s.offload_path);
+            ck_assert_uint_eq(vt->caps(m) & LLMRT_MEM_CAP_OFFLOAD_CAPTURABLE, 0);
+        }
+        vt->destroy(m);
+        ck_assert_int_eq(mock_backend_get_stats(&be).live_host, 0);
+        mock_backend_free(&be);
+    }
+}
+END_TEST
+
+/* The plan: the last layers, as few as hold the bytes asked (all when more is asked). */
+START_TEST(test_offload_plan)
+{
+    ck_assert_int_eq(llmrt_offload_first_layer(36, 100, 0), 36);   /* nothing asked */
+    ck_assert_int_eq(llmrt_offload_first_layer(36, 100, 1), 35);   /* a byte: one layer */
+    ck_assert_int_eq(llmrt_offload_first_layer(36, 100, 900), 27); /* exactly 9 layers */
+    ck_assert_int_eq(llmrt_offload_first_layer(36, 100, 901), 26); /* rounded up to 10 */
+    ck_assert_int_eq(llmrt_offload_first_layer(36, 100, 3600), 0); /* all */
+    ck_assert_int_eq(llmrt_offload_first_layer(36, 100, 1000000), 0);
+    ck_assert_int_eq(llmrt_offload_first_layer(0, 100, 1000), 0);
+}
+END_TEST
+
+/* The section's keys are declared in the descriptor (double_buffer for a policy that
+ * double-buffers, and the developer key delay_us), so the host rejects a misspelt key naming
+ * file:line; the plugin reads what the host filled in. */
 START_TEST(test_section_keys)
 {
     ck_assert_ptr_nonnull(desc->keys);
-    ck_assert_uint_eq(desc->n_keys, ex->halves == 2 ? 1 : 0);
+    ck_assert_uint_eq(desc->n_keys, ex->halves == 2 ? 2 : 1);
+    ck_assert_str_eq(desc->keys[desc->n_keys - 1].name, "delay_us");
+    ck_assert_uint_eq(desc->keys[desc->n_keys - 1].flags, LLMRT_KEY_DEVELOPER);
     llmrt_error err = {0};
     ck_assert_msg(llmrt_key_table_check("memory." PLUGIN_NAME, desc->keys, desc->n_keys, &err) ==
                       LLMRT_OK,
@@ -215,6 +341,26 @@ START_TEST(test_section_keys)
         ck_assert_msg(strstr(err.msg, "conf/x.ini:7") && strstr(err.msg, "not a boolean"), "%s",
                       err.msg);
     }
+    /* delay_us: each step-input transfer takes at least that long; outputs are not delayed */
+    keys[0] = "delay_us";
+    vals[0] = "20000";
+    ck_assert_int_eq(vt->create(&host, &sec, &be, &m, &err), LLMRT_OK);
+    llmrt_mem_buffer in, out;
+    ck_assert_int_eq(vt->buffer_alloc(m, 64, LLMRT_MEM_TO_DEVICE, &in, &err), LLMRT_OK);
+    ck_assert_int_eq(vt->buffer_alloc(m, 64, LLMRT_MEM_TO_HOST, &out, &err), LLMRT_OK);
+    double t0 = llmrt_now_s();
+    ck_assert_int_eq(vt->to_device(m, &in, 0, 64, &err), LLMRT_OK);
+    double t1 = llmrt_now_s();
+    ck_assert_int_eq(vt->to_host(m, &out, 0, 64, &err), LLMRT_OK);
+    double t2 = llmrt_now_s();
+    ck_assert_msg(t1 - t0 >= 0.020, "to_device took %.4f s with delay_us = 20000", t1 - t0);
+    ck_assert_msg(t2 - t1 < 0.020, "to_host is not delayed (%.4f s)", t2 - t1);
+    vt->buffer_free(m, &in);
+    vt->buffer_free(m, &out);
+    vt->destroy(m);
+    vals[0] = "-3";
+    ck_assert_int_eq(vt->create(&host, &sec, &be, &m, &err), LLMRT_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(err.msg, "conf/x.ini:7") && strstr(err.msg, "delay_us"), "%s", err.msg);
     mock_backend_free(&be);
 }
 END_TEST
@@ -251,6 +397,16 @@ static void roundtrip_real(llmrt_backend_ref *be, const char *const *kv)
     const size_t n = 1 << 20;
     ck_assert_msg(vt->buffer_alloc(m, n, LLMRT_MEM_TO_DEVICE, &in, &err) == LLMRT_OK, "%s", err.msg);
     ck_assert_msg(vt->buffer_alloc(m, n, LLMRT_MEM_TO_HOST, &out, &err) == LLMRT_OK, "%s", err.msg);
+    if (strcmp(PLUGIN_NAME, "uva") == 0) {
+        /* where device memory is host memory the mapped address is the host address: inputs
+         * are read in place (a gather would copy them onto themselves); elsewhere gathered */
+        int host_mem = (be->vt->caps(be->b) & LLMRT_BACKEND_CAP_HOST_IS_DEVICE) != 0;
+        ck_assert_int_eq((vt->caps(m) & LLMRT_MEM_CAP_INPUTS_GATHERED) != 0, !host_mem);
+        if (host_mem)
+            ck_assert_ptr_eq(in.device[1], in.host[1]);
+        else
+            ck_assert_ptr_eq(in.device[0], in.device[1]);
+    }
     for (int h = 0; h < 2; h++) {
         unsigned char *src = in.host[h];
         for (size_t i = 0; i < n; i++)
@@ -366,6 +522,9 @@ int main(int argc, char **argv)
         tcase_add_test(tc, test_fallback_to_pageable);
         tcase_add_test(tc, test_fallback_error);
         tcase_add_test(tc, test_section_keys);
+        tcase_add_test(tc, test_offload);
+        tcase_add_test(tc, test_offload_fallback);
+        tcase_add_test(tc, test_offload_plan);
     } else {
         tcase_add_test(tc, test_real_roundtrip);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) /* sanitizers intercept mlock */
