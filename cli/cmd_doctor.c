@@ -15,17 +15,24 @@
 #include <unistd.h>
 
 #include <llmrt/ext/collective.h>
+#include <llmrt/memory.h>
 
 #include "clock.h"
 #include "commands.h"
 #include "common.h"
 #include "config.h"
+#include "safetensors.h"
 
 static const char usage[] =
-    "usage: llmrt doctor [-c FILE] [--set K=V] [--pin-cap-gb N] [--no-probe]\n\n"
+    "usage: llmrt doctor [-c FILE] [--set K=V] [--pin-cap-gb N] [--offload-gb G] [--no-probe]\n\n"
     "Reports CUDA devices, WSL2, how much host memory can really be pinned (probed in steps\n"
     "up to --pin-cap-gb, default 4), RLIMIT_MEMLOCK, /dev/shm, CPUs and memory limits, and\n"
-    "recommends a memory plugin. Exit 1 when something needed is missing.\n\n" CLI_COMMON_USAGE;
+    "recommends a memory plugin. On a GPU backend it measures host-to-device bandwidth from\n"
+    "pageable, pinned and mapped (zero-copy) host memory (`h2d pinned: 24.1 GB/s (64 MiB)`)\n"
+    "and says what CPU weight offload costs per token: --offload-gb G (default\n"
+    "memory.cpu_offload_gb) of the configured model's (--model) layers over the bus, at the\n"
+    "bandwidth of memory.plugin's path. --no-probe skips the pinning probe and the bandwidth\n"
+    "measurements. Exit 1 when something needed is missing.\n\n" CLI_COMMON_USAGE;
 
 static int n_bad;
 
@@ -218,15 +225,250 @@ static double probe_pinned(const llmrt_backend_ref *be, double cap, double *seco
     return (double)n * step;
 }
 
+/* ---- host-to-device bandwidth and what CPU weight offload costs ----
+ *
+ * Each kind of host memory is measured the way the memory plugin of that name moves offloaded
+ * weights (memory.h offload_*): pageable — a copy from malloc'd memory that the host waits
+ * for (wall clock around copy + synchronize: the pageable plugin copies synchronously);
+ * pinned — a copy from page-locked memory, timed on the stream by events (its prefetch runs
+ * beside the compute); mapped — a kernel (the backend's add) reading mapped memory in place
+ * over the bus, timed by events, as uva's kernels read offloaded weights. Best of H2D_REPS
+ * after one warm-up, at each of h2d_sizes. GB/s are 1e9 bytes per second, as bench's
+ * bus_gbps. */
+
+enum { H2D_PAGEABLE, H2D_PINNED, H2D_MAPPED, H2D_KINDS };
+static const char *const h2d_names[H2D_KINDS] = {"pageable", "pinned", "mapped"};
+static const size_t h2d_sizes[] = {(size_t)1 << 20, (size_t)64 << 20};
+#define H2D_NSIZES ((int)(sizeof h2d_sizes / sizeof *h2d_sizes))
+#define H2D_REPS 5
+
+/* One timed transfer of `bytes` from host (its device address host_dev when mapped) into dev. */
+static llmrt_status h2d_once(const llmrt_backend_ref *be, int kind, void *dev, void *host,
+                             void *host_dev, size_t bytes, llmrt_event *e0, llmrt_event *e1,
+                             double *ms, llmrt_error *err)
+{
+    llmrt_status st;
+    if (kind == H2D_PAGEABLE) {
+        double t0 = llmrt_now_s();
+        if ((st = be->vt->copy(be->b, dev, host, bytes, LLMRT_COPY_H2D, err)) ||
+            (st = be->vt->synchronize(be->b, err)))
+            return st;
+        *ms = (llmrt_now_s() - t0) * 1e3;
+        return LLMRT_OK;
+    }
+    if ((st = be->vt->event_record(be->b, e0, err)))
+        return st;
+    if (kind == H2D_PINNED)
+        st = be->vt->copy(be->b, dev, host, bytes, LLMRT_COPY_H2D, err);
+    else /* dev = host_dev + dev: every float of the mapped memory crosses the bus once */
+        st = be->vt->add(be->b, dev, host_dev, dev, (int64_t)(bytes / sizeof(float)), err);
+    float f = 0;
+    if (st || (st = be->vt->event_record(be->b, e1, err)) ||
+        (st = be->vt->event_sync(be->b, e1, err)) ||
+        (st = be->vt->event_elapsed_ms(be->b, e0, e1, &f, err)))
+        return st;
+    *ms = f;
+    return LLMRT_OK;
+}
+
+/* Measure one kind at every size into gbps[H2D_NSIZES]. */
+static llmrt_status h2d_measure(const llmrt_backend_ref *be, int kind, void *dev,
+                                double *gbps, llmrt_error *err)
+{
+    const size_t max = h2d_sizes[H2D_NSIZES - 1];
+    const uint32_t flags = kind == H2D_PAGEABLE ? 0
+                           : kind == H2D_PINNED ? LLMRT_HOST_PINNED
+                                                : LLMRT_HOST_PINNED | LLMRT_HOST_MAPPED;
+    void *host = NULL, *host_dev = NULL;
+    llmrt_event *e0 = NULL, *e1 = NULL;
+    llmrt_status st;
+    if ((st = be->vt->host_alloc(be->b, max, flags, &host, err)))
+        return st;
+    memset(host, 0, max); /* resident, and floats the add can read (0.0f) */
+    if (kind == H2D_MAPPED && (st = be->vt->host_device_ptr(be->b, host, &host_dev, err)))
+        goto cleanup;
+    if ((st = be->vt->event_create(be->b, &e0, err)) ||
+        (st = be->vt->event_create(be->b, &e1, err)))
+        goto cleanup;
+    for (int s = 0; s < H2D_NSIZES; s++) {
+        double best = 0, ms = 0;
+        for (int r = 0; r <= H2D_REPS; r++) {
+            if ((st = h2d_once(be, kind, dev, host, host_dev, h2d_sizes[s], e0, e1, &ms, err)))
+                goto cleanup;
+            if (r > 0 && (best == 0 || ms < best)) /* r = 0: the warm-up */
+                best = ms;
+        }
+        gbps[s] = best > 0 ? (double)h2d_sizes[s] / (best * 1e-3) / 1e9 : 0;
+    }
+cleanup:
+    if (e0)
+        be->vt->event_destroy(be->b, e0);
+    if (e1)
+        be->vt->event_destroy(be->b, e1);
+    be->vt->host_free(be->b, host);
+    return st;
+}
+
+static const char *mib(size_t bytes, char *buf, size_t n)
+{
+    snprintf(buf, n, "%zu MiB", bytes >> 20);
+    return buf;
+}
+
+/* One line per kind; gbps[k] is set to its figure at the largest size (0: not measured). */
+static void check_h2d(const llmrt_backend_ref *be, double gbps[H2D_KINDS])
+{
+    static const char *const how[H2D_KINDS] = {
+        "copy from malloc'd memory, host waits", "async copy from page-locked memory",
+        "kernel reading mapped memory in place"};
+    void *dev = NULL;
+    llmrt_error err = {0};
+    for (int k = 0; k < H2D_KINDS; k++)
+        gbps[k] = 0;
+    if (be->vt->dev_alloc(be->b, h2d_sizes[H2D_NSIZES - 1], &dev, &err) != LLMRT_OK) {
+        finding("warn", "bus", NULL, "h2d: not measured (%s)", err.msg);
+        return;
+    }
+    const int can_map = (be->vt->caps(be->b) & LLMRT_BACKEND_CAP_MAPPED_HOST) != 0;
+    for (int k = 0; k < H2D_KINDS; k++) {
+        double g[H2D_NSIZES] = {0};
+        err = (llmrt_error){0};
+        if (k == H2D_MAPPED && !can_map) {
+            finding("warn", "bus", "memory.plugin = uva needs mapped host memory",
+                    "h2d mapped: n/a (this device cannot map host memory)");
+            continue;
+        }
+        if (h2d_measure(be, k, dev, g, &err) != LLMRT_OK) {
+            finding("warn", "bus", k == H2D_PAGEABLE ? NULL : "see pinned memory below",
+                    "h2d %s: not measured (%s)", h2d_names[k], err.msg);
+            continue;
+        }
+        char line[256] = "", sz[32];
+        size_t len = 0;
+        for (int s = H2D_NSIZES - 1; s >= 0; s--)
+            len += (size_t)snprintf(line + len, sizeof line - len, "%s%.1f GB/s (%s)",
+                                    s == H2D_NSIZES - 1 ? "" : ", ", g[s],
+                                    mib(h2d_sizes[s], sz, sizeof sz));
+        gbps[k] = g[H2D_NSIZES - 1];
+        finding("ok", "bus", NULL, "h2d %s: %s; best of %d, %s", h2d_names[k], line, H2D_REPS,
+                how[k]);
+    }
+    be->vt->dev_free(be->b, dev);
+}
+
+/* Bytes of layer 0 (each buffer 256-aligned, as the model sizes its offload slots) and the
+ * number of layers, from the checkpoint's "model.layers.N." tensors. 0 on failure (why set). */
+static int ckpt_layers(const char *dir, uint64_t *layer_bytes, int32_t *n_layers, char *why,
+                       size_t why_n)
+{
+    llmrt_st_model *m = NULL;
+    llmrt_error err = {0};
+    *layer_bytes = 0;
+    *n_layers = 0;
+    if (llmrt_st_model_open(dir, 0, &m, &err) != LLMRT_OK) {
+        snprintf(why, why_n, "%s", err.msg);
+        return 0;
+    }
+    for (size_t f = 0; f < llmrt_st_model_file_count(m); f++) {
+        const llmrt_st_file *sf = llmrt_st_model_file(m, f);
+        for (size_t i = 0; i < llmrt_st_file_count(sf); i++) {
+            const llmrt_tensor_view *v = llmrt_st_file_at(sf, i);
+            const char *p = "model.layers.";
+            if (strncmp(v->name, p, strlen(p)) != 0)
+                continue;
+            char *end;
+            long idx = strtol(v->name + strlen(p), &end, 10);
+            if (*end != '.' || idx < 0 || idx > 100000)
+                continue;
+            if (idx + 1 > *n_layers)
+                *n_layers = (int32_t)idx + 1;
+            if (idx == 0)
+                *layer_bytes += (v->bytes + 255) & ~(uint64_t)255;
+        }
+    }
+    llmrt_st_model_close(m);
+    if (*n_layers == 0 || *layer_bytes == 0) {
+        snprintf(why, why_n, "no model.layers.N tensors in %s", dir);
+        return 0;
+    }
+    return 1;
+}
+
+/* What memory.cpu_offload_gb (or --offload-gb) costs per token: the offloaded bytes cross the
+ * bus once per forward, at the measured bandwidth of the configured plugin's path. */
+static void offload_cost(llmrt_runtime *rt, const double gbps[H2D_KINDS], double gb,
+                         const char *gb_from)
+{
+    const char *plugin = llmrt_config_get(rt->cfg, "memory.plugin");
+    int kind = -1;
+    if (plugin && strcmp(plugin, "pageable") == 0)
+        kind = H2D_PAGEABLE;
+    else if (plugin && strcmp(plugin, "pinned") == 0)
+        kind = H2D_PINNED;
+    else if (plugin && strcmp(plugin, "uva") == 0)
+        kind = H2D_MAPPED;
+    const char *dir = llmrt_config_get(rt->cfg, "model.path");
+    uint64_t bytes = (uint64_t)(gb * 1e9), layer = 0;
+    int32_t n_layers = 0, n_off = 0;
+    char what[LLMRT_ERROR_MSG_MAX + 256] = "";
+    if (dir && dir[0]) {
+        char why[LLMRT_ERROR_MSG_MAX] = "";
+        if (!ckpt_layers(dir, &layer, &n_layers, why, sizeof why)) {
+            finding("warn", "offload cost", NULL, "cannot size the model's layers: %s", why);
+            return;
+        }
+        if (gb <= 0) {
+            /* nothing offloaded: what one layer would cost */
+            bytes = layer;
+            n_off = 1;
+            snprintf(what, sizeof what, "%s = 0: nothing offloaded; each layer offloaded would "
+                     "move %.3f GB", gb_from, (double)layer / 1e9);
+        } else {
+            n_off = n_layers - llmrt_offload_first_layer(n_layers, layer, bytes);
+            bytes = (uint64_t)n_off * layer;
+            snprintf(what, sizeof what, "%s = %g: %d of %d layers (%.3f GB, checkpoint bytes)",
+                     gb_from, gb, n_off, n_layers, (double)bytes / 1e9);
+        }
+    } else {
+        if (gb <= 0) {
+            finding("info", "offload cost", NULL, "%s = 0 and no model (--model): nothing to "
+                    "offload", gb_from);
+            return;
+        }
+        snprintf(what, sizeof what, "%s = %g: %.3f GB (no model: whole layers not counted)",
+                 gb_from, gb, (double)bytes / 1e9);
+    }
+    char all[256] = "";
+    size_t len = 0;
+    for (int k = 0; k < H2D_KINDS; k++)
+        if (gbps[k] > 0)
+            len += (size_t)snprintf(all + len, sizeof all - len, "%s%s %.2f ms", len ? ", " : "",
+                                    k == H2D_MAPPED ? "uva" : h2d_names[k],
+                                    (double)bytes / (gbps[k] * 1e9) * 1e3);
+    if (kind >= 0 && gbps[kind] > 0)
+        finding("info", "offload cost", NULL,
+                "%s over the bus each forward: %.2f ms per token at %.1f GB/s (h2d %s, "
+                "memory.plugin = %s)%s; every plugin: %s",
+                what, (double)bytes / (gbps[kind] * 1e9) * 1e3, gbps[kind], h2d_names[kind],
+                plugin, kind == H2D_PINNED ? ", overlapped with compute by the prefetch" : "",
+                all[0] ? all : "none measured");
+    else
+        finding("warn", "offload cost", NULL,
+                "%s over the bus each forward; memory.plugin = %s: its path was not measured; "
+                "measured: %s",
+                what, plugin ? plugin : "?", all[0] ? all : "none");
+}
+
 int cmd_doctor(int argc, char **argv)
 {
-    enum { OPT_CAP = CLI_OPT_FIRST_OWN, OPT_NO_PROBE };
+    enum { OPT_CAP = CLI_OPT_FIRST_OWN, OPT_NO_PROBE, OPT_OFFLOAD };
     static const struct option opts[] = {CLI_COMMON_OPTIONS,
                                           {"pin-cap-gb", required_argument, 0, OPT_CAP},
+                                          {"offload-gb", required_argument, 0, OPT_OFFLOAD},
                                           {"no-probe", no_argument, 0, OPT_NO_PROBE},
                                           {0, 0, 0, 0}};
     cli_common c = {0};
-    double cap_gb = 4.0;
+    double cap_gb = 4.0, offload_gb = -1; /* < 0: memory.cpu_offload_gb */
     int probe = 1, opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
@@ -236,6 +478,14 @@ int cmd_doctor(int argc, char **argv)
             if (*end || cap_gb <= 0 || cap_gb > 1024)
                 return cli_usage_error("doctor", usage, "--pin-cap-gb wants a number of GiB in "
                                        "(0, 1024], got '%s'", optarg);
+            continue;
+        }
+        if (opt == OPT_OFFLOAD) {
+            char *end;
+            offload_gb = strtod(optarg, &end);
+            if (end == optarg || *end || !(offload_gb >= 0) || offload_gb > 100000)
+                return cli_usage_error("doctor", usage, "--offload-gb wants a number of GB in "
+                                       "[0, 100000], got '%s'", optarg);
             continue;
         }
         if (opt == OPT_NO_PROBE) {
@@ -356,6 +606,24 @@ int cmd_doctor(int argc, char **argv)
         } else {
             finding("info", "pinned memory", NULL, "probe skipped (--no-probe); RLIMIT_MEMLOCK %s",
                     lim);
+        }
+        /* Host-to-device bandwidth and CPU weight offload: only where device memory is not
+         * host memory. */
+        const char *gb_from = offload_gb >= 0 ? "--offload-gb" : "memory.cpu_offload_gb";
+        const double gb =
+            offload_gb >= 0 ? offload_gb : llmrt_config_float(rt->cfg, "memory.cpu_offload_gb");
+        if (be.vt->caps(be.b) & LLMRT_BACKEND_CAP_HOST_IS_DEVICE) {
+            finding("info", "offload", NULL,
+                    "%s = %g: CPU weight offload has no meaning on the %s backend (its device "
+                    "memory is host memory); h2d bandwidth: n/a",
+                    gb_from, gb, be.name);
+        } else if (!probe) {
+            finding("info", "bus", NULL, "h2d bandwidth and offload cost not measured "
+                    "(--no-probe)");
+        } else {
+            double gbps[H2D_KINDS];
+            check_h2d(&be, gbps);
+            offload_cost(rt, gbps, gb, gb_from);
         }
         llmrt_runtime_backend_close(&be);
     }

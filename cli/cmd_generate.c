@@ -82,6 +82,9 @@ typedef struct gen {
     /* step records → prefill / decode speed */
     double prefill_s, decode_s;
     uint64_t prefill_tokens, decode_tokens;
+    /* decode steps' bus traffic (CPU weight offload): as bench's steps.bus_gbps */
+    uint64_t decode_steps;
+    double decode_offload_bytes, decode_bus_bytes, decode_busy_ms;
 } gen;
 
 static int grow(void **p, int32_t *cap, int32_t need, size_t elem)
@@ -151,6 +154,10 @@ static void on_step(void *user, const llmrt_step_record *r)
     } else {
         g->decode_s += r->wall_ms * 1e-3;
         g->decode_tokens += (uint64_t)r->n_decode_seqs;
+        g->decode_steps++;
+        g->decode_offload_bytes += (double)r->offload_bytes;
+        g->decode_bus_bytes += (double)(r->h2d_bytes + r->d2h_bytes);
+        g->decode_busy_ms += r->gpu_busy_ms;
     }
 }
 
@@ -449,14 +456,23 @@ int cmd_generate(int argc, char **argv)
                  (unsigned long long)st.prefix_cache_hits,
                  (unsigned long long)st.prefix_cache_queries,
                  (unsigned long long)st.prefix_cache_evictions);
+    /* CPU weight offload: what each decode step moved over the bus, and how fast */
+    char off[256] = "";
+    if (st.mem.offload_layers > 0)
+        snprintf(off, sizeof off,
+                 " | offload %d layers (%s): %.3f MB per step over the bus, %.2f GB/s",
+                 st.mem.offload_layers, st.mem.offload_path,
+                 g.decode_steps ? g.decode_offload_bytes / (double)g.decode_steps / 1e6 : 0.0,
+                 g.decode_busy_ms > 0 ? g.decode_bus_bytes / (g.decode_busy_ms * 1e-3) / 1e9
+                                      : 0.0);
     fprintf(stderr,
             "llmrt generate: %d prompt(s), %llu prompt tokens, %llu generated | load %.2f s | "
             "prefill %.1f tok/s | decode %.1f tok/s | ITL p50 %.2f ms | KV cache %lld tokens "
-            "(%s)%s | memory path %s | backend %s (%s)%s\n",
+            "(%s)%s | memory path %s%s | backend %s (%s)%s\n",
             n_lines, (unsigned long long)prompt_tokens, (unsigned long long)gen_tokens,
             st.load_time_s, g.prefill_s > 0 ? (double)g.prefill_tokens / g.prefill_s : 0.0,
             g.decode_s > 0 ? (double)g.decode_tokens / g.decode_s : 0.0, p50 * 1e3,
-            (long long)st.kv_capacity_tokens, st.kv_dtype, pc, st.memory_path, st.backend,
+            (long long)st.kv_capacity_tokens, st.kv_dtype, pc, st.memory_path, off, st.backend,
             st.device, st.preemptions ? " | preemptions: raise cache.kv_tokens" : "");
 done:
     llmrt_engine_destroy(e);

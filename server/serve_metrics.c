@@ -98,6 +98,10 @@ struct llmrt_serve_metrics {
     uint64_t finished[LLMRT_FINISH_ERROR + 1]; /* by finish reason */
     uint64_t closed[N_CLOSED];
     double process_start; /* unix seconds */
+    /* bus traffic of engine steps (step records' h2d + d2h bytes, of them offloaded weights) */
+    uint64_t bus_bytes, offload_bytes;
+    uint64_t last_bus_bytes, last_offload_bytes; /* of the latest step */
+    double decode_bus_bytes, decode_busy_s;      /* over decode steps: the achieved GB/s */
 };
 
 static void hist_init(histogram *h, const char *name, const char *vllm, const char *vllm2,
@@ -307,6 +311,15 @@ void llmrt_serve_metrics_step(llmrt_serve_metrics *m, const llmrt_step_record *r
     hist_observe(&m->h[H_BUSY], rec->gpu_busy_ms / 1000.0);
     hist_observe(&m->h[H_IDLE], rec->idle_ms / 1000.0);
     hist_observe(&m->h[H_ITERATION], (double)rec->n_tokens);
+    const uint64_t bus = rec->h2d_bytes + rec->d2h_bytes;
+    m->bus_bytes += bus;
+    m->offload_bytes += rec->offload_bytes;
+    m->last_bus_bytes = bus;
+    m->last_offload_bytes = rec->offload_bytes;
+    if (rec->n_prefill_tokens == 0) { /* as bench's steps.bus_gbps: decode steps only */
+        m->decode_bus_bytes += (double)bus;
+        m->decode_busy_s += rec->gpu_busy_ms * 1e-3;
+    }
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -510,6 +523,23 @@ char *llmrt_serve_metrics_render(llmrt_serve_metrics *m, const llmrt_serve_metri
     }
     for (int i = 0; i < H_COUNT; i++)
         hist_render(&pg, &m->h[i]);
+    one(&pg, "llmrt_bus_bytes_total", NULL, "counter",
+        "Bytes engine steps moved over the host-device bus: step inputs and outputs, and the "
+        "offloaded layers' weights (memory.cpu_offload_gb), copied or read in place.",
+        (double)m->bus_bytes);
+    one(&pg, "llmrt_offload_bytes_total", NULL, "counter",
+        "Of llmrt_bus_bytes_total, the offloaded layers' weights (memory.cpu_offload_gb).",
+        (double)m->offload_bytes);
+    one(&pg, "llmrt_step_bus_bytes", NULL, "gauge",
+        "Bytes the latest engine step moved over the bus (inputs, outputs, offloaded weights).",
+        (double)m->last_bus_bytes);
+    one(&pg, "llmrt_step_offload_bytes", NULL, "gauge",
+        "Of llmrt_step_bus_bytes, the offloaded layers' weights: every forward moves them once.",
+        (double)m->last_offload_bytes);
+    one(&pg, "llmrt_bus_gbps", NULL, "gauge",
+        "Achieved bus bandwidth over the decode steps so far, GB/s (1e9 bytes/s): their bytes "
+        "over the bus over their device busy time (bench's steps.bus_gbps); 0 before any.",
+        m->decode_busy_s > 0 ? m->decode_bus_bytes / m->decode_busy_s / 1e9 : 0.0);
     pthread_mutex_unlock(&m->mu);
 
     process_metrics(&pg, m);
@@ -564,6 +594,12 @@ char *llmrt_serve_metrics_render(llmrt_serve_metrics *m, const llmrt_serve_metri
         one(&pg, "llmrt_memory_d2h_bytes_total", NULL, "counter",
             "Step output bytes copied device to host by the memory plugin.",
             (double)st->mem.d2h_bytes);
+        one(&pg, "llmrt_offload_layers", NULL, "gauge",
+            "Decoder layers whose weights stay in host memory (memory.cpu_offload_gb; 0: none).",
+            st->mem.offload_layers);
+        one(&pg, "llmrt_offload_weight_bytes", NULL, "gauge",
+            "Host bytes of the offloaded layers' weights (what each forward moves over the bus).",
+            (double)st->mem.offload_bytes);
 
         /* "pageable (fallback from pinned)" → path="pageable", fallback="true" */
         char path[64];

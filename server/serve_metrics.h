@@ -4,8 +4,8 @@
  * Why: operators watch a server through Prometheus; the figures that matter for an
  * inference server are vLLM's (requests and tokens, TTFT, inter-token latency, end-to-end
  * latency, queue / prefill / decode time, running/waiting, KV-cache usage) plus what this
- * project is about: how long the device was busy and idle per step, and which host-memory
- * path is really in use.
+ * project is about: how long the device was busy and idle per step, which host-memory
+ * path is really in use, and the bytes steps move over the bus (CPU weight offload).
  *
  * Names: every series carries the label model_name (the served model's name). With
  * metrics_prefix "llmrt" the series are llmrt_*; with "vllm" those vLLM has carry vLLM's
@@ -56,7 +56,9 @@ void llmrt_serve_metrics_itl(llmrt_serve_metrics *m, double seconds);
 /* A connection the server closed: "request_timeout" (server.request_timeout_s) or
  * "evicted" (to keep room for new clients). */
 void llmrt_serve_metrics_conn_closed(llmrt_serve_metrics *m, const char *reason);
-/* One engine step (device busy and idle time, tokens computed). */
+/* One engine step (device busy and idle time, tokens computed, bytes over the bus and of them
+ * offloaded weights: llmrt_bus_bytes_total, llmrt_offload_bytes_total, the latest step's
+ * llmrt_step_bus_bytes / llmrt_step_offload_bytes, and llmrt_bus_gbps over decode steps). */
 void llmrt_serve_metrics_step(llmrt_serve_metrics *m, const llmrt_step_record *rec);
 
 /* Server-level facts for the page. */

@@ -157,6 +157,61 @@ START_TEST(test_engine_gauges_and_info)
 }
 END_TEST
 
+/* Bus traffic: counters of the step records' h2d + d2h bytes and of their offloaded weights,
+ * the latest step's, the achieved GB/s over decode steps only (bench's bus_gbps: a prefill
+ * step's bytes and busy time do not count), and the offload plan's gauges from the stats; the
+ * llmrt_ names under either prefix. */
+START_TEST(test_bus_and_offload)
+{
+    for (int vllm = 0; vllm <= 1; vllm++) {
+        llmrt_serve_metrics *m;
+        llmrt_error err = {0};
+        ck_assert_int_eq(llmrt_serve_metrics_new(&m, &err), LLMRT_OK);
+        llmrt_engine_stats st = {0};
+        st.mem.offload_layers = 3;
+        st.mem.offload_bytes = 3000000;
+        llmrt_serve_metrics_info info = {.model_name = "tiny", .ready = 1, .stats = &st,
+                                         .vllm_names = vllm};
+        char *page = llmrt_serve_metrics_render(m, &info, NULL);
+        check_format(page, vllm ? "vllm:" : "llmrt_");
+        ck_assert_double_eq(sample(page, "llmrt_bus_bytes_total{model_name=\"tiny\"}"), 0);
+        ck_assert_double_eq(sample(page, "llmrt_bus_gbps{model_name=\"tiny\"}"), 0);
+        free(page);
+        /* a prefill step: counted in bytes, not in the decode GB/s */
+        llmrt_step_record pre = {.n_tokens = 8, .n_prefill_tokens = 8, .gpu_busy_ms = 50,
+                                 .h2d_bytes = 3000500, .d2h_bytes = 40, .offload_bytes = 3000000};
+        llmrt_serve_metrics_step(m, &pre);
+        /* two decode steps: 3 MB of weights and 500 bytes of inputs in, 40 bytes out, 1 ms */
+        llmrt_step_record dec = {.n_tokens = 1, .n_decode_seqs = 1, .gpu_busy_ms = 1.0,
+                                 .h2d_bytes = 3000500, .d2h_bytes = 40, .offload_bytes = 3000000};
+        llmrt_serve_metrics_step(m, &dec);
+        dec.gpu_busy_ms = 3.0;
+        dec.h2d_bytes = 3000460; /* a step with fewer inputs: the latest step's figure */
+        llmrt_serve_metrics_step(m, &dec);
+        page = llmrt_serve_metrics_render(m, &info, NULL);
+        check_format(page, vllm ? "vllm:" : "llmrt_");
+        ck_assert_ptr_nonnull(strstr(page, "# TYPE llmrt_bus_bytes_total counter\n"));
+        ck_assert_ptr_nonnull(strstr(page, "# TYPE llmrt_offload_bytes_total counter\n"));
+        ck_assert_ptr_nonnull(strstr(page, "# TYPE llmrt_bus_gbps gauge\n"));
+        ck_assert_double_eq(sample(page, "llmrt_bus_bytes_total{model_name=\"tiny\"}"),
+                            3000540.0 * 2 + 3000500);
+        ck_assert_double_eq(sample(page, "llmrt_offload_bytes_total{model_name=\"tiny\"}"),
+                            9000000);
+        ck_assert_double_eq(sample(page, "llmrt_step_bus_bytes{model_name=\"tiny\"}"), 3000500);
+        ck_assert_double_eq(sample(page, "llmrt_step_offload_bytes{model_name=\"tiny\"}"),
+                            3000000);
+        /* (3000540 + 3000500) bytes in 4 ms = 1.50026 GB/s */
+        ck_assert_double_eq_tol(sample(page, "llmrt_bus_gbps{model_name=\"tiny\"}"),
+                                6001040.0 / 4e-3 / 1e9, 1e-9);
+        ck_assert_double_eq(sample(page, "llmrt_offload_layers{model_name=\"tiny\"}"), 3);
+        ck_assert_double_eq(sample(page, "llmrt_offload_weight_bytes{model_name=\"tiny\"}"),
+                            3000000);
+        free(page);
+        llmrt_serve_metrics_free(m);
+    }
+}
+END_TEST
+
 /* metrics_prefix = vllm: vLLM's names and labels for what vLLM has (what its Grafana
  * dashboard and the routers read), llmrt_ for the rest, process_* either way; the new
  * request-phase, parameter and iteration histograms in both namings. */
@@ -299,6 +354,7 @@ int main(void)
     tcase_add_test(tc, test_engine_gauges_and_info);
     tcase_add_test(tc, test_concurrent_recording);
     tcase_add_test(tc, test_vllm_names);
+    tcase_add_test(tc, test_bus_and_offload);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

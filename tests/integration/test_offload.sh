@@ -21,6 +21,7 @@ for mem in pageable pinned uva; do
   cmp -s "$tmp/base" "$tmp/out" || fail "$mem: tokens differ with memory.cpu_offload_gb on cpu"
   n=$(grep -c "memory.cpu_offload_gb = 2.5 has no meaning on the cpu backend" "$tmp/err")
   [[ "$n" -eq 1 ]] || { cat "$tmp/err"; fail "$mem: the warning $n times (once expected)"; }
+  grep -q '| offload ' "$tmp/err" && { cat "$tmp/err"; fail "$mem: the summary names an offload that did not happen"; }
 done
 echo "ok: cpu backend warns once, same tokens"
 

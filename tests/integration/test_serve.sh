@@ -160,6 +160,17 @@ done
 for name in process_resident_memory_bytes process_virtual_memory_bytes process_cpu_seconds_total process_start_time_seconds process_open_fds; do
   grep -q "^$name{model_name=\"tiny\"} [0-9]" $tmp/m.txt || fail "/metrics has no $name"
 done
+# bytes over the bus: the step records' inputs and outputs (no offload on the cpu backend)
+for name in llmrt_bus_bytes_total llmrt_offload_bytes_total; do
+  grep -q "^# TYPE $name counter" $tmp/m.txt || fail "/metrics has no counter $name"
+done
+for name in llmrt_step_bus_bytes llmrt_step_offload_bytes llmrt_bus_gbps llmrt_offload_layers llmrt_offload_weight_bytes; do
+  grep -q "^# TYPE $name gauge" $tmp/m.txt || fail "/metrics has no gauge $name"
+  grep -q "^$name{model_name=\"tiny\"} [0-9]" $tmp/m.txt || fail "/metrics has no value of $name"
+done
+for name in llmrt_offload_bytes_total llmrt_step_offload_bytes llmrt_offload_layers llmrt_offload_weight_bytes; do
+  [[ $(awk -v k="$name{model_name=\"tiny\"}" '$1 == k {print $2}' $tmp/m.txt) == 0 ]] || fail "$name not 0 without offload"
+done
 wait_metric llmrt_kv_cache_blocks_used 0 "KV blocks still held after every request finished"
 g0=$(metric llmrt_generation_tokens_total)
 post /v1/completions '{"prompt": "Hello", "max_tokens": 5}' $o > /dev/null
