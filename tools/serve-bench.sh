@@ -18,7 +18,8 @@
 #                        the model is then served from a folder of symlinks, MODEL_DIR is
 #                        left untouched
 #   SETS="k=v k=v"       extra --set overrides for every run (server.max_connections_per_ip
-#                        is 0 unless set here: all clients come from one address)
+#                        is 0 and server.max_connections 8192 unless set here: all clients
+#                        come from one address)
 #   OUT=DIR              where the JSON results and server logs go (default: a temp folder)
 # The load generator is tools/serve-load.mjs under node, else tools/serve-load.py (the GPU
 # machine has python3 but no node). Exit 1 when any run fails.
@@ -66,8 +67,9 @@ except Exception: print("000")' "$1"
 }
 # every client of the load generator has one address (loopback): the server's per-address
 # cap (server.max_connections_per_ip, a defence against one hostile client) would close the
-# connections beyond it, so it is lifted here; SETS may put it back
-sets=(--set server.max_connections_per_ip=0)
+# connections beyond it, and server.max_connections keeps an eighth of its slots for new
+# clients by closing the oldest still-sending ones — both are lifted here; SETS may put them back
+sets=(--set server.max_connections_per_ip=0 --set server.max_connections=8192)
 for s in ${SETS:-}; do sets+=(--set "$s"); done
 load_args=(--concurrency "${CONCURRENCY:-1,8,32}" --max-tokens "${MAX_TOKENS:-64}")
 [[ ${REQUESTS:-0} -gt 0 ]] && load_args+=(--requests "$REQUESTS")
