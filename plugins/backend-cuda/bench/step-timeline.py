@@ -27,7 +27,7 @@ def kind(name):
                        ("awq_mma_reduce", "awq split-K reduce"), ("awq_mma", "awq"),
                        ("awq_gemv", "awq"), ("awq_cuda_grouped", "awq grouped (experts)"),
                        ("awq_cuda_gr", "awq grouped (experts)"), ("moe_cuda", "moe (routing, combine)"),
-                       ("fp8_gemv", "fp8 gemv"), ("fp8_", "fp8 gemm"),
+                       ("fp8_gemv", "fp8 gemv"), ("fp8_", "fp8 (gemm, activation quantize)"),
                        ("attn_decode_batch", "attention (batch)"),
                        ("attn_prefill_mma", "attention prefill (mma)"), ("attn_", "attention"),
                        ("add_rmsnorm", "add_rmsnorm"), ("qk_norm", "qk_norm_rope_store"),
