@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh — the test job (CI runs exactly this): install missing packages, build, run every
 # test through ctest, then build again with AddressSanitizer + UndefinedBehaviorSanitizer and
-# run the tests once more, then the threaded parts under ThreadSanitizer. GPU tests exit 77
+# run the tests once more, then the threaded parts (the pool, the engine's threads,
+# tensor-parallel ranks) under ThreadSanitizer. GPU tests exit 77
 # (skipped) where no CUDA device is visible.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,9 +24,9 @@ fi
 if [[ "${LLMRT_SKIP_TSAN:-0}" != 1 ]]; then
   echo "== build (ThreadSanitizer, CPU only) =="
   LLMRT_CUDA=OFF scripts/build.sh build-tsan -DLLMRT_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
-  echo "== tests (ThreadSanitizer: the thread pool, the engine's threads, batched generation) =="
+  echo "== tests (ThreadSanitizer: the thread pool, the engine's threads, batched generation, tensor-parallel ranks) =="
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan --output-on-failure -j"$jobs" \
-      -R '^(backend-cpu\.|unit\.engine_threads|unit\.engine$|integration\.generate$)'
+      -R '^(backend-cpu\.|unit\.engine_threads|unit\.engine$|integration\.generate$|integration\.tensor_parallel$)'
 fi
 echo "== all tests passed =="
