@@ -113,7 +113,7 @@ llmrt_status llmrt_engine_create(llmrt_runtime *rt, const llmrt_engine_options *
                 goto cleanup;
             }
             /* ids the tokenizer can produce must be rows of the embedding (which may be
-             * padded past the tokenizer's size, as Qwen3's 151936 is): a mismatch is found
+             * padded past the tokenizer's size to a round number): a mismatch is found
              * here, not on the first prompt that happens to hold a high id */
             int32_t tv = llmrt_tokenizer_vocab_size(own->tok);
             if (tv > lm->info.vocab)
