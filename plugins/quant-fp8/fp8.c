@@ -9,7 +9,7 @@
  *   w8a8   activations quantized per token per 128 inputs to e4m3 (fp8_act.h), as the
  *          checkpoint's "dynamic" scheme defines and vLLM runs it;
  *   auto   w8a8 only where it buys speed: on FP8 tensor cores (CUDA, compute capability
- *          8.9+) from w8a8_min_rows rows (33: where the FP8 GEMM takes over from the GEMV,
+ *          8.9+) from w8a8_min_rows rows (17: where the FP8 GEMM takes over from the GEMV,
  *          which streams the weights at the same speed either way); w8a16 below, and
  *          everywhere on devices without FP8 matrix units (CPU, sm_86).
  *
@@ -38,14 +38,15 @@ static const llmrt_key fp8_keys[] = {
      "w8a8 on FP8 tensor cores (CUDA sm_89+) from w8a8_min_rows rows, w8a16 for decode and on "
      "devices without FP8 matrix units (CPU, sm_86).",
      0},
-    {"w8a8_min_rows", LLMRT_KEY_INT, "33", "1..1048576",
+    {"w8a8_min_rows", LLMRT_KEY_INT, "17", "1..1048576",
      "With activations = auto on FP8 tensor cores: the row count (tokens of a step) from which "
-     "linears run W8A8 (above 32 rows: the FP8 tensor-core GEMM; 9..32: the GEMV with quantized "
-     "activations); below it W8A16.",
+     "linears run W8A8 (above the GEMV's 16 rows: the FP8 tensor-core GEMM; below: the GEMV "
+     "with quantized activations); below it W8A16.",
      LLMRT_KEY_DEVELOPER},
     {"tune", LLMRT_KEY_STRING, "", NULL,
      "CUDA kernel knobs for benchmark sweeps, \"key=value,...\": kw=N (K-splitting warps of the "
-     "decode GEMV, 1..16), mma=0 (run the paths of devices without FP8 tensor cores).",
+     "decode GEMV, 1..16), mma=0 (run the paths of devices without FP8 tensor cores), gemv_rows=N (the most rows "
+     "the GEMV serves, 1..32; 16 by default).",
      LLMRT_KEY_DEVELOPER},
 };
 #define FP8_N_KEYS ((uint32_t)(sizeof fp8_keys / sizeof fp8_keys[0]))

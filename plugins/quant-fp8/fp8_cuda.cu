@@ -17,7 +17,7 @@
  * Scales: f32 [ceil(outp / 128)][inp / 128].
  *
  * Kernels:
- *  - the GEMV (n <= 32 rows, both semantics): a block owns 32 rows (two m-tiles) and KW warps
+ *  - the GEMV (n <= gemv_rows, FP8_GEMV_ROWS by default; both semantics): a block owns 32 rows (two m-tiles) and KW warps
  *    splitting K by 128-input blocks; each warp streams its weights (issued before the PDL
  *    wait: weights never change), converts e4m3 to f16 in registers (cvt.rn.f16x2.e4m3x2 on
  *    sm_89+, NVIDIA's software conversion on sm_86: sm_90 has no FP8 GEMV instruction),
@@ -27,13 +27,13 @@
  *    registers (amax across the four lanes holding a token's inputs) to e4m3, exactly as
  *    fp8_act.h, and multiplies the codes (exact in f16) — so on any GPU the GEMV implements
  *    either semantics. It can also finish SwiGLU for a [gate; up] linear (GLU).
- *  - W8A8 above 32 rows on FP8 tensor cores (sm_89+): the activations quantized by one kernel
+ *  - W8A8 above the GEMV's rows on FP8 tensor cores (sm_89+): the activations quantized by one kernel
  *    (codes [n, inp], scales transposed [inp / 128, n]), then a tiled GEMM on mma.sync
  *    m16n8k32 e4m3 (block tile 64 rows x 64 tokens x 128 inputs, cp.async double buffering,
  *    four warps of 32 x 32), each 128-input block's partial sums scaled in f32 by
  *    s_x[token] * s_w[block] — the promotion every 128 inputs keeps the FP8 MMA's shorter
- *    accumulator from adding up. Without FP8 tensor cores, the GEMV 32 rows at a time.
- *  - W8A16 above 32 rows: the weight dequantized into an f16 scratch [out, in] and the
+ *    accumulator from adding up. Without FP8 tensor cores, the GEMV gemv_rows rows at a time.
+ *  - W8A16 above the GEMV's rows: the weight dequantized into an f16 scratch [out, in] and the
  *    backend's gemm (cuBLAS, f32 accumulation). A first step; a Marlin-style kernel that
  *    converts in registers would save the scratch's round trip. */
 #include "fp8_cuda.h"
@@ -61,6 +61,7 @@ struct fp8_cuda_ctx {
     int device, sm_count, cc, pdl;
     int mma;     /* use the FP8 tensor cores (cc >= 8.9 and not tuned off) */
     int tune_kw; /* 0: chosen per linear */
+    int gemv_rows; /* the GEMV serves 1..gemv_rows rows, the GEMMs more (tune gemv_rows) */
     char name[192];
     void *staging; /* one part's raw weight during a load */
     size_t staging_bytes;
@@ -319,7 +320,7 @@ __global__ void fp8_dequant_f16_kernel(__half *__restrict__ w, const uint32_t *_
     }
 }
 
-/* ---- the GEMV (n <= 32) ---- */
+/* ---- the GEMV (n <= FP8_GEMV_MAX_N) ---- */
 
 #define GV_MT FP8_GV_MT
 
@@ -588,7 +589,7 @@ static int choose_kw(const fp8_cuda_ctx *ctx, int64_t n_blocks, int64_t nkb)
     return kw;
 }
 
-/* ---- W8A8 above 32 rows: activation quantization + the FP8 tensor-core GEMM ---- */
+/* ---- W8A8 above the GEMV's rows: activation quantization + the FP8 tensor-core GEMM ---- */
 
 /* One warp per (token, 128-input block) of x [n, in]: codes xq [ldn, inp] (zeros past n and
  * in) and scales sxt [nkb, ldn] (0 past n), as fp8_act.h. */
@@ -769,7 +770,7 @@ static llmrt_status forward_gemm_w8a8(fp8_cuda_ctx *ctx, const fp8_cuda_linear *
     return llmrt_cuda_check_launch(err, "quant-fp8 cuda", "fp8_gemm_kernel");
 }
 
-/* W8A16 above 32 rows: dequantized f16 weights and the backend's gemm. */
+/* W8A16 above the GEMV's rows: dequantized f16 weights and the backend's gemm. */
 static llmrt_status forward_dequant_gemm(fp8_cuda_ctx *ctx, const fp8_cuda_linear *l, float *y,
                                          const float *x, int n, llmrt_error *err)
 {
@@ -824,6 +825,7 @@ extern "C" llmrt_status fp8_cuda_create(const llmrt_backend_ref *backend, const 
     ctx->sm_count = prop.multiProcessorCount;
     ctx->cc = prop.major * 10 + prop.minor;
     ctx->mma = ctx->cc >= 89;
+    ctx->gemv_rows = FP8_GEMV_ROWS;
     snprintf(ctx->name, sizeof ctx->name, "%s (sm_%d)", prop.name, ctx->cc);
     /* [quant.fp8] tune = "kw=8,mma=0" (fp8_cuda.h); unknown knobs are ignored */
     if (tune && *tune) {
@@ -840,6 +842,8 @@ extern "C" llmrt_status fp8_cuda_create(const llmrt_backend_ref *backend, const 
                 ctx->tune_kw = v;
             else if (strcmp(tok, "mma") == 0 && v == 0)
                 ctx->mma = 0;
+            else if (strcmp(tok, "gemv_rows") == 0 && v >= 1 && v <= FP8_GEMV_MAX_N)
+                ctx->gemv_rows = v;
         }
     }
     void *bad = NULL;
@@ -1014,13 +1018,14 @@ extern "C" llmrt_status fp8_cuda_forward(fp8_cuda_ctx *ctx, const fp8_cuda_linea
     llmrt_status st = use_device(ctx, err);
     if (st != LLMRT_OK)
         return st;
-    if (n <= FP8_GEMV_MAX_N)
+    const int gr = ctx->gemv_rows;
+    if (n <= gr)
         return launch_gemv(ctx, l, y, x, n, w8a8, 0, err);
     if (w8a8 && ctx->mma)
         return forward_gemm_w8a8(ctx, l, y, x, n, err);
-    if (w8a8) { /* no FP8 tensor cores: the GEMV, 32 rows at a time */
-        for (int32_t r0 = 0; r0 < n && st == LLMRT_OK; r0 += FP8_GEMV_MAX_N) {
-            const int rows = n - r0 < FP8_GEMV_MAX_N ? n - r0 : FP8_GEMV_MAX_N;
+    if (w8a8) { /* no FP8 tensor cores: the GEMV, gemv_rows rows at a time */
+        for (int32_t r0 = 0; r0 < n && st == LLMRT_OK; r0 += gr) {
+            const int rows = n - r0 < gr ? n - r0 : gr;
             st = launch_gemv(ctx, l, y + (int64_t)r0 * l->out, x + (int64_t)r0 * l->in, rows, 1,
                              0, err);
         }

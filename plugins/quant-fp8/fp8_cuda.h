@@ -33,7 +33,8 @@ int fp8_cuda_offered(const llmrt_backend_ref *backend);
 /* The per-instance context on a backend that offers "llmrt.cuda". The backend outlives it.
  * tune: [quant.fp8] tune, "key=value,..." (developer knobs for benchmark sweeps; NULL or ""
  * for none): kw=N forces the GEMV's K-splitting warps (1..16), mma=0 acts as if the device
- * had no FP8 tensor cores (the sm_86 paths on any GPU); unknown knobs are ignored. */
+ * had no FP8 tensor cores (the sm_86 paths on any GPU), gemv_rows=N (1..32) sets the most rows
+ * the GEMV serves; unknown knobs are ignored. */
 llmrt_status fp8_cuda_create(const llmrt_backend_ref *backend, const char *tune,
                              fp8_cuda_ctx **out, llmrt_error *err);
 void fp8_cuda_destroy(fp8_cuda_ctx *ctx);
@@ -54,9 +55,10 @@ uint64_t fp8_cuda_bytes(const fp8_cuda_linear *l);
 
 /* y [n, out] = x [n, in] · Wᵀ on the device (x, y device pointers, f32, row-major), with
  * activations as `w8a8` says: 0 W8A16 (x rounded to f16 against the exact e4m3 weights), 1
- * W8A8 (fp8_act.h's quantization, bit for bit the CPU's). Kernels: n <= 32 the tensor-core
- * GEMV (either semantics); above, W8A8 on the FP8 tensor cores (sm_89+; else the GEMV over
- * 32 rows at a time), W8A16 as dequantization to f16 + the backend's gemm. */
+ * W8A8 (fp8_act.h's quantization, bit for bit the CPU's). Kernels: n <= gemv_rows (16
+ * unless tuned) the tensor-core GEMV (either semantics); above, W8A8 on the FP8 tensor cores
+ * (sm_89+; else the GEMV gemv_rows rows at a time), W8A16 as dequantization to f16 + the
+ * backend's gemm. */
 llmrt_status fp8_cuda_forward(fp8_cuda_ctx *ctx, const fp8_cuda_linear *l, float *y,
                               const float *x, int32_t n, int w8a8, llmrt_error *err);
 

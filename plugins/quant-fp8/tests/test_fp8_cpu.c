@@ -114,7 +114,7 @@ START_TEST(key_table)
     ck_assert_str_eq(d->keys[1].name, "w8a8_min_rows");
     ck_assert_int_eq(d->keys[1].type, LLMRT_KEY_INT);
     ck_assert_uint_ne(d->keys[1].flags & LLMRT_KEY_DEVELOPER, 0);
-    ck_assert_str_eq(llmrt_key_value(NULL, d->keys, d->n_keys, "w8a8_min_rows"), "33");
+    ck_assert_str_eq(llmrt_key_value(NULL, d->keys, d->n_keys, "w8a8_min_rows"), "17");
     ck_assert_str_eq(d->keys[2].name, "tune");
     ck_assert_int_eq(d->keys[2].type, LLMRT_KEY_STRING);
     ck_assert_uint_ne(d->keys[2].flags & LLMRT_KEY_DEVELOPER, 0);

@@ -2,14 +2,15 @@
  * exits 77 when no CUDA device is visible). The same linear is loaded on backend-cuda and on
  * backend-cpu through the plugin, and every CUDA path is compared with the CPU path of the
  * same semantics, on shapes with partial blocks (in, out not multiples of 128; in not a
- * multiple of 4) and n = 1..8, 16, 33, 128 rows:
+ * multiple of 4) and n = 1..8, 16, 17, 32, 33, 128 rows:
  *   dequant     the repacked device layout dequantizes to exactly the CPU's weights
- *   w8a16       the tensor-core GEMV (n <= 32; x rounded to f16): relative L2 <= 2e-3;
- *               dequantization to f16 + the backend's gemm (n > 32): <= 3e-3
- *   w8a8        the GEMV (n <= 32) and the FP8 tensor-core GEMM (n > 32, sm_89+) quantize the
+ *   w8a16       the tensor-core GEMV (n <= 16 by default; x rounded to f16): relative L2
+ *               <= 2e-3; dequantization to f16 + the backend's gemm (above): <= 3e-3
+ *   w8a8        the GEMV (n <= 16) and the FP8 tensor-core GEMM (above, sm_89+) quantize the
  *               activations to the CPU's e4m3 codes bit for bit, so only the accumulation
  *               differs: <= 1e-3 (the FP8 MMA's accumulator keeps fewer bits than f32)
- *   sm_86 paths tune mma=0 (W8A8 above 32 rows through the GEMV), kw=1/2/16
+ *   sm_86 paths tune mma=0 (W8A8 above 16 rows through the GEMV), kw=1/2/16, and the GEMV
+ *               serving 8 or 32 rows (gemv_rows)
  *   auto        activations = auto is exactly W8A16 below w8a8_min_rows and W8A8 from it on
  *               FP8 tensor cores (W8A16 without them)
  *   swiglu      linear_forward_fused on [gate; up] equals forward + silu * up (twice the
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8_cuda_layout.h"
 #include "fp8_test_common.h"
 #include "mock_backend.h"
 #include "test_util.h"
@@ -151,7 +153,7 @@ static const int64_t shapes[][2] = {
     {1000, 136},
     {128, 8},
 };
-static const int32_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 33, 128};
+static const int32_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 17, 32, 33, 128};
 
 START_TEST(test_vs_cpu)
 {
@@ -185,7 +187,7 @@ START_TEST(test_vs_cpu)
             char what[160];
             snprintf(what, sizeof what, "%s [%lld, %lld] n=%d on %s", modes[m], (long long)out,
                      (long long)in, n, INFO.name);
-            const double tol = m ? TOL_W8A8 : n > 32 ? TOL_W8A16_PREFILL : TOL_W8A16;
+            const double tol = m ? TOL_W8A8 : n > FP8_GEMV_ROWS ? TOL_W8A16_PREFILL : TOL_W8A16;
             assert_close(yg, yc, (size_t)(n * out), tol, what);
             if (n == 3 || n == 128) { /* x not 16-byte aligned */
                 float *yu = malloc((size_t)(n * out) * sizeof(float));
@@ -211,7 +213,8 @@ END_TEST
 /* The paths a device without FP8 tensor cores takes, and forced GEMV splits. */
 START_TEST(test_tune_paths)
 {
-    static const char *const tunes[] = {"mma=0", "kw=1", "kw=2", "kw=16"};
+    static const char *const tunes[] = {"mma=0", "kw=1", "kw=2", "kw=16", "gemv_rows=8",
+                                        "gemv_rows=32", "mma=0,gemv_rows=32"};
     const int64_t in = 1000, out = 264;
     ft_linear src = ft_linear_random(in, out, LLMRT_DTYPE_F32, 7);
     ft_ckpt *ck = ft_ckpt_new();
@@ -223,8 +226,8 @@ START_TEST(test_tune_paths)
             const char *mode = m ? "w8a8" : "w8a16";
             llmrt_quant *qg = quant_on(&CUDA, mode), *qc = quant_on(&CPU, mode);
             llmrt_qlinear *lg = load(qg, ck, "p", in, out), *lc = load(qc, ck, "p", in, out);
-            const int32_t tn[] = {1, 8, 33, 77};
-            for (int k = 0; k < 4; k++) {
+            const int32_t tn[] = {1, 8, 9, 16, 17, 32, 33, 77};
+            for (int k = 0; k < 8; k++) {
                 const int32_t n = tn[k];
                 float *x = ft_activations(&r, n, in);
                 float *yg = malloc((size_t)(n * out) * sizeof(float)), *yc = malloc((size_t)(n * out) * sizeof(float));
@@ -233,7 +236,7 @@ START_TEST(test_tune_paths)
                 char what[160];
                 snprintf(what, sizeof what, "tune=%s %s n=%d", tunes[t], mode, n);
                 assert_close(yg, yc, (size_t)(n * out),
-                             m ? TOL_W8A8 : n > 32 ? TOL_W8A16_PREFILL : TOL_W8A16, what);
+                             m ? TOL_W8A8 : n > 8 ? TOL_W8A16_PREFILL : TOL_W8A16, what);
                 free(x), free(yg), free(yc);
             }
             ft_fp8()->linear_free(qg, lg);
@@ -264,8 +267,8 @@ START_TEST(test_auto_policy)
     const int min_rows = atoi(llmrt_key_value(NULL, ft_fp8_desc()->keys, ft_fp8_desc()->n_keys,
                                               "w8a8_min_rows"));
     ft_rng r = {10};
-    const int32_t tn[] = {1, 8, 9, 32, 33, 128};
-    for (int k = 0; k < 6; k++) {
+    const int32_t tn[] = {1, 8, 9, 16, 17, 32, 33, 128};
+    for (int k = 0; k < 8; k++) {
         const int32_t n = tn[k];
         float *x = ft_activations(&r, n, in);
         float *ya = malloc((size_t)(n * out) * 4), *yw = malloc((size_t)(n * out) * 4);
