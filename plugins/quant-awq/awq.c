@@ -193,8 +193,8 @@ static const llmrt_key awq_keys[] = {
      "in shared memory, fx=0 = no folds (SwiGLU in the gate/up GEMV); the batch kernel: mma=0 "
      "= off (the GEMV to 32 rows, then dequant + cuBLAS), mma_min / mma_max = its row range "
      "(9 / 256: the GEMV below, cuBLAS above), mma_w = row warps per block (4, 8), mma_split "
-     "= K ranges across blocks, mma_fill = target blocks per SM (2); unknown knobs are "
-     "ignored.",
+     "= K ranges across blocks, mma_fill = target blocks per SM (2), mma_stages = depth of "
+     "its weight ring in iterations (2..5, 4); unknown knobs are ignored.",
      LLMRT_KEY_DEVELOPER},
 };
 #define N_AWQ_KEYS ((uint32_t)(sizeof awq_keys / sizeof awq_keys[0]))

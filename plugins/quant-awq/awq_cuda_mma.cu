@@ -7,11 +7,16 @@
  * L2 traffic for 52 MB of weights) and runs 4x slower than at batch 1; the dequantise +
  * cuBLAS path writes and rereads the whole linear as f16 every step. Here a block of W warps
  * (each 32 output rows, two m-tiles) shares one staging of x (up to 32 tokens) per 256-input
- * iteration: the f32 rows arrive by cp.async while the previous iteration computes, and are
- * converted once per block to f16 pairs in the order the GEMV stages them, so a B fragment is
- * one 8-byte shared load that serves both m-tiles. Weights stream straight into registers
- * (ld.global.nc, half an iteration ahead); more than 32 tokens take more column blocks, which
- * run next to each other (blockIdx.x) so the later ones find the weights in L2.
+ * iteration: the f32 rows are loaded into registers (in flight while the block's slowest warp
+ * finishes the previous iteration) and converted once per block to f16 pairs in the order the
+ * GEMV stages them, so a
+ * B fragment is one 8-byte shared load that serves both m-tiles. Weights stream through a
+ * per-warp ring of `stages` iterations in shared memory (cp.async, stages - 1 iterations
+ * ahead: a lane reads back only the 16-byte words it copied, so the ring needs no barrier).
+ * The depth is what the kernel needs: with weights only a quarter iteration ahead in
+ * registers, a warp waited on DRAM at every quarter and the linear streamed at a quarter of
+ * the GEMV's rate. More than 32 tokens take more column blocks, which run next to each other
+ * (blockIdx.x) so the later ones find the weights in L2.
  *
  * Batch invariance: a token's outputs are bit for bit the GEMV's for that token alone. Each
  * output is the GEMV's sum in the GEMV's order: per group of inputs a chain of m16n8k16 mma
@@ -30,16 +35,18 @@
 
 #define MMA_BN 32                    /* most token columns a block computes */
 #define MMA_XS_WORDS (AWQ_ITK / 2 + 8) /* staged f16 row of one iteration, padded 8 banks */
+#define MMA_SLOT (4 * AWQ_MT * 32)     /* 16-byte words of one warp's iteration of weights */
+#define MMA_STAGES 4                   /* default ring depth (tune mma_stages, 2..5) */
 
-/* Shared memory of one block: the f32 stage of x [BN][AWQ_ITK] (cp.async), the f16 stage in
- * fragment order [BN][MMA_XS_WORDS], the warps' slice sums T [W][NV][32]. */
+/* Shared memory of one block: the f16 stage of x in fragment order [BN][MMA_XS_WORDS], the
+ * warps' slice sums T [W][NV][32], then each warp's weight ring [W][stages][MMA_SLOT]. */
 template <int NT, int W> struct mma_smem {
     static constexpr int BN = 8 * NT;
     static constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
-    static constexpr size_t XF = (size_t)BN * AWQ_ITK * 4;
     static constexpr size_t XH = (size_t)BN * MMA_XS_WORDS * 4;
     static constexpr size_t TS = (size_t)W * NV * 32 * 4;
-    static constexpr size_t BYTES = XF + XH + TS;
+    static constexpr int XPT = BN * (AWQ_ITK / 4) / (W * 32); /* float4s of x per thread */
+    static_assert(BN * (AWQ_ITK / 4) % (W * 32) == 0, "x stage: whole float4s per thread");
 };
 
 typedef struct awq_mma_args {
@@ -52,28 +59,60 @@ typedef struct awq_mma_args {
     int split;             /* slice ranges, one per blockIdx.z */
     int cpb;               /* token columns per column block */
     int units;             /* 32-row units: out_padded / 32 (GLU: gate m-tiles) */
+    int stages;            /* weight ring depth, 2..5 */
 } awq_mma_args;
 
-/* 16-byte cp.async that fills zeros when !valid (src is then never read). */
-__device__ __forceinline__ void mma_cp16(void *smem, const void *src, bool valid)
+/* 16-byte cp.async of a streamed weight word (L2 only, like ld.global.nc's no_allocate). */
+__device__ __forceinline__ void mma_cp16(void *smem, const void *src)
 {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src),
-                 "r"(valid ? 16 : 0)
-                 : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
 }
 
 __device__ __forceinline__ void mma_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void mma_cp_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
-/* Quarter C (inputs 64 C .. 64 C + 63) of iteration it: one 16-byte word per m-tile. */
+/* Wait until at most stages - 2 of this thread's copy groups are in flight: the oldest one,
+ * the iteration about to be computed, has landed. */
+__device__ __forceinline__ void mma_cp_wait_ring(int stages)
+{
+    switch (stages) {
+    case 2: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    }
+}
+
+/* The block's iterations in the order they are computed: slices s_first .. s_end - 1, each its
+ * iterations s, s + kw, ... below n_iters (the GEMV's order). */
+struct mma_cursor {
+    int s, it;
+    __device__ __forceinline__ void advance(int kw, int n_iters)
+    {
+        it += kw;
+        if (it >= n_iters)
+            it = ++s;
+    }
+};
+
+/* This lane's words of iteration it (four quarters of both m-tiles) into a ring slot. */
+__device__ __forceinline__ void mma_fetch_iter(uint4 *slot, const uint4 *const (&wb)[AWQ_MT],
+                                               int it, int lane)
+{
+#pragma unroll
+    for (int c = 0; c < 4; c++)
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++)
+            mma_cp16(slot + (c * AWQ_MT + mt) * 32 + lane, wb[mt] + (int64_t)(it * 4 + c) * 32);
+}
+
+/* Quarter C (inputs 64 C .. 64 C + 63) of a slot: one 16-byte word per m-tile. */
 template <int C>
-__device__ __forceinline__ void mma_load_quarter(uint4 (&w)[AWQ_MT],
-                                                 const uint4 *const (&wb)[AWQ_MT], int it)
+__device__ __forceinline__ void mma_read_quarter(uint4 (&w)[AWQ_MT], const uint4 *slot, int lane)
 {
 #pragma unroll
     for (int mt = 0; mt < AWQ_MT; mt++)
-        w[mt] = ld_stream16(wb[mt] + (int64_t)(it * 4 + C) * 32);
+        w[mt] = slot[(C * AWQ_MT + mt) * 32 + lane];
 }
 
 /* The meta of iteration it's groups. */
@@ -157,16 +196,17 @@ __device__ __forceinline__ void mma_compute_quarter(float (&acc)[AWQ_MT][NT][4],
 
 /* Block (column block, row block of W units, slice range). */
 template <int GROUP, int NT, int W, bool GLU>
-__global__ void __launch_bounds__(W * 32, W == 8 ? 1 : 3) awq_mma_kernel(const awq_mma_args a)
+__global__ void __launch_bounds__(W * 32, W == 8 ? 1 : 2) awq_mma_kernel(const awq_mma_args a)
 {
     using S = mma_smem<NT, W>;
-    constexpr int BN = S::BN, NV = S::NV;
+    constexpr int NV = S::NV, XPT = S::XPT;
     extern __shared__ float4 mma_dyn[];
-    float *xf = reinterpret_cast<float *>(mma_dyn);
-    uint32_t *xh = reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(mma_dyn) + S::XF);
-    float *ts = reinterpret_cast<float *>(reinterpret_cast<char *>(mma_dyn) + S::XF + S::XH);
+    uint32_t *xh = reinterpret_cast<uint32_t *>(mma_dyn);
+    float *ts = reinterpret_cast<float *>(reinterpret_cast<char *>(mma_dyn) + S::XH);
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint4 *ring = reinterpret_cast<uint4 *>(reinterpret_cast<char *>(mma_dyn) + S::XH + S::TS) +
+                  (size_t)warp * a.stages * MMA_SLOT;
     const int g = lane >> 2, t = lane & 3;
     const int col0 = blockIdx.x * a.cpb;
     const int ncols = min(a.cpb, a.n - col0);
@@ -188,33 +228,49 @@ __global__ void __launch_bounds__(W * 32, W == 8 ? 1 : 3) awq_mma_kernel(const a
         mb[mt] = reinterpret_cast<const uint2 *>(a.meta) + (mtile[mt] * n_grp) * 8 + g;
     }
 
-    /* weights never change: the first iteration's first half is in flight before the wait;
-     * later, each quarter's word is loaded two quarters before it is used */
+    /* weights never change: the ring's first stages - 1 iterations are in flight before the
+     * wait; each thread commits one copy group per iteration (empty past the block's last) */
     constexpr int GPI = AWQ_ITK / GROUP;
-    uint4 wa[AWQ_MT], wbq[AWQ_MT];
     uint2 mc[AWQ_MT][GPI];
-    int s = s_first, it = s_first;
+    int s = s_first, it = s_first, seq = 0;
+    mma_cursor pf = {s_first, s_first};
     if (valid) {
         mma_load_meta<GROUP>(mc, mb, it);
-        mma_load_quarter<0>(wa, wb, it);
-        mma_load_quarter<1>(wbq, wb, it);
+        for (int p = 0; p < a.stages - 1; p++) {
+            if (pf.s < s_end) {
+                mma_fetch_iter(ring + p * MMA_SLOT, wb, pf.it, lane);
+                pf.advance(a.kw, n_iters);
+            }
+            mma_cp_commit();
+        }
     }
     llmrt_cuda_pdl_wait();
     llmrt_cuda_pdl_trigger();
 
-    /* x rows col0 .. col0 + ncols - 1 of iteration `at` into the f32 stage (zeros past n, in) */
-    auto stage = [&](int at) {
-#pragma unroll 1
-        for (int c = threadIdx.x; c < BN * (AWQ_ITK / 4); c += W * 32) {
+    /* x rows col0 .. col0 + ncols - 1 of iteration `at` into registers (zeros past n, in), and
+     * from there to the f16 stage; another block on the SM computes meanwhile */
+    float4 xv[XPT];
+    auto load_x = [&](int at) {
+#pragma unroll
+        for (int r = 0; r < XPT; r++) {
+            const int c = threadIdx.x + r * W * 32;
             const int j = c / (AWQ_ITK / 4), q = c % (AWQ_ITK / 4);
             const int k = at * AWQ_ITK + 4 * q;
-            const bool ok = j < ncols && k < a.in;
-            const float *src = ok ? a.x + (int64_t)(col0 + j) * a.in + k : a.x;
-            mma_cp16(xf + j * AWQ_ITK + 4 * q, src, ok);
+            xv[r] = j < ncols && k < a.in
+                        ? __ldcg(reinterpret_cast<const float4 *>(a.x + (int64_t)(col0 + j) * a.in + k))
+                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
-        mma_cp_commit();
     };
-    stage(it);
+    auto store_x = [&]() {
+#pragma unroll
+        for (int r = 0; r < XPT; r++) {
+            const int c = threadIdx.x + r * W * 32;
+            const int j = c / (AWQ_ITK / 4), q = c % (AWQ_ITK / 4);
+            uint32_t *row = xh + j * MMA_XS_WORDS;
+            row[awq_stage_word(2 * q)] = h2_bits(__floats2half2_rn(xv[r].x, xv[r].y));
+            row[awq_stage_word(2 * q + 1)] = h2_bits(__floats2half2_rn(xv[r].z, xv[r].w));
+        }
+    };
 
     float acc[AWQ_MT][NT][4];
 #pragma unroll
@@ -236,33 +292,32 @@ __global__ void __launch_bounds__(W * 32, W == 8 ? 1 : 3) awq_mma_kernel(const a
             ns = s + 1, nit = ns;
         const bool more = !(slice_end && ns >= s_end);
 
-        mma_cp_wait();
-        __syncthreads(); /* the f32 stage holds x(it); every warp is done with the f16 stage */
-#pragma unroll 2
-        for (int c = threadIdx.x; c < BN * (AWQ_ITK / 4); c += W * 32) {
-            const int j = c / (AWQ_ITK / 4), q = c % (AWQ_ITK / 4);
-            const float4 v = *reinterpret_cast<const float4 *>(xf + j * AWQ_ITK + 4 * q);
-            uint32_t *row = xh + j * MMA_XS_WORDS;
-            row[awq_stage_word(2 * q)] = h2_bits(__floats2half2_rn(v.x, v.y));
-            row[awq_stage_word(2 * q + 1)] = h2_bits(__floats2half2_rn(v.z, v.w));
-        }
-        __syncthreads(); /* the f16 stage is ready; the f32 stage is free */
-        if (more)
-            stage(nit);
+        load_x(it);      /* from L2, in flight while the slowest warp finishes the last iteration */
+        __syncthreads(); /* every warp is done with the f16 stage */
+        store_x();
+        __syncthreads(); /* the f16 stage holds x(it) */
         if (valid) {
+            /* this iteration's weights have landed; the slot the last one used takes the
+             * iteration stages - 1 ahead */
+            mma_cp_wait_ring(a.stages);
+            if (pf.s < s_end) {
+                mma_fetch_iter(ring + ((seq + a.stages - 1) % a.stages) * MMA_SLOT, wb, pf.it, lane);
+                pf.advance(a.kw, n_iters);
+            }
+            mma_cp_commit();
+            const uint4 *slot = ring + (seq % a.stages) * MMA_SLOT;
             float pacc[AWQ_MT][NT][4];
             __half2 zlo[AWQ_MT], nzhi[AWQ_MT];
+            uint4 w[AWQ_MT];
             const int mnext = more ? nit : -1;
-            mma_compute_quarter<GROUP, NT, 0>(acc, pacc, zlo, nzhi, wa, mc, mb, mnext, xh, g, t);
-            mma_load_quarter<2>(wa, wb, it);
-            mma_compute_quarter<GROUP, NT, 1>(acc, pacc, zlo, nzhi, wbq, mc, mb, mnext, xh, g, t);
-            mma_load_quarter<3>(wbq, wb, it);
-            mma_compute_quarter<GROUP, NT, 2>(acc, pacc, zlo, nzhi, wa, mc, mb, mnext, xh, g, t);
-            if (more)
-                mma_load_quarter<0>(wa, wb, nit);
-            mma_compute_quarter<GROUP, NT, 3>(acc, pacc, zlo, nzhi, wbq, mc, mb, mnext, xh, g, t);
-            if (more)
-                mma_load_quarter<1>(wbq, wb, nit);
+            mma_read_quarter<0>(w, slot, lane);
+            mma_compute_quarter<GROUP, NT, 0>(acc, pacc, zlo, nzhi, w, mc, mb, mnext, xh, g, t);
+            mma_read_quarter<1>(w, slot, lane);
+            mma_compute_quarter<GROUP, NT, 1>(acc, pacc, zlo, nzhi, w, mc, mb, mnext, xh, g, t);
+            mma_read_quarter<2>(w, slot, lane);
+            mma_compute_quarter<GROUP, NT, 2>(acc, pacc, zlo, nzhi, w, mc, mb, mnext, xh, g, t);
+            mma_read_quarter<3>(w, slot, lane);
+            mma_compute_quarter<GROUP, NT, 3>(acc, pacc, zlo, nzhi, w, mc, mb, mnext, xh, g, t);
             if (slice_end && !plain_single) {
 #pragma unroll
                 for (int mt = 0; mt < AWQ_MT; mt++)
@@ -289,7 +344,7 @@ __global__ void __launch_bounds__(W * 32, W == 8 ? 1 : 3) awq_mma_kernel(const a
         }
         if (!more)
             break;
-        s = ns, it = nit;
+        s = ns, it = nit, seq++;
     }
     if (!valid || to_slots)
         return;
@@ -389,14 +444,22 @@ static mma_fn mma_kernel_for(int group, int w, int nt, int glu)
     }
 }
 
-static size_t mma_smem_bytes(int w, int nt)
+static size_t mma_smem_bytes(int w, int nt, int stages)
 {
     const size_t bn = (size_t)8 * nt, nv = (size_t)AWQ_MT * nt * 4;
-    return bn * AWQ_ITK * 4 + bn * MMA_XS_WORDS * 4 + (size_t)w * nv * 32 * 4;
+    return bn * MMA_XS_WORDS * 4 + (size_t)w * nv * 32 * 4 +
+           (size_t)w * stages * MMA_SLOT * sizeof(uint4);
+}
+
+/* The ring depth: the knob's (2..5), else MMA_STAGES. */
+static int mma_stages(const awq_cuda_ctx *ctx)
+{
+    const int s = awq_knob(ctx->tune.mma_stages, MMA_STAGES);
+    return s < 2 ? 2 : s > 5 ? 5 : s;
 }
 
 /* The launch shape for n rows of l: column blocks of at most 32 tokens (balanced); W = 4 row
- * warps per block (168 registers, three blocks per SM), or W = 8 (one block per SM, half the
+ * warps per block (two blocks per SM: shared memory), or W = 8 (one block per SM, half the
  * x traffic per weight) from three column blocks on, where re-reading x for every 128 rows
  * would cost more L2 bandwidth than the weights; slice ranges doubled while the grid is short
  * of mma_fill (2) blocks per SM (at most the linear's kw). */
@@ -436,7 +499,7 @@ llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err)
                         continue;
                     e = cudaFuncSetAttribute(mma_kernel_for(groups[gi], w, nt, glu),
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)mma_smem_bytes(w, nt));
+                                             (int)mma_smem_bytes(w, nt, mma_stages(ctx)));
                 }
     if (e != cudaSuccess) {
         /* a device with less shared memory per block: the batch kernel is off, the rest runs */
@@ -495,6 +558,7 @@ llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float 
     a.split = p.split;
     a.cpb = p.cpb;
     a.units = (int)(l->outp / 32);
+    a.stages = mma_stages(ctx);
     if (p.split > 1 && (size_t)l->kw * (size_t)n * (size_t)l->out * sizeof(float) > ctx->mma_part_bytes)
         return llmrt_fail(err, LLMRT_ERR_INTERNAL,
                           "awq cuda: the batch kernel's partials for [%lld, %lld] at %d rows "
@@ -502,7 +566,7 @@ llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float 
                           (long long)l->out, (long long)l->in, n, ctx->mma_part_bytes);
     llmrt_cuda_launch(ctx->stream, ctx->pdl, mma_kernel_for((int)l->group, p.w, p.nt, glu),
                       dim3((unsigned)p.cb, (unsigned)p.rb, (unsigned)p.split), p.w * 32,
-                      mma_smem_bytes(p.w, p.nt), a);
+                      mma_smem_bytes(p.w, p.nt, a.stages), a);
     llmrt_status st = llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_kernel");
     if (st || p.split == 1)
         return st;

@@ -916,11 +916,13 @@ int main(int argc, char **argv)
 
     if (batch_rows) {
         /* serving shapes (Qwen3-8B): each row through the batch kernel, then through the
-         * GEMV / cuBLAS it replaced (mma=0) and under each row-warp choice */
+         * GEMV / cuBLAS it replaced (mma=0) and under each row-warp choice and weight-ring depth */
         printf("\n-- batch (floors: memory at %.0f GB/s, compute at %.0f TFLOP/s) --\n", copy_gbs,
                peak_tflops);
         static const int bns[] = {16, 32, 64, 128, 256};
-        static const char *const btunes[] = {NULL, "mma=0", "mma_w=4", "mma_w=8"};
+        static const char *const btunes[] = {NULL,          "mma=0",         "mma_w=4",
+                                                "mma_w=8",     "mma_stages=2",  "mma_stages=3",
+                                                "mma_stages=5"};
         for (size_t t = 0; qd && t < sizeof btunes / sizeof *btunes; t++) {
             bench_awq(qd, "qkv fused", HIDDEN, QKV, 0, 0, bns, 5, btunes[t]);
             bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, 0, 0, bns, 5, btunes[t]);
