@@ -26,7 +26,8 @@
  *
  * usage: llmrt-cuda-bench [--reps N] [--filter SUBSTRING] [--device N] [--sweep] [--prefill]
  *                         [--batch]
- * Plugins come from $LLMRT_PLUGIN_DIR, else <exe>/../lib/llmrt/plugins. */
+ * Plugins come from $LLMRT_PLUGIN_DIR, else <exe>/../lib/llmrt/plugins; LLMRT_BENCH_ROWS
+ * (e.g. "32") narrows --batch's AWQ row counts. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -919,15 +920,25 @@ int main(int argc, char **argv)
          * GEMV / cuBLAS it replaced (mma=0) and under each row-warp choice and weight-ring depth */
         printf("\n-- batch (floors: memory at %.0f GB/s, compute at %.0f TFLOP/s) --\n", copy_gbs,
                peak_tflops);
-        static const int bns[] = {16, 32, 64, 128, 256};
+        /* LLMRT_BENCH_ROWS="32,64" narrows the row counts (e.g. to profile one shape) */
+        int bns[8] = {16, 32, 64, 128, 256}, nbn = 5;
+        const char *rows_env = getenv("LLMRT_BENCH_ROWS");
+        if (rows_env && rows_env[0]) {
+            nbn = 0;
+            for (const char *p = rows_env; *p && nbn < 8; p += strspn(p, ","))
+                if ((bns[nbn] = (int)strtol(p, (char **)&p, 10)) > 0)
+                    nbn++;
+                else
+                    DIE("LLMRT_BENCH_ROWS: '%s' is not a list of positive row counts", rows_env);
+        }
         static const char *const btunes[] = {NULL,          "mma=0",         "mma_w=4",
                                                 "mma_w=8",     "mma_stages=2",  "mma_stages=3",
                                                 "mma_stages=5"};
         for (size_t t = 0; qd && t < sizeof btunes / sizeof *btunes; t++) {
-            bench_awq(qd, "qkv fused", HIDDEN, QKV, 0, 0, bns, 5, btunes[t]);
-            bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, 0, 0, bns, 5, btunes[t]);
-            bench_awq(qd, "gate_up fused", HIDDEN, 2 * INTER, 0, 0, bns, 5, btunes[t]);
-            bench_awq(qd, "down_proj", INTER, HIDDEN, 0, 0, bns, 5, btunes[t]);
+            bench_awq(qd, "qkv fused", HIDDEN, QKV, 0, 0, bns, nbn, btunes[t]);
+            bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, 0, 0, bns, nbn, btunes[t]);
+            bench_awq(qd, "gate_up fused", HIDDEN, 2 * INTER, 0, 0, bns, nbn, btunes[t]);
+            bench_awq(qd, "down_proj", INTER, HIDDEN, 0, 0, bns, nbn, btunes[t]);
         }
         bench_attention(512, 1, 512, 512, NULL);
         bench_attention(2048, 1, 2048, 2048, NULL);
