@@ -13,10 +13,11 @@
  * B fragment is one 8-byte shared load that serves both m-tiles. Weights stream through a
  * per-warp ring of `stages` iterations in shared memory (cp.async, stages - 1 iterations
  * ahead: a lane reads back only the 16-byte words it copied, so the ring needs no barrier).
- * The depth is what the kernel needs: with weights only a quarter iteration ahead in
- * registers, a warp waited on DRAM at every quarter and the linear streamed at a quarter of
- * the GEMV's rate. More than 32 tokens take more column blocks, which run next to each other
- * (blockIdx.x) so the later ones find the weights in L2.
+ * Nsight Compute puts the kernel's limit in latency at low occupancy (a warp's dependent
+ * dequant + mma chain, ~1.7 warps per scheduler), not in DRAM: deeper rings change nothing
+ * measurable, so the default is two stages, the least shared memory (BENCHMARKS.md). More
+ * tokens than a block's columns (32, tune mma_bn) take more column blocks, which run next to
+ * each other (blockIdx.x) so the later ones find the weights in L2.
  *
  * Batch invariance: a token's outputs are bit for bit the GEMV's for that token alone. Each
  * output is the GEMV's sum in the GEMV's order: per group of inputs a chain of m16n8k16 mma
@@ -36,7 +37,8 @@
 #define MMA_BN 32                    /* most token columns a block computes */
 #define MMA_XS_WORDS (AWQ_ITK / 2 + 8) /* staged f16 row of one iteration, padded 8 banks */
 #define MMA_SLOT (4 * AWQ_MT * 32)     /* 16-byte words of one warp's iteration of weights */
-#define MMA_STAGES 4                   /* default ring depth (tune mma_stages, 2..5) */
+#define MMA_STAGES 2                   /* default ring depth (tune mma_stages, 2..5): as fast as
+                                          deeper rings, and the least shared memory */
 
 /* Shared memory of one block: the f16 stage of x in fragment order [BN][MMA_XS_WORDS], the
  * warps' slice sums T [W][NV][32], then each warp's weight ring [W][stages][MMA_SLOT]. */
@@ -196,7 +198,7 @@ __device__ __forceinline__ void mma_compute_quarter(float (&acc)[AWQ_MT][NT][4],
 
 /* Block (column block, row block of W units, slice range). */
 template <int GROUP, int NT, int W, bool GLU>
-__global__ void __launch_bounds__(W * 32, W == 8 ? 1 : 2) awq_mma_kernel(const awq_mma_args a)
+__global__ void __launch_bounds__(W * 32, W == 8 ? 1 : NT <= 2 ? 3 : 2) awq_mma_kernel(const awq_mma_args a)
 {
     using S = mma_smem<NT, W>;
     constexpr int NV = S::NV, XPT = S::XPT;
@@ -458,6 +460,13 @@ static int mma_stages(const awq_cuda_ctx *ctx)
     return s < 2 ? 2 : s > 5 ? 5 : s;
 }
 
+/* The most token columns per block: the knob's (8, 16, 24 or 32), else MMA_BN. */
+static int mma_bn(const awq_cuda_ctx *ctx)
+{
+    const int bn = awq_knob(ctx->tune.mma_bn, MMA_BN) / 8 * 8;
+    return bn < 8 ? 8 : bn > MMA_BN ? MMA_BN : bn;
+}
+
 /* The launch shape for n rows of l: column blocks of at most 32 tokens (balanced); W = 4 row
  * warps per block (two blocks per SM: shared memory), or W = 8 (one block per SM, half the
  * x traffic per weight) from three column blocks on, where re-reading x for every 128 rows
@@ -466,7 +475,8 @@ static int mma_stages(const awq_cuda_ctx *ctx)
 static mma_plan plan_for(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n)
 {
     mma_plan p;
-    p.cb = (n + MMA_BN - 1) / MMA_BN;
+    const int bn = mma_bn(ctx);
+    p.cb = (n + bn - 1) / bn;
     p.cpb = (n + p.cb - 1) / p.cb;
     p.nt = (p.cpb + 7) / 8;
     const int units = (int)(l->outp / 32);

@@ -933,7 +933,8 @@ int main(int argc, char **argv)
         }
         static const char *const btunes[] = {NULL,          "mma=0",         "mma_w=4",
                                                 "mma_w=8",     "mma_stages=2",  "mma_stages=3",
-                                                "mma_stages=5"};
+                                                "mma_stages=4",  "mma_bn=16",
+                                                "mma_bn=16,mma_w=8"};
         for (size_t t = 0; qd && t < sizeof btunes / sizeof *btunes; t++) {
             bench_awq(qd, "qkv fused", HIDDEN, QKV, 0, 0, bns, nbn, btunes[t]);
             bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, 0, 0, bns, nbn, btunes[t]);

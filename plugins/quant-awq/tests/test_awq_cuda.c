@@ -565,8 +565,9 @@ static const struct {
     {2048, 512, 128, "kw=2,mma_split=2"},
     {2048, 512, 128, "kw=1"},         /* one slice: stored as it is */
     {96, 24, 32, "mma_split=16"},     /* tiny; the split is capped at the K split */
-    {4096, 1024, 128, "mma_stages=2"}, /* the shallowest weight ring: wait for all copies */
-    {3000, 640, 64, "mma_stages=5,mma_w=8"}, /* the deepest, past a slice's iterations */
+    {4096, 1024, 128, "mma_stages=4"}, /* a deeper weight ring */
+    {4096, 1024, 128, "mma_bn=16"},    /* 16-token column blocks */
+    {3008, 640, 64, "mma_stages=5,mma_w=8"}, /* the deepest, past a slice's iterations */
 };
 
 static const int mma_ns[] = {9, 13, 16, 17, 24, 31, 32, 33, 47, 64, 65, 100, 129, 200, 256};
@@ -633,6 +634,7 @@ static const struct {
     {1024, 1024, "kw=1", 0},             /* one slice, stored without the 0 + sum */
     {1024, 1024, "kw=1", 1},             /* GLU adds from 0 even for one slice */
     {2048, 1536, "mma_stages=3", 1},     /* the ring's depth changes no sum */
+    {2048, 1536, "mma_bn=8,mma_w=8", 0}, /* nor the column blocks' width */
 };
 
 START_TEST(test_awq_mma_invariant)
