@@ -35,7 +35,7 @@ typedef struct awq_tune {
     int mma_split;/* force its split of K across blocks (1..16, a power of two) */
     int mma_fill; /* its target resident blocks per SM when choosing W and the split (2) */
     int mma_stages; /* its weight ring depth in iterations (2..5; 2) */
-    int mma_bn;   /* its most token columns per block (8..32, a multiple of 8; 32) */
+    int mma_bn;   /* its most token columns per block (8..32, a multiple of 8; by shape) */
 } awq_tune;
 
 struct awq_cuda_ctx {

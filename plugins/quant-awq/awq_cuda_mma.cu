@@ -16,8 +16,8 @@
  * Nsight Compute puts the kernel's limit in latency at low occupancy (a warp's dependent
  * dequant + mma chain, ~1.7 warps per scheduler), not in DRAM: deeper rings change nothing
  * measurable, so the default is two stages, the least shared memory (BENCHMARKS.md). More
- * tokens than a block's columns (32, tune mma_bn) take more column blocks, which run next to
- * each other (blockIdx.x) so the later ones find the weights in L2.
+ * tokens than a block's columns (16 or 32 by shape, tune mma_bn) take more column blocks,
+ * which run next to each other (blockIdx.x) so the later ones find the weights in L2.
  *
  * Batch invariance: a token's outputs are bit for bit the GEMV's for that token alone. Each
  * output is the GEMV's sum in the GEMV's order: per group of inputs a chain of m16n8k16 mma
@@ -460,11 +460,18 @@ static int mma_stages(const awq_cuda_ctx *ctx)
     return s < 2 ? 2 : s > 5 ? 5 : s;
 }
 
-/* The most token columns per block: the knob's (8, 16, 24 or 32), else MMA_BN. */
-static int mma_bn(const awq_cuda_ctx *ctx)
+/* The most token columns per block: the knob's (8, 16, 24 or 32); else 16 for linears of up
+ * to 4096 inputs at up to 64 rows (two n-tiles: three blocks per SM instead of two, which
+ * beats reading each weight from L2 once more), 32 otherwise (long K re-reads a long x; past
+ * 64 rows the extra column blocks cost more than the occupancy gains) — measured on the
+ * H200 for the 8B shapes (BENCHMARKS.md, 2026-12-02). */
+static int mma_bn(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n)
 {
-    const int bn = awq_knob(ctx->tune.mma_bn, MMA_BN) / 8 * 8;
-    return bn < 8 ? 8 : bn > MMA_BN ? MMA_BN : bn;
+    if (ctx->tune.mma_bn != 0) {
+        const int bn = ctx->tune.mma_bn / 8 * 8;
+        return bn < 8 ? 8 : bn > MMA_BN ? MMA_BN : bn;
+    }
+    return l->kpad <= 4096 && n <= 64 ? 16 : MMA_BN;
 }
 
 /* The launch shape for n rows of l: column blocks of at most 32 tokens (balanced); W = 4 row
@@ -475,7 +482,7 @@ static int mma_bn(const awq_cuda_ctx *ctx)
 static mma_plan plan_for(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n)
 {
     mma_plan p;
-    const int bn = mma_bn(ctx);
+    const int bn = mma_bn(ctx, l, n);
     p.cb = (n + bn - 1) / bn;
     p.cpb = (n + p.cb - 1) / p.cb;
     p.nt = (p.cpb + 7) / 8;
