@@ -18,8 +18,8 @@
  *
  * Kernels:
  *  - the GEMV (n <= gemv_rows, FP8_GEMV_ROWS by default; both semantics): a block owns 32 rows (two m-tiles) and KW warps
- *    splitting K by 128-input blocks; each warp streams its weights (issued before the PDL
- *    wait: weights never change), converts e4m3 to f16 in registers (cvt.rn.f16x2.e4m3x2 on
+ *    splitting K by 128-input blocks; each warp streams its weights one block ahead in two
+ *    register sets (the first issued before the PDL wait: weights never change), converts e4m3 to f16 in registers (cvt.rn.f16x2.e4m3x2 on
  *    sm_89+, NVIDIA's software conversion on sm_86: sm_90 has no FP8 GEMV instruction),
  *    multiplies on the tensor cores (mma m16n8k16, f32 accumulation), applies each block's
  *    scale in f32, and the warps' sums meet in shared memory in a fixed order (deterministic,
@@ -404,10 +404,11 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
         wb[mt] = wq + m[mt] * n_kc * 32 + lane;
         sb[mt] = scale + ((m[mt] * 16) / 128) * nkb;
     }
-    uint4 wv[GV_MT][4];
+    /* two register sets of weights: block kb + KW is in flight while kb computes */
+    uint4 wv0[GV_MT][4], wv1[GV_MT][4];
     int kb = w;
     if (kb < nkb)
-        gv_load(wv, wb, kb); /* in flight before the wait: weights never change */
+        gv_load(wv0, wb, kb); /* in flight before the wait: weights never change */
     llmrt_cuda_pdl_wait();
     llmrt_cuda_pdl_trigger();
 
@@ -420,7 +421,8 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
             for (int c = 0; c < 4; c++)
                 acc[mt][nt][c] = 0.0f;
 
-    for (; kb < nkb; kb += KW) {
+    /* one 128-input block kb of the warp's m-tiles into acc */
+    auto step = [&](const int kb, const uint4 (&wv)[GV_MT][4]) {
         const int k_blk = kb * 128;
         /* W8A8: the scale of token 8 nt + g over this block's 128 inputs (its four lanes t
          * hold 32 inputs each: chunks c, halves h, 4 t + 0..3) */
@@ -479,8 +481,6 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
                 }
             }
         }
-        if (kb + KW < nkb)
-            gv_load(wv, wb, kb + KW);
         /* the block's scales, in f32: W8A16 pacc * s_w; W8A8 (pacc * s_x[token]) * s_w, with
          * the C fragment's tokens 8 nt + 2 t, + 1 (their scales live in lanes 4 (2 t), ...) */
 #pragma unroll
@@ -502,6 +502,17 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
                 }
             }
         }
+    };
+
+    for (; kb < nkb; kb += 2 * KW) {
+        if (kb + KW < nkb)
+            gv_load(wv1, wb, kb + KW);
+        step(kb, wv0);
+        if (kb + KW >= nkb)
+            break;
+        if (kb + 2 * KW < nkb)
+            gv_load(wv0, wb, kb + 2 * KW);
+        step(kb + KW, wv1);
     }
 
     if constexpr (KW == 1 && !GLU) {
