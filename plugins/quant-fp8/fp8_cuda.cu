@@ -18,8 +18,9 @@
  *
  * Kernels:
  *  - the GEMV (n <= gemv_rows, FP8_GEMV_ROWS by default; both semantics): a block owns 32 rows (two m-tiles) and KW warps
- *    splitting K by 128-input blocks; each warp streams its weights one block ahead in two
- *    register sets (the first issued before the PDL wait: weights never change), converts e4m3 to f16 in registers (cvt.rn.f16x2.e4m3x2 on
+ *    splitting K by 128-input blocks; each warp streams its weights (the first block issued
+ *    before the PDL wait: weights never change; at up to 8 rows one block ahead in two
+ *    register sets), converts e4m3 to f16 in registers (cvt.rn.f16x2.e4m3x2 on
  *    sm_89+, NVIDIA's software conversion on sm_86: sm_90 has no FP8 GEMV instruction),
  *    multiplies on the tensor cores (mma m16n8k16, f32 accumulation), applies each block's
  *    scale in f32, and the warps' sums meet in shared memory in a fixed order (deterministic,
@@ -404,7 +405,8 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
         wb[mt] = wq + m[mt] * n_kc * 32 + lane;
         sb[mt] = scale + ((m[mt] * 16) / 128) * nkb;
     }
-    /* two register sets of weights: block kb + KW is in flight while kb computes */
+    /* decode (one n-tile): two register sets of weights, block kb + KW in flight while kb
+     * computes */
     uint4 wv0[GV_MT][4], wv1[GV_MT][4];
     int kb = w;
     if (kb < nkb)
@@ -504,15 +506,23 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
         }
     };
 
-    for (; kb < nkb; kb += 2 * KW) {
-        if (kb + KW < nkb)
-            gv_load(wv1, wb, kb + KW);
-        step(kb, wv0);
-        if (kb + KW >= nkb)
-            break;
-        if (kb + 2 * KW < nkb)
-            gv_load(wv0, wb, kb + 2 * KW);
-        step(kb + KW, wv1);
+    if constexpr (NT == 1) {
+        for (; kb < nkb; kb += 2 * KW) {
+            if (kb + KW < nkb)
+                gv_load(wv1, wb, kb + KW);
+            step(kb, wv0);
+            if (kb + KW >= nkb)
+                break;
+            if (kb + 2 * KW < nkb)
+                gv_load(wv0, wb, kb + 2 * KW);
+            step(kb + KW, wv1);
+        }
+    } else { /* more n-tiles: the second set measured slower (registers); loads after use */
+        for (; kb < nkb; kb += KW) {
+            step(kb, wv0);
+            if (kb + KW < nkb)
+                gv_load(wv0, wb, kb + KW);
+        }
     }
 
     if constexpr (KW == 1 && !GLU) {
