@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU call "J" (2026-12-02, second session): the FP8 GEMV with its weights one 128-input block
 # ahead in two register sets, against the build before it (.device/old/quant-fp8.so.gz, from
-# commit 49e920d) in one bench run: its tests, the FP8 logits on CUDA, batch-1 ITL, 8..32 rows.
+# commit 49e920d) in one bench run: its tests, the FP8 logits on CUDA, batch-1 ITL, 8 and 16 rows.
+# Run twice: at 524ed27 (both register sets at every row count) and at the commit after it
+# (the second set for decode only).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; L=$(mktemp -d); t0=$(date +%s)
 DEADLINE=${DEADLINE:-300}
