@@ -4,29 +4,9 @@
 # row limit (gemv_rows 16 / 32 / 8), then prefix caching under serve and with nothing shared.
 # Priority order; a global deadline skips the rest.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; L=$(mktemp -d); t0=$(date +%s)
-DEADLINE=${DEADLINE:-560}
-left() { echo $(( DEADLINE - ($(date +%s) - t0) )); }
-say() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$L/summary.txt"; tar -C "$L" -czf "$OUT/logs.tgz" . 2>/dev/null; }
-[[ -f .device/build-gpu.tgz && ! -d .device/build-gpu ]] && tar -C .device -xzf .device/build-gpu.tgz
-if [[ -d .device/build-gpu ]]; then
-  [[ -e build-gpu ]] || ln -s .device/build-gpu build-gpu
-  src=$(cat build-gpu/SOURCE_DIR)
-  [[ "$src" != "$PWD" && ! -e "$src" ]] && { mkdir -p "$(dirname "$src")"; ln -s "$PWD" "$src"; }
-fi
-export LD_LIBRARY_PATH=$PWD/build-gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export LLMRT_BENCH_COMMIT=$(cat .device/COMMIT) LLMRT_TOKENIZER_DIR=$PWD/.device/tokenizer
-B=$PWD/build-gpu/bin/llmrt
+DEADLINE=${DEADLINE:-560}; source "$(dirname "$0")/prelude.sh"
+export LLMRT_TOKENIZER_DIR=$PWD/.device/tokenizer
 say "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) commit $LLMRT_BENCH_COMMIT"
-d=2026-12-02
-bench() { # name timeout args...
-  local name=$1 to=$2; shift 2
-  (( $(left) < to )) && { say "SKIP $name (time)"; return 1; }
-  timeout "$to" "$B" bench "$@" --json "$OUT/$d-$name.json" > "$L/$name.txt" 2>&1
-  local rc=$?
-  say "$name exit $rc: $(grep -E 'tok/s|ITL p50|TTFT p50|faster|slower|difference' "$L/$name.txt" | head -12 | tr -s ' ' | tr '\n' ';' | cut -c1-700)"
-  return $rc
-}
 # the replaced kernel's plugin, alone in a folder searched first
 OLD=/tmp/old-awq; mkdir -p $OLD; gunzip -c .device/old/quant-awq.so.gz > $OLD/quant-awq.so
 # 1. the kernels' tests

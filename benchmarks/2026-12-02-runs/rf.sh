@@ -4,18 +4,7 @@
 # against llama.cpp on the GPU machine's 16-core CPU (tools/cpu-bench.sh at 16 threads, then 2),
 # llama.cpp built here from .device/llamacpp-cpu-src.tgz (the d32676d snapshot, CPU parts only).
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; L=$(mktemp -d); t0=$(date +%s)
-DEADLINE=${DEADLINE:-570}
-left() { echo $(( DEADLINE - ($(date +%s) - t0) )); }
-say() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$L/summary.txt"; tar -C "$L" -czf "$OUT/logs.tgz" . 2>/dev/null; }
-[[ -f .device/build-gpu.tgz && ! -d .device/build-gpu ]] && tar -C .device -xzf .device/build-gpu.tgz
-if [[ -d .device/build-gpu ]]; then
-  [[ -e build-gpu ]] || ln -s .device/build-gpu build-gpu
-  src=$(cat build-gpu/SOURCE_DIR)
-  [[ "$src" != "$PWD" && ! -e "$src" ]] && { mkdir -p "$(dirname "$src")"; ln -s "$PWD" "$src"; }
-fi
-export LD_LIBRARY_PATH=$PWD/build-gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export LLMRT_BENCH_COMMIT=$(cat .device/COMMIT)
+DEADLINE=${DEADLINE:-570}; source "$(dirname "$0")/prelude.sh"
 say "gpu $(nvidia-smi --query-gpu=name --format=csv,noheader) cpu $(lscpu | grep 'Model name' | tr -s ' ' | cut -d: -f2) commit $LLMRT_BENCH_COMMIT"
 # 0. llama.cpp builds in the background while the GPU is profiled (the profile is not timed)
 mkdir -p /tmp/lcp && tar -C /tmp/lcp -xzf .device/llamacpp-cpu-src.tgz

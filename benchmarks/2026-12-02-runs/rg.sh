@@ -2,11 +2,7 @@
 # GPU call "G" (2026-12-02, second session): Nsight Compute on the AWQ batch kernel at 32 rows,
 # the weight-ring kernel and the one it replaced, gate_up (SwiGLU) and down: stall reasons.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; L=$(mktemp -d); t0=$(date +%s)
-say() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$L/summary.txt"; tar -C "$L" -czf "$OUT/logs.tgz" . 2>/dev/null; }
-[[ -f .device/build-gpu.tgz && ! -d .device/build-gpu ]] && tar -C .device -xzf .device/build-gpu.tgz
-[[ -e build-gpu ]] || ln -s .device/build-gpu build-gpu
-export LD_LIBRARY_PATH=$PWD/build-gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/prelude.sh"
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 mkdir -p /tmp/oldplug && cp build-gpu/lib/llmrt/plugins/*.so /tmp/oldplug/ && gunzip -c .device/old/quant-awq.so.gz > /tmp/oldplug/quant-awq.so
 for v in new old; do

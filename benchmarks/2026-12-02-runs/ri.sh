@@ -5,29 +5,8 @@
 # attention's splits capped by the batch: both give up batch invariance), the batch-32 step,
 # the cached-prefix TTFT, FP8 at 8..64 rows.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; L=$(mktemp -d); t0=$(date +%s)
-DEADLINE=${DEADLINE:-420}
-left() { echo $(( DEADLINE - ($(date +%s) - t0) )); }
-say() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$L/summary.txt"; tar -C "$L" -czf "$OUT/logs.tgz" . 2>/dev/null; }
-[[ -f .device/build-gpu.tgz && ! -d .device/build-gpu ]] && tar -C .device -xzf .device/build-gpu.tgz
-if [[ -d .device/build-gpu ]]; then
-  [[ -e build-gpu ]] || ln -s .device/build-gpu build-gpu
-  src=$(cat build-gpu/SOURCE_DIR)
-  [[ "$src" != "$PWD" && ! -e "$src" ]] && { mkdir -p "$(dirname "$src")"; ln -s "$PWD" "$src"; }
-fi
-export LD_LIBRARY_PATH=$PWD/build-gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export LLMRT_BENCH_COMMIT=$(cat .device/COMMIT)
-B=$PWD/build-gpu/bin/llmrt
+DEADLINE=${DEADLINE:-420}; source "$(dirname "$0")/prelude.sh"
 say "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) commit $LLMRT_BENCH_COMMIT"
-d=2026-12-02
-bench() { # name timeout args...
-  local name=$1 to=$2; shift 2
-  (( $(left) < to )) && { say "SKIP $name (time)"; return 1; }
-  timeout "$to" "$B" bench "$@" --json "$OUT/$d-$name.json" > "$L/$name.txt" 2>&1
-  local rc=$?
-  say "$name exit $rc:"; grep -E '^ +[0-9]+ \S+ +[0-9.]+ |TTFT p50' "$L/$name.txt" | tr -s ' ' | cut -c1-110 | tee -a "$L/summary.txt"
-  return $rc
-}
 A8=/tmp/qwen3-8b-awq F8=/tmp/qwen3-8b-fp8
 timeout 90 "$B" mkmodel --preset qwen3-8b --quant awq --group-size 128 --seed 1 -q -o $A8 > "$L/mk-awq.log" 2>&1 &
 timeout 120 "$B" mkmodel --preset qwen3-8b --quant fp8 --seed 1 -q -o $F8 > "$L/mk-fp8.log" 2>&1 &

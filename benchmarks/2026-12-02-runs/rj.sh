@@ -5,29 +5,8 @@
 # Run twice: at 524ed27 (both register sets at every row count) and at the commit after it
 # (the second set for decode only).
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; L=$(mktemp -d); t0=$(date +%s)
-DEADLINE=${DEADLINE:-300}
-left() { echo $(( DEADLINE - ($(date +%s) - t0) )); }
-say() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$L/summary.txt"; tar -C "$L" -czf "$OUT/logs.tgz" . 2>/dev/null; }
-[[ -f .device/build-gpu.tgz && ! -d .device/build-gpu ]] && tar -C .device -xzf .device/build-gpu.tgz
-if [[ -d .device/build-gpu ]]; then
-  [[ -e build-gpu ]] || ln -s .device/build-gpu build-gpu
-  src=$(cat build-gpu/SOURCE_DIR)
-  [[ "$src" != "$PWD" && ! -e "$src" ]] && { mkdir -p "$(dirname "$src")"; ln -s "$PWD" "$src"; }
-fi
-export LD_LIBRARY_PATH=$PWD/build-gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export LLMRT_BENCH_COMMIT=$(cat .device/COMMIT)
-B=$PWD/build-gpu/bin/llmrt
+DEADLINE=${DEADLINE:-300}; source "$(dirname "$0")/prelude.sh"
 say "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) commit $LLMRT_BENCH_COMMIT"
-d=2026-12-02
-bench() { # name timeout args...
-  local name=$1 to=$2; shift 2
-  (( $(left) < to )) && { say "SKIP $name (time)"; return 1; }
-  timeout "$to" "$B" bench "$@" --json "$OUT/$d-$name.json" > "$L/$name.txt" 2>&1
-  local rc=$?
-  say "$name exit $rc:"; grep -E '^ +[0-9]+ \S+ +[0-9.]+ |TTFT p50|faster|slower|difference' "$L/$name.txt" | tr -s ' ' | cut -c1-160 | tee -a "$L/summary.txt"
-  return $rc
-}
 F8=/tmp/qwen3-8b-fp8
 timeout 120 "$B" mkmodel --preset qwen3-8b --quant fp8 --seed 1 -q -o $F8 > "$L/mk-fp8.log" 2>&1 &
 OLD=/tmp/old-fp8; mkdir -p $OLD; gunzip -c .device/old/quant-fp8.so.gz > $OLD/quant-fp8.so
