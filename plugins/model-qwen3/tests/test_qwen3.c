@@ -29,119 +29,9 @@
 #include <llmrt/ext/fused.h>
 #include <llmrt/model.h>
 
+#include "fake_checkpoint.h"
 #include "mock_backend.h"
 #include "test_util.h"
-
-/* ------------------------------------------------------------------ random numbers */
-
-static uint64_t rng_state;
-static double rnd_uniform(void) /* [0, 1) from splitmix64 */
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
-}
-static double rnd_sym(double a) { return (2.0 * rnd_uniform() - 1.0) * a; } /* U(-a, a) */
-
-/* ------------------------------------------------------------------ fake checkpoint */
-
-#define MAX_TENSORS 256
-typedef struct ftensor {
-    char name[128];
-    llmrt_dtype dtype;
-    int32_t ndim;
-    int64_t shape[LLMRT_MAX_DIMS];
-    void *data;
-    size_t bytes;
-} ftensor;
-
-typedef struct fckpt {
-    llmrt_checkpoint ck;
-    ftensor t[MAX_TENSORS];
-    int n;
-    char config[4096];
-    int finds;
-} fckpt;
-
-static ftensor *fk_get(fckpt *f, const char *name)
-{
-    for (int i = 0; i < f->n; i++)
-        if (strcmp(f->t[i].name, name) == 0)
-            return &f->t[i];
-    return NULL;
-}
-
-static llmrt_status fk_find(void *ctx, const char *name, llmrt_tensor_view *out, llmrt_error *err)
-{
-    fckpt *f = ctx;
-    ftensor *t = fk_get(f, name);
-    if (!t)
-        return llmrt_fail(err, LLMRT_ERR_NOT_FOUND, "tensor %s not found in %s", name, f->ck.dir);
-    memset(out, 0, sizeof *out);
-    out->name = t->name;
-    out->dtype = t->dtype;
-    out->ndim = t->ndim;
-    memcpy(out->shape, t->shape, sizeof out->shape);
-    out->data = t->data;
-    out->bytes = t->bytes;
-    out->file = "fake.safetensors";
-    f->finds++;
-    return LLMRT_OK;
-}
-
-static int fk_has(void *ctx, const char *name) { return fk_get(ctx, name) != NULL; }
-
-static fckpt *fk_new(void)
-{
-    fckpt *f = calloc(1, sizeof *f);
-    f->ck.ctx = f;
-    f->ck.dir = "fake-model";
-    f->ck.config_json = f->config;
-    f->ck.find = fk_find;
-    f->ck.has = fk_has;
-    return f;
-}
-
-static void fk_free(fckpt *f)
-{
-    for (int i = 0; i < f->n; i++)
-        free(f->t[i].data);
-    free(f);
-}
-
-/* Add a tensor filled with U(center - a, center + a), stored in `dtype`. */
-static ftensor *fk_add(fckpt *f, const char *name, llmrt_dtype dtype, int32_t ndim, int64_t d0,
-                       int64_t d1, double center, double a)
-{
-    ck_assert_int_lt(f->n, MAX_TENSORS);
-    ftensor *t = &f->t[f->n++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->dtype = dtype;
-    t->ndim = ndim;
-    t->shape[0] = d0;
-    t->shape[1] = ndim > 1 ? d1 : 0;
-    int64_t n = ndim > 1 ? d0 * d1 : d0;
-    t->bytes = (size_t)n * llmrt_dtype_size(dtype);
-    t->data = calloc(1, t->bytes ? t->bytes : 1);
-    for (int64_t i = 0; i < n; i++) {
-        double v = center + rnd_sym(a);
-        if (dtype == LLMRT_DTYPE_I8)
-            ((int8_t *)t->data)[i] = (int8_t)lrint(v);
-        else
-            llmrt_store_f(t->data, dtype, i, (float)v);
-    }
-    return t;
-}
-
-static void fk_remove(fckpt *f, const char *name)
-{
-    ftensor *t = fk_get(f, name);
-    ck_assert_msg(t != NULL, "fk_remove: no %s", name);
-    free(t->data);
-    *t = f->t[--f->n];
-}
 
 /* ------------------------------------------------------------------ the tiny model */
 
@@ -201,7 +91,7 @@ static void add_linear(fckpt *f, const tcfg *c, const char *prefix, int out, int
 static fckpt *make_ckpt(const tcfg *c, uint64_t seed)
 {
     rng_state = seed;
-    fckpt *f = fk_new();
+    fckpt *f = fk_new("fake-model");
     write_config(f, c);
     const int H = c->hidden, D = c->head_dim;
     fk_add(f, "model.embed_tokens.weight", c->dtype, 2, c->vocab, H, 0.0, 1.0);
@@ -1224,10 +1114,11 @@ START_TEST(test_absurd_config)
     ck_assert_int_eq(f->finds, 0);
     c.layers = 3;
     write_config(f, &c);
+    int (*has)(void *, const char *) = f->ck.has;
     f->ck.has = NULL; /* has is optional: find answers too */
     expect_fail(f, &be, NULL, NULL, LLMRT_ERR_FORMAT, "num_hidden_layers is 3",
                 "no model.layers.2.input_layernorm.weight", "it holds layers 0 to 1", NULL);
-    f->ck.has = fk_has;
+    f->ck.has = has;
     ck_assert_int_eq(mock_backend_get_stats(&be).dev_alloc_calls, 0);
     c.layers = 2;
 
