@@ -2,7 +2,10 @@
 # GPU call "F" (2026-12-02, second session): Nsight Compute on the AWQ batch kernel (new and
 # the replaced one, gate_up and down at 32 rows: where its warps stall), then the CPU backend
 # against llama.cpp on the GPU machine's 16-core CPU (tools/cpu-bench.sh at 16 threads, then 2),
-# llama.cpp built here from .device/llamacpp-cpu-src.tgz (the d32676d snapshot, CPU parts only).
+# llama.cpp built here from .device/llamacpp-cpu-src.tgz (the d32676d snapshot, CPU parts only:
+# CMakeLists.txt cmake/ src/ include/ common/ vendor/ LICENSE, ggml/ without the other backends'
+# folders, tools/llama-bench and tools/quantize under a tools/CMakeLists.txt naming just those
+# two; 2.7 MB as tar.gz).
 set -uo pipefail
 DEADLINE=${DEADLINE:-570}; source "$(dirname "$0")/prelude.sh"
 say "gpu $(nvidia-smi --query-gpu=name --format=csv,noheader) cpu $(lscpu | grep 'Model name' | tr -s ' ' | cut -d: -f2) commit $LLMRT_BENCH_COMMIT"
