@@ -194,8 +194,9 @@ static const llmrt_key awq_keys[] = {
      "= off (the GEMV to 32 rows, then dequant + cuBLAS), mma_min / mma_max = its row range "
      "(9 / 256: the GEMV below, cuBLAS above), mma_w = row warps per block (4, 8), mma_split "
      "= K ranges across blocks, mma_fill = target blocks per SM (2), mma_stages = depth of "
-     "its weight ring in iterations (2..5, 2), mma_bn = most tokens per block (8..32); unknown "
-     "knobs are ignored.",
+     "its weight ring in iterations (2..5, 2), mma_bn = most tokens per block (8..32), mma_smem_kb = "
+     "cap its shared memory per block (a smaller GPU's limit, e.g. 99); unknown knobs are "
+     "ignored.",
      LLMRT_KEY_DEVELOPER},
 };
 #define N_AWQ_KEYS ((uint32_t)(sizeof awq_keys / sizeof awq_keys[0]))

@@ -274,6 +274,8 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const 
                 ctx->tune.mma_stages = v;
             else if (strcmp(tok, "mma_bn") == 0)
                 ctx->tune.mma_bn = v;
+            else if (strcmp(tok, "mma_smem_kb") == 0)
+                ctx->tune.mma_smem_kb = v;
         }
     }
     llmrt_status st = awq_mma_init(ctx, err);

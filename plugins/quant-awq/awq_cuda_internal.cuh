@@ -36,6 +36,7 @@ typedef struct awq_tune {
     int mma_fill; /* its target resident blocks per SM when choosing W and the split (2) */
     int mma_stages; /* its weight ring depth in iterations (2..5; 2) */
     int mma_bn;   /* its most token columns per block (8..32, a multiple of 8; by shape) */
+    int mma_smem_kb; /* cap its shared memory per block at this many KB (a smaller GPU's) */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -51,6 +52,7 @@ struct awq_cuda_ctx {
     size_t deq_bytes;
     float *mma_part;          /* batch kernel's split-K partial sums (grown at load) */
     size_t mma_part_bytes;
+    int mma_w8;               /* its 8-row-warp blocks fit the device's shared memory */
 };
 
 struct awq_cuda_linear {

@@ -488,7 +488,9 @@ static mma_plan plan_for(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int 
     p.nt = (p.cpb + 7) / 8;
     const int units = (int)(l->outp / 32);
     const int64_t target = (int64_t)awq_knob(ctx->tune.mma_fill, 2) * ctx->sm_count;
-    if (ctx->tune.mma_w == 4 || ctx->tune.mma_w == 8)
+    if (!ctx->mma_w8)
+        p.w = 4;
+    else if (ctx->tune.mma_w == 4 || ctx->tune.mma_w == 8)
         p.w = ctx->tune.mma_w;
     else
         p.w = p.cb >= 3 && (int64_t)((units + 7) / 8) * p.cb >= ctx->sm_count ? 8 : 4;
@@ -507,16 +509,26 @@ static mma_plan plan_for(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int 
 llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err)
 {
     static const int groups[3] = {32, 64, 128};
-    cudaError_t e = cudaSuccess;
+    /* blocks of 8 row warps only where their shared memory fits a block (sm_86 / sm_89 opt in
+     * to 99 KB, sm_90 to 227 KB); of 4 the kernel needs, else it is off */
+    int optin = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                           ctx->device);
+    if (ctx->tune.mma_smem_kb > 0 && ctx->tune.mma_smem_kb * 1024 < optin)
+        optin = ctx->tune.mma_smem_kb * 1024; /* a smaller device's limit, for tests */
+    const int stages = mma_stages(ctx);
+    ctx->mma_w8 = e == cudaSuccess && mma_smem_bytes(8, 4, stages) <= (size_t)optin;
+    if (e == cudaSuccess && mma_smem_bytes(4, 4, stages) > (size_t)optin)
+        e = cudaErrorInvalidValue;
     for (int glu = 0; glu < 2 && e == cudaSuccess; glu++)
         for (int gi = 0; gi < 3 && e == cudaSuccess; gi++)
-            for (int w = 4; w <= 8 && e == cudaSuccess; w += 4)
+            for (int w = 4; w <= (ctx->mma_w8 ? 8 : 4) && e == cudaSuccess; w += 4)
                 for (int nt = 1; nt <= 4 && e == cudaSuccess; nt++) {
                     if (glu && groups[gi] != 128)
                         continue;
                     e = cudaFuncSetAttribute(mma_kernel_for(groups[gi], w, nt, glu),
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)mma_smem_bytes(w, nt, mma_stages(ctx)));
+                                             (int)mma_smem_bytes(w, nt, stages));
                 }
     if (e != cudaSuccess) {
         /* a device with less shared memory per block: the batch kernel is off, the rest runs */

@@ -567,6 +567,7 @@ static const struct {
     {96, 24, 32, "mma_split=16"},     /* tiny; the split is capped at the K split */
     {4096, 1024, 128, "mma_stages=4"}, /* a deeper weight ring */
     {4096, 1024, 128, "mma_bn=16"},    /* 16-token column blocks */
+    {4096, 6144, 128, "mma_smem_kb=99,mma_w=8"}, /* sm_86's 99 KB: 4 row warps, not 8 */
     {3008, 640, 64, "mma_stages=5,mma_w=8"}, /* the deepest, past a slice's iterations */
 };
 
@@ -635,6 +636,9 @@ static const struct {
     {1024, 1024, "kw=1", 1},             /* GLU adds from 0 even for one slice */
     {2048, 1536, "mma_stages=3", 1},     /* the ring's depth changes no sum */
     {2048, 1536, "mma_bn=8,mma_w=8", 0}, /* nor the column blocks' width */
+    {2048, 1536, "mma_smem_kb=99,mma_w=8", 1}, /* sm_86's 99 KB: the kernel still serves
+                                                 (4 row warps): past 32 rows the fallback,
+                                                 cuBLAS, would not be invariant */
 };
 
 START_TEST(test_awq_mma_invariant)
