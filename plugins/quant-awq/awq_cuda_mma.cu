@@ -9,10 +9,10 @@
  * (each 32 output rows, two m-tiles) shares one staging of x (up to 32 tokens) per 256-input
  * iteration: the f32 rows are loaded into registers (in flight while the block's slowest warp
  * finishes the previous iteration) and converted once per block to f16 pairs in the order the
- * GEMV stages them, so a
- * B fragment is one 8-byte shared load that serves both m-tiles. Weights stream through a
- * per-warp ring of `stages` iterations in shared memory (cp.async, stages - 1 iterations
- * ahead: a lane reads back only the 16-byte words it copied, so the ring needs no barrier).
+ * GEMV stages them, so a B fragment is one 8-byte shared load that serves both m-tiles.
+ * Weights stream through a per-warp ring of `stages` iterations in shared memory (cp.async,
+ * stages - 1 iterations ahead: a lane reads back only the 16-byte words it copied, so the
+ * ring needs no barrier).
  * Nsight Compute puts the kernel's limit in latency at low occupancy (a warp's dependent
  * dequant + mma chain, ~1.7 warps per scheduler), not in DRAM: deeper rings change nothing
  * measurable, so the default is two stages, the least shared memory (BENCHMARKS.md). More
@@ -198,7 +198,8 @@ __device__ __forceinline__ void mma_compute_quarter(float (&acc)[AWQ_MT][NT][4],
 
 /* Block (column block, row block of W units, slice range). */
 template <int GROUP, int NT, int W, bool GLU>
-__global__ void __launch_bounds__(W * 32, W == 8 ? 1 : NT <= 2 ? 3 : 2) awq_mma_kernel(const awq_mma_args a)
+__global__ void __launch_bounds__(W * 32, W == 8 ? 1 : NT <= 2 ? 3 : 2)
+awq_mma_kernel(const awq_mma_args a)
 {
     using S = mma_smem<NT, W>;
     constexpr int NV = S::NV, XPT = S::XPT;
@@ -475,10 +476,10 @@ static int mma_bn(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n)
 }
 
 /* The launch shape for n rows of l: column blocks of at most 32 tokens (balanced); W = 4 row
- * warps per block (two blocks per SM: shared memory), or W = 8 (one block per SM, half the
- * x traffic per weight) from three column blocks on, where re-reading x for every 128 rows
- * would cost more L2 bandwidth than the weights; slice ranges doubled while the grid is short
- * of mma_fill (2) blocks per SM (at most the linear's kw). */
+ * warps per block (three blocks per SM at <= 2 n-tiles, else two), or W = 8 (one block per
+ * SM, half the x traffic per weight) from three column blocks on, where re-reading x for every
+ * 128 rows would cost more L2 bandwidth than the weights; slice ranges doubled while the grid
+ * is short of mma_fill (2) blocks per SM (at most the linear's kw). */
 static mma_plan plan_for(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n)
 {
     mma_plan p;
