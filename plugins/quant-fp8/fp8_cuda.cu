@@ -17,21 +17,21 @@
  * Scales: f32 [ceil(outp / 128)][inp / 128].
  *
  * Kernels:
- *  - the GEMV (n <= gemv_rows, FP8_GEMV_ROWS by default; both semantics): a block owns 32 rows (two m-tiles) and KW warps
- *    splitting K by 128-input blocks; each warp streams its weights (the first block issued
- *    before the PDL wait: weights never change; at up to 8 rows one block ahead in two
- *    register sets), converts e4m3 to f16 in registers (cvt.rn.f16x2.e4m3x2 on
- *    sm_89+, NVIDIA's software conversion on sm_86: sm_90 has no FP8 GEMV instruction),
- *    multiplies on the tensor cores (mma m16n8k16, f32 accumulation), applies each block's
- *    scale in f32, and the warps' sums meet in shared memory in a fixed order (deterministic,
- *    no atomics). W8A16 rounds x to f16; W8A8 quantizes x per token per 128 inputs in
- *    registers (amax across the four lanes holding a token's inputs) to e4m3, exactly as
- *    fp8_act.h, and multiplies the codes (exact in f16) — so on any GPU the GEMV implements
- *    either semantics. It can also finish SwiGLU for a [gate; up] linear (GLU).
- *  - W8A8 above the GEMV's rows on FP8 tensor cores (sm_89+): the activations quantized by one kernel
- *    (codes [n, inp], scales transposed [inp / 128, n]), then a tiled GEMM on mma.sync
- *    m16n8k32 e4m3 (block tile 64 rows x 64 tokens x 128 inputs, cp.async double buffering,
- *    four warps of 32 x 32), each 128-input block's partial sums scaled in f32 by
+ *  - the GEMV (n <= gemv_rows, FP8_GEMV_ROWS by default; both semantics): a block owns 32
+ *    rows (two m-tiles) and KW warps splitting K by 128-input blocks; each warp streams its
+ *    weights (the first block issued before the PDL wait: weights never change; at up to 8
+ *    rows one block ahead in two register sets), converts e4m3 to f16 in registers
+ *    (cvt.rn.f16x2.e4m3x2 on sm_89+, NVIDIA's software conversion on sm_86: sm_90 has no FP8
+ *    GEMV instruction), multiplies on the tensor cores (mma m16n8k16, f32 accumulation),
+ *    applies each block's scale in f32, and the warps' sums meet in shared memory in a fixed
+ *    order (deterministic, no atomics). W8A16 rounds x to f16; W8A8 quantizes x per token
+ *    per 128 inputs in registers (amax across the four lanes holding a token's inputs) to
+ *    e4m3, exactly as fp8_act.h, and multiplies the codes (exact in f16) — so on any GPU the
+ *    GEMV implements either semantics. It can also finish SwiGLU for a [gate; up] linear (GLU).
+ *  - W8A8 above the GEMV's rows on FP8 tensor cores (sm_89+): the activations quantized by
+ *    one kernel (codes [n, inp], scales transposed [inp / 128, n]), then a tiled GEMM on
+ *    mma.sync m16n8k32 e4m3 (block tile 64 rows x 64 tokens x 128 inputs, cp.async double
+ *    buffering, four warps of 32 x 32), each 128-input block's partial sums scaled in f32 by
  *    s_x[token] * s_w[block] — the promotion every 128 inputs keeps the FP8 MMA's shorter
  *    accumulator from adding up. Without FP8 tensor cores, the GEMV gemv_rows rows at a time.
  *  - W8A16 above the GEMV's rows: the weight dequantized into an f16 scratch [out, in] and the
