@@ -62,6 +62,18 @@ static void free_weights(wbuf *w)
     free(w->ref);
 }
 
+/* Σ x[k] w[k] in double precision, and Σ |x[k] w[k]| in *mag (the scale of its rounding). */
+static double ref_dot(const float *x, const double *w, int64_t in, double *mag)
+{
+    double ref = 0, m = 0;
+    for (int64_t k = 0; k < in; k++) {
+        ref += (double)x[k] * w[k];
+        m += fabs((double)x[k] * w[k]);
+    }
+    *mag = m;
+    return ref;
+}
+
 static float *rand_f32(ct_rng *r, int64_t n, float lo, float hi)
 {
     float *p = xmalloc((size_t)n * sizeof(float));
@@ -88,11 +100,8 @@ static void check_gemm(int64_t n, int64_t in, int64_t out, llmrt_dtype dt, uint6
     ck_assert_int_eq(vt->gemm(b2, y2, x, &w.t, (int32_t)n, &err), LLMRT_OK);
     for (int64_t i = 0; i < n; i++)
         for (int64_t o = 0; o < out; o++) {
-            double ref = 0, mag = 0;
-            for (int64_t k = 0; k < in; k++) {
-                ref += (double)x[i * in + k] * w.ref[o * in + k];
-                mag += fabs((double)x[i * in + k] * w.ref[o * in + k]);
-            }
+            double mag;
+            const double ref = ref_dot(x + i * in, w.ref + o * in, in, &mag);
             double got = y1[i * out + o];
             CT_CHECK(fabs(got - ref) <= 1e-6 * mag + 1e-7,
                      "gemm %s n=%lld in=%lld out=%lld: y[%lld][%lld] = %.9g, reference %.9g",
@@ -179,11 +188,8 @@ START_TEST(gemm_fast_paths_within_bound)
                 ck_assert_int_eq(vt->gemm(b2, ye, x, &w.t, (int32_t)n, &err), LLMRT_OK);
                 for (int64_t i = 0; i < n; i++)
                     for (int64_t o = 0; o < out; o++) {
-                        double ref = 0, mag = 0;
-                        for (int64_t k = 0; k < in; k++) {
-                            ref += (double)x[i * in + k] * w.ref[o * in + k];
-                            mag += fabs((double)x[i * in + k] * w.ref[o * in + k]);
-                        }
+                        double mag;
+                        const double ref = ref_dot(x + i * in, w.ref + o * in, in, &mag);
                         double got = y1[i * out + o];
                         CT_CHECK(fabs(got - ref) <= 0x1p-8 * mag + 1e-6 * mag + 1e-7,
                                  "gemm on %s, %s n=%lld in=%lld out=%lld: y[%lld][%lld] = "
