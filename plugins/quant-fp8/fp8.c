@@ -38,7 +38,7 @@ static const llmrt_key fp8_keys[] = {
      "w8a8 on FP8 tensor cores (CUDA sm_89+) from w8a8_min_rows rows, w8a16 for decode and on "
      "devices without FP8 matrix units (CPU, sm_86).",
      0},
-    {"w8a8_min_rows", LLMRT_KEY_INT, "17", "1..1048576",
+    {"w8a8_min_rows", LLMRT_KEY_INT, FP8_STR(FP8_W8A8_MIN_ROWS), "1..1048576",
      "With activations = auto on FP8 tensor cores: the row count (tokens of a step) from which "
      "linears run W8A8 (above the GEMV's 16 rows: the FP8 tensor-core GEMM; below: the GEMV "
      "with quantized activations); below it W8A16.",

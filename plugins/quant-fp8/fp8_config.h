@@ -23,6 +23,19 @@
 #define FP8_MAX_PARTS 8    /* linears fused into one by linear_load_fused */
 #define FP8_MAX_SKIP 64    /* entries of modules_to_not_convert kept */
 
+/* Rows the CUDA GEMV serves by default (tune gemv_rows; its 4-n-tile shape streams at a
+ * fraction of the 1- and 2-tile ones' rate), and so the default w8a8_min_rows: the FP8 GEMM
+ * takes over from the next row. */
+#define FP8_GEMV_ROWS 16
+#define FP8_W8A8_MIN_ROWS 17 /* FP8_GEMV_ROWS + 1, as a literal for the key's default text */
+#define FP8_STR_(x) #x
+#define FP8_STR(x) FP8_STR_(x)
+#ifdef __cplusplus
+static_assert(FP8_W8A8_MIN_ROWS == FP8_GEMV_ROWS + 1, "auto's W8A8 starts where the GEMV ends");
+#else
+_Static_assert(FP8_W8A8_MIN_ROWS == FP8_GEMV_ROWS + 1, "auto's W8A8 starts where the GEMV ends");
+#endif
+
 typedef struct fp8_params {
     int64_t block_rows, block_cols; /* weight_block_size: 128, 128 */
     int n_skip;                     /* modules_to_not_convert / ignored_layers */

@@ -27,8 +27,6 @@
 #endif
 
 #define FP8_GEMV_MAX_N 32 /* most rows the GEMV can serve in one launch (4 n-tiles of 8) */
-#define FP8_GEMV_ROWS 16  /* rows it serves by default (tune gemv_rows): its 4-n-tile shape
-                             streams at a fraction of the 1- and 2-tile ones' rate */
 #define FP8_KW_MAX 16     /* K-splitting warps per GEMV block */
 #define FP8_GV_MT 2       /* m-tiles (16 rows) per GEMV block */
 #define FP8_GM_BM 64      /* GEMM block tile: rows */

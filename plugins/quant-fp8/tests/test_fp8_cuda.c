@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fp8_cuda_layout.h"
+#include "fp8_config.h"
 #include "fp8_test_common.h"
 #include "mock_backend.h"
 #include "test_util.h"
