@@ -276,6 +276,10 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const 
                 ctx->tune.mma_bn = v;
             else if (strcmp(tok, "mma_smem_kb") == 0)
                 ctx->tune.mma_smem_kb = v;
+            else if (strcmp(tok, "mma_xdb") == 0)
+                ctx->tune.mma_xdb = v;
+            else if (strcmp(tok, "mma_fred") == 0)
+                ctx->tune.mma_fred = v > 0 ? 1 : -1;
         }
     }
     llmrt_status st = awq_mma_init(ctx, err);
@@ -293,7 +297,7 @@ extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
         return;
     cudaSetDevice(ctx->device);
     cudaStreamSynchronize(ctx->stream);
-    void *bufs[] = {ctx->staging, ctx->deq, ctx->mma_part};
+    void *bufs[] = {ctx->staging, ctx->deq, ctx->mma_part, ctx->mma_tickets};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             ctx->be.vt->dev_free(ctx->be.b, bufs[i]);
@@ -361,6 +365,10 @@ extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_pa
         const size_t part = awq_mma_part_bytes(ctx, l);
         if (part && (st = grow(ctx, (void **)&ctx->mma_part, &ctx->mma_part_bytes, part, 0,
                                "batch kernel split-K partials", err)))
+            goto fail;
+        const size_t tickets = awq_mma_ticket_bytes(ctx, l);
+        if (tickets && (st = grow(ctx, (void **)&ctx->mma_tickets, &ctx->mma_tickets_bytes,
+                                  tickets, 1, "batch kernel split-K counters", err)))
             goto fail;
     }
     {

@@ -7,9 +7,10 @@
  * L2 traffic for 52 MB of weights) and runs 4x slower than at batch 1; the dequantise +
  * cuBLAS path writes and rereads the whole linear as f16 every step. Here a block of W warps
  * (each 32 output rows, two m-tiles) shares one staging of x (up to 32 tokens) per 256-input
- * iteration: the f32 rows are loaded into registers (in flight while the block's slowest warp
- * finishes the previous iteration) and converted once per block to f16 pairs in the order the
- * GEMV stages them, so a B fragment is one 8-byte shared load that serves both m-tiles.
+ * iteration: the f32 rows are loaded into registers (in flight while the block computes the
+ * previous iteration) and converted once per block to f16 pairs in the order the GEMV stages
+ * them, into one of two stages (one barrier per iteration), so a B fragment is one 8-byte
+ * shared load that serves both m-tiles.
  * Weights stream through a per-warp ring of `stages` iterations in shared memory (cp.async,
  * stages - 1 iterations ahead: a lane reads back only the 16-byte words it copied, so the
  * ring needs no barrier).
@@ -27,8 +28,9 @@
  * (as the GEMV's shared-memory sum; a single slice is stored as it is). Here one warp walks
  * the slices one after the other (their running sum, T, lives in shared memory), or, where the
  * grid would otherwise be too small, blocks take contiguous ranges of slices (split-K): the
- * first range's sum and the later slices' sums go to a partial buffer and a second small
- * kernel adds them in the same order. SwiGLU (the GLU fold) pairs a gate m-tile with its up
+ * first range's sum and the later slices' sums go to a partial buffer, and the last of a
+ * tile's blocks to finish (a counter per tile) adds them in the same order (tune mma_fred=0:
+ * a second small kernel does, as before). SwiGLU (the GLU fold) pairs a gate m-tile with its up
  * m-tile in one warp, as the GLU GEMV does, so silu(gate) * up is a per-lane epilogue. */
 #include "awq_cuda_internal.cuh"
 
@@ -39,9 +41,10 @@
 #define MMA_SLOT (4 * AWQ_MT * 32)     /* 16-byte words of one warp's iteration of weights */
 #define MMA_STAGES 2                   /* default ring depth (tune mma_stages, 2..5): as fast as
                                           deeper rings, and the least shared memory */
+#define MMA_XDB 2                      /* default x stages (tune mma_xdb, 1 or 2) */
 
-/* Shared memory of one block: the f16 stage of x in fragment order [BN][MMA_XS_WORDS], the
- * warps' slice sums T [W][NV][32], then each warp's weight ring [W][stages][MMA_SLOT]. */
+/* Shared memory of one block: the f16 stages of x in fragment order [xdb][BN][MMA_XS_WORDS],
+ * the warps' slice sums T [W][NV][32], then each warp's weight ring [W][stages][MMA_SLOT]. */
 template <int NT, int W> struct mma_smem {
     static constexpr int BN = 8 * NT;
     static constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
@@ -54,6 +57,8 @@ template <int NT, int W> struct mma_smem {
 typedef struct awq_mma_args {
     float *y;              /* [n, out] (GLU: [n, out / 2]) */
     float *part;           /* split-K partials [kw][n][out] */
+    unsigned *tickets;     /* split-K, fused reduce: per (row block, column block) the ranges
+                              done; zero between launches (the last range resets its own) */
     const float *x;        /* [n, in], 16-byte aligned */
     const uint32_t *wq, *meta;
     int n, out, in, kpad;
@@ -62,6 +67,7 @@ typedef struct awq_mma_args {
     int cpb;               /* token columns per column block */
     int units;             /* 32-row units: out_padded / 32 (GLU: gate m-tiles) */
     int stages;            /* weight ring depth, 2..5 */
+    int xdb;               /* x stages: 2 (double-buffered) or 1 */
 } awq_mma_args;
 
 /* 16-byte cp.async of a streamed weight word (L2 only, like ld.global.nc's no_allocate). */
@@ -196,6 +202,43 @@ __device__ __forceinline__ void mma_compute_quarter(float (&acc)[AWQ_MT][NT][4],
     }
 }
 
+/* The block's outputs: y (SwiGLU for GLU), or with split-K the first range's sum to slot 0. */
+template <int NT, bool GLU>
+__device__ __forceinline__ void mma_store(const awq_mma_args &a, const float (&acc)[AWQ_MT][NT][4],
+                                          const float *tw, const int64_t (&mtile)[AWQ_MT], int u,
+                                          int col0, int ncols, int g, int t, bool plain_single)
+{
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int col = nt * 8 + 2 * t + (c & 1);
+            if (col >= ncols)
+                continue;
+            const int64_t tok = col0 + col;
+            if (a.split > 1) { /* the first range's sum, to slot 0 */
+#pragma unroll
+                for (int mt = 0; mt < AWQ_MT; mt++) {
+                    const int row = (int)mtile[mt] * 16 + g + (c >> 1) * 8;
+                    if (row < a.out)
+                        a.part[tok * a.out + row] = tw[((mt * NT + nt) * 4 + c) * 32];
+                }
+            } else if (GLU) {
+                const float gate = tw[((0 * NT + nt) * 4 + c) * 32];
+                const float up = tw[((1 * NT + nt) * 4 + c) * 32];
+                a.y[tok * (a.out / 2) + u * 16 + g + (c >> 1) * 8] = awq_silu_mul(gate, up);
+            } else {
+#pragma unroll
+                for (int mt = 0; mt < AWQ_MT; mt++) {
+                    const int row = (int)mtile[mt] * 16 + g + (c >> 1) * 8;
+                    if (row < a.out)
+                        a.y[tok * a.out + row] =
+                            plain_single ? acc[mt][nt][c] : tw[((mt * NT + nt) * 4 + c) * 32];
+                }
+            }
+        }
+}
+
 /* Block (column block, row block of W units, slice range). */
 template <int GROUP, int NT, int W, bool GLU>
 __global__ void __launch_bounds__(W * 32, W == 8 ? 1 : NT <= 2 ? 3 : 2)
@@ -204,11 +247,12 @@ awq_mma_kernel(const awq_mma_args a)
     using S = mma_smem<NT, W>;
     constexpr int NV = S::NV, XPT = S::XPT;
     extern __shared__ float4 mma_dyn[];
-    uint32_t *xh = reinterpret_cast<uint32_t *>(mma_dyn);
-    float *ts = reinterpret_cast<float *>(reinterpret_cast<char *>(mma_dyn) + S::XH);
+    uint32_t *xh0 = reinterpret_cast<uint32_t *>(mma_dyn);
+    float *ts = reinterpret_cast<float *>(reinterpret_cast<char *>(mma_dyn) + a.xdb * S::XH);
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    uint4 *ring = reinterpret_cast<uint4 *>(reinterpret_cast<char *>(mma_dyn) + S::XH + S::TS) +
+    uint4 *ring = reinterpret_cast<uint4 *>(reinterpret_cast<char *>(mma_dyn) + a.xdb * S::XH +
+                                            S::TS) +
                   (size_t)warp * a.stages * MMA_SLOT;
     const int g = lane >> 2, t = lane & 3;
     const int col0 = blockIdx.x * a.cpb;
@@ -251,7 +295,11 @@ awq_mma_kernel(const awq_mma_args a)
     llmrt_cuda_pdl_trigger();
 
     /* x rows col0 .. col0 + ncols - 1 of iteration `at` into registers (zeros past n, in), and
-     * from there to the f16 stage; another block on the SM computes meanwhile */
+     * from there to an f16 stage. Double-buffered (xdb = 2), the next iteration's loads are
+     * in flight while this one computes and one barrier per iteration is enough: a warp
+     * stores stage (seq + 1) % 2 only after the barrier every warp passes once it is done
+     * with that stage's previous use. Single (xdb = 1), the loads go out after the warp's
+     * compute, before a barrier on each side of the store. */
     float4 xv[XPT];
     auto load_x = [&](int at) {
 #pragma unroll
@@ -264,7 +312,7 @@ awq_mma_kernel(const awq_mma_args a)
                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
     };
-    auto store_x = [&]() {
+    auto store_x = [&](uint32_t *xh) {
 #pragma unroll
         for (int r = 0; r < XPT; r++) {
             const int c = threadIdx.x + r * W * 32;
@@ -288,6 +336,9 @@ awq_mma_kernel(const awq_mma_args a)
     const bool to_slots = blockIdx.z > 0; /* later ranges: each slice's sum to its slot */
     float *tw = ts + (size_t)warp * NV * 32 + lane;
     bool first_slice = true;
+    const bool xdb = a.xdb == 2;
+    if (xdb)
+        load_x(it);
     for (;;) {
         int nit = it + a.kw, ns = s;
         const bool slice_end = nit >= n_iters;
@@ -295,10 +346,18 @@ awq_mma_kernel(const awq_mma_args a)
             ns = s + 1, nit = ns;
         const bool more = !(slice_end && ns >= s_end);
 
-        load_x(it);      /* from L2, in flight while the slowest warp finishes the last iteration */
-        __syncthreads(); /* every warp is done with the f16 stage */
-        store_x();
-        __syncthreads(); /* the f16 stage holds x(it) */
+        const uint32_t *xh = xh0 + (xdb ? (seq & 1) * (S::XH / 4) : 0);
+        if (xdb) {
+            store_x(xh0 + (seq & 1) * (S::XH / 4));
+            __syncthreads(); /* the stage holds x(it); every warp is done with iteration seq - 1 */
+            if (more)
+                load_x(nit); /* from L2, in flight during this iteration's compute */
+        } else {
+            load_x(it);      /* from L2, in flight while the slowest warp finishes the last one */
+            __syncthreads(); /* every warp is done with the f16 stage */
+            store_x(xh0);
+            __syncthreads(); /* the stage holds x(it) */
+        }
         if (valid) {
             /* this iteration's weights have landed; the slot the last one used takes the
              * iteration stages - 1 ahead */
@@ -349,40 +408,48 @@ awq_mma_kernel(const awq_mma_args a)
             break;
         s = ns, it = nit, seq++;
     }
-    if (!valid || to_slots)
+    if (valid && !to_slots)
+        mma_store<NT, GLU>(a, acc, tw, mtile, u, col0, ncols, g, t, plain_single);
+    if (a.split == 1 || !a.tickets)
         return;
 
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int col = nt * 8 + 2 * t + (c & 1);
-            if (col >= ncols)
-                continue;
-            const int64_t tok = col0 + col;
-            if (a.split > 1) { /* the first range's sum, to slot 0 */
-#pragma unroll
-                for (int mt = 0; mt < AWQ_MT; mt++) {
-                    const int row = (int)mtile[mt] * 16 + g + (c >> 1) * 8;
-                    if (row < a.out)
-                        a.part[tok * a.out + row] = tw[((mt * NT + nt) * 4 + c) * 32];
-                }
-            } else if (GLU) {
-                const float gate = tw[((0 * NT + nt) * 4 + c) * 32];
-                const float up = tw[((1 * NT + nt) * 4 + c) * 32];
-                a.y[tok * (a.out / 2) + u * 16 + g + (c >> 1) * 8] = awq_silu_mul(gate, up);
-            } else {
-#pragma unroll
-                for (int mt = 0; mt < AWQ_MT; mt++) {
-                    const int row = (int)mtile[mt] * 16 + g + (c >> 1) * 8;
-                    if (row < a.out)
-                        a.y[tok * a.out + row] =
-                            plain_single ? acc[mt][nt][c] : tw[((mt * NT + nt) * 4 + c) * 32];
-                }
-            }
+    /* Split-K with the reduce fused: the tile's last range to finish adds the partials, in
+     * the order awq_mma_reduce_kernel adds them (the same bits). Every range's stores are
+     * made visible before its ticket; the last one reads them from L2. */
+    __shared__ unsigned last;
+    unsigned *ticket = a.tickets + (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(ticket, 1u) == (unsigned)a.split - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    if (threadIdx.x == 0)
+        *ticket = 0; /* for the next launch (and graph replay) */
+    constexpr int RPU = GLU ? 16 : 32; /* y rows per unit */
+    const int ow = GLU ? a.out / 2 : a.out;
+    const int u0 = blockIdx.y * W, nu = min(W, a.units - u0);
+    const int w1 = a.kw / a.split;
+    const int64_t ss = (int64_t)a.n * a.out; /* slot stride */
+    for (int i = threadIdx.x; i < ncols * nu * RPU; i += W * 32) {
+        const int col = i / (nu * RPU), r = u0 * RPU + i % (nu * RPU);
+        if (r >= ow)
+            continue;
+        const float *p = a.part + (int64_t)(col0 + col) * a.out + r;
+        float v = __ldcg(p);
+        for (int w = w1; w < a.kw; w++)
+            v += __ldcg(p + w * ss);
+        if (GLU) {
+            float up = __ldcg(p + ow);
+            for (int w = w1; w < a.kw; w++)
+                up += __ldcg(p + w * ss + ow);
+            v = awq_silu_mul(v, up);
         }
+        a.y[(int64_t)(col0 + col) * ow + r] = v;
+    }
 }
-
 /* Split-K: y from the partials in the GEMV's order, slot 0 (the first range's sum) and then
  * slots w1 .. kw - 1 (the later slices' own sums); with glu, silu(gate) * up. */
 __global__ void awq_mma_reduce_kernel(float *__restrict__ y, const float *__restrict__ part,
@@ -447,11 +514,17 @@ static mma_fn mma_kernel_for(int group, int w, int nt, int glu)
     }
 }
 
-static size_t mma_smem_bytes(int w, int nt, int stages)
+static size_t mma_smem_bytes(int w, int nt, int stages, int xdb)
 {
     const size_t bn = (size_t)8 * nt, nv = (size_t)AWQ_MT * nt * 4;
-    return bn * MMA_XS_WORDS * 4 + (size_t)w * nv * 32 * 4 +
+    return (size_t)xdb * bn * MMA_XS_WORDS * 4 + (size_t)w * nv * 32 * 4 +
            (size_t)w * stages * MMA_SLOT * sizeof(uint4);
+}
+
+/* The x stages: the knob's (1 or 2), else MMA_XDB. */
+static int mma_xdb(const awq_cuda_ctx *ctx)
+{
+    return ctx->tune.mma_xdb == 1 || ctx->tune.mma_xdb == 2 ? ctx->tune.mma_xdb : MMA_XDB;
 }
 
 /* The ring depth: the knob's (2..5), else MMA_STAGES. */
@@ -517,9 +590,9 @@ llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err)
                                            ctx->device);
     if (ctx->tune.mma_smem_kb > 0 && ctx->tune.mma_smem_kb * 1024 < optin)
         optin = ctx->tune.mma_smem_kb * 1024; /* a smaller device's limit, for tests */
-    const int stages = mma_stages(ctx);
-    ctx->mma_w8 = e == cudaSuccess && mma_smem_bytes(8, 4, stages) <= (size_t)optin;
-    if (e == cudaSuccess && mma_smem_bytes(4, 4, stages) > (size_t)optin)
+    const int stages = mma_stages(ctx), xdb = mma_xdb(ctx);
+    ctx->mma_w8 = e == cudaSuccess && mma_smem_bytes(8, 4, stages, xdb) <= (size_t)optin;
+    if (e == cudaSuccess && mma_smem_bytes(4, 4, stages, xdb) > (size_t)optin)
         e = cudaErrorInvalidValue;
     for (int glu = 0; glu < 2 && e == cudaSuccess; glu++)
         for (int gi = 0; gi < 3 && e == cudaSuccess; gi++)
@@ -529,7 +602,7 @@ llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err)
                         continue;
                     e = cudaFuncSetAttribute(mma_kernel_for(groups[gi], w, nt, glu),
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)mma_smem_bytes(w, nt, stages));
+                                             (int)mma_smem_bytes(w, nt, stages, xdb));
                 }
     if (e != cudaSuccess) {
         /* a device with less shared memory per block: the batch kernel is off, the rest runs */
@@ -570,6 +643,23 @@ size_t awq_mma_part_bytes(const awq_cuda_ctx *ctx, const awq_cuda_linear *l)
     return most;
 }
 
+/* The fused reduce's counters: one per (row block, column block) of a split plan. */
+size_t awq_mma_ticket_bytes(const awq_cuda_ctx *ctx, const awq_cuda_linear *l)
+{
+    if (ctx->tune.mma < 0 || ctx->tune.mma_fred < 0)
+        return 0;
+    const int lo = awq_knob(ctx->tune.mma_min, 9), hi = awq_knob(ctx->tune.mma_max, 256);
+    size_t most = 0;
+    for (int n = lo < 1 ? 1 : lo; n <= hi && n <= 65536; n++) {
+        if (!awq_mma_serves(ctx, l, n, NULL))
+            continue;
+        const mma_plan p = plan_for(ctx, l, n);
+        const size_t b = p.split > 1 ? (size_t)p.rb * (size_t)p.cb * sizeof(unsigned) : 0;
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
 llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                                         const float *x, int n, int glu, llmrt_error *err)
 {
@@ -577,6 +667,8 @@ llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float 
     awq_mma_args a;
     a.y = y;
     a.part = ctx->mma_part;
+    const int fused = ctx->tune.mma_fred >= 0;
+    a.tickets = fused ? ctx->mma_tickets : NULL;
     a.x = x;
     a.wq = l->wq;
     a.meta = l->meta;
@@ -589,6 +681,14 @@ llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float 
     a.cpb = p.cpb;
     a.units = (int)(l->outp / 32);
     a.stages = mma_stages(ctx);
+    a.xdb = mma_xdb(ctx);
+    if (p.split > 1 && fused &&
+        (size_t)p.rb * (size_t)p.cb * sizeof(unsigned) > ctx->mma_tickets_bytes)
+        return llmrt_fail(err, LLMRT_ERR_INTERNAL,
+                          "awq cuda: the batch kernel's %d x %d split-K counters for [%lld, %lld] "
+                          "at %d rows exceed the %zu bytes sized at load",
+                          p.rb, p.cb, (long long)l->out, (long long)l->in, n,
+                          ctx->mma_tickets_bytes);
     if (p.split > 1 && (size_t)l->kw * (size_t)n * (size_t)l->out * sizeof(float) > ctx->mma_part_bytes)
         return llmrt_fail(err, LLMRT_ERR_INTERNAL,
                           "awq cuda: the batch kernel's partials for [%lld, %lld] at %d rows "
@@ -596,9 +696,9 @@ llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float 
                           (long long)l->out, (long long)l->in, n, ctx->mma_part_bytes);
     llmrt_cuda_launch(ctx->stream, ctx->pdl, mma_kernel_for((int)l->group, p.w, p.nt, glu),
                       dim3((unsigned)p.cb, (unsigned)p.rb, (unsigned)p.split), p.w * 32,
-                      mma_smem_bytes(p.w, p.nt, a.stages), a);
+                      mma_smem_bytes(p.w, p.nt, a.stages, a.xdb), a);
     llmrt_status st = llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_kernel");
-    if (st || p.split == 1)
+    if (st || p.split == 1 || fused)
         return st;
     const int64_t total = (int64_t)n * (glu ? l->out / 2 : l->out);
     int64_t blocks = (total + 255) / 256;

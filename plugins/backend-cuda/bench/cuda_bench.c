@@ -27,7 +27,8 @@
  * usage: llmrt-cuda-bench [--reps N] [--filter SUBSTRING] [--device N] [--sweep] [--prefill]
  *                         [--batch]
  * Plugins come from $LLMRT_PLUGIN_DIR, else <exe>/../lib/llmrt/plugins; LLMRT_BENCH_ROWS
- * (e.g. "32") narrows --batch's AWQ row counts. */
+ * (e.g. "32") narrows --batch's AWQ row counts, LLMRT_BENCH_AWQ_TUNES (";"-separated [quant.awq]
+ * tune values, "-" for the defaults) replaces its knob rows. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -931,11 +932,22 @@ int main(int argc, char **argv)
                 else
                     DIE("LLMRT_BENCH_ROWS: '%s' is not a list of positive row counts", rows_env);
         }
-        static const char *const btunes[] = {NULL,          "mma=0",         "mma_w=4",
-                                                "mma_w=8",     "mma_stages=2",  "mma_stages=3",
-                                                "mma_stages=4",  "mma_bn=16",
-                                                "mma_bn=16,mma_w=8"};
-        for (size_t t = 0; qd && t < sizeof btunes / sizeof *btunes; t++) {
+        /* LLMRT_BENCH_AWQ_TUNES="-;mma_xdb=1" replaces the knob rows ("-": the defaults) */
+        static const char *btunes[16] = {NULL,          "mma=0",         "mma_w=4",
+                                         "mma_w=8",     "mma_stages=2",  "mma_stages=3",
+                                         "mma_stages=4",  "mma_bn=16",
+                                         "mma_bn=16,mma_w=8"};
+        size_t nbt = 9;
+        static char tunes_buf[512];
+        const char *tunes_env = getenv("LLMRT_BENCH_AWQ_TUNES");
+        if (tunes_env && tunes_env[0]) {
+            snprintf(tunes_buf, sizeof tunes_buf, "%s", tunes_env);
+            nbt = 0;
+            for (char *save = NULL, *tok = strtok_r(tunes_buf, ";", &save); tok && nbt < 16;
+                 tok = strtok_r(NULL, ";", &save))
+                btunes[nbt++] = strcmp(tok, "-") == 0 ? NULL : tok;
+        }
+        for (size_t t = 0; qd && t < nbt; t++) {
             bench_awq(qd, "qkv fused", HIDDEN, QKV, 0, 0, bns, nbn, btunes[t]);
             bench_awq(qd, "o_proj", N_HEADS * HEAD_DIM, HIDDEN, 0, 0, bns, nbn, btunes[t]);
             bench_awq(qd, "gate_up fused", HIDDEN, 2 * INTER, 0, 0, bns, nbn, btunes[t]);

@@ -569,6 +569,7 @@ static const struct {
     {4096, 1024, 128, "mma_bn=16"},    /* 16-token column blocks */
     {4096, 6144, 128, "mma_smem_kb=99,mma_w=8"}, /* sm_86's 99 KB: 4 row warps, not 8 */
     {3008, 640, 64, "mma_stages=5,mma_w=8"}, /* the deepest, past a slice's iterations */
+    {4096, 4096, 128, "mma_xdb=1,mma_fred=0"}, /* one x stage, split-K by a second kernel */
 };
 
 static const int mma_ns[] = {9, 13, 16, 17, 24, 31, 32, 33, 47, 64, 65, 100, 129, 200, 256};
@@ -639,6 +640,8 @@ static const struct {
     {2048, 1536, "mma_smem_kb=99,mma_w=8", 1}, /* sm_86's 99 KB: the kernel still serves
                                                  (4 row warps): past 32 rows the fallback,
                                                  cuBLAS, would not be invariant */
+    {4096, 1024, "mma_xdb=1", 0},        /* one x stage */
+    {1024, 3072, "mma_fred=0", 1},       /* split-K partials added by a second kernel */
 };
 
 START_TEST(test_awq_mma_invariant)
@@ -698,6 +701,71 @@ START_TEST(test_awq_mma_invariant)
 }
 END_TEST
 
+/* The split-K reduce fused into the batch kernel (its last range adds the partials) and the
+ * double-buffered x stage give the bits of the second reduce kernel and the single stage, on
+ * split plans with and without SwiGLU, call after call (the counters reset themselves). */
+static const struct {
+    int64_t in, out;
+    int glu;
+} fred_cases[] = {
+    {4096, 4096, 0}, /* o_proj: split-K at every row count */
+    {1024, 3072, 1}, /* SwiGLU after the sum */
+    {12288, 512, 0}, /* long K, few rows: the deepest split */
+};
+
+START_TEST(test_awq_mma_fused_reduce)
+{
+    const int64_t in = fred_cases[_i].in, out = fred_cases[_i].out;
+    const int glu = fred_cases[_i].glu;
+    const int64_t ow = glu ? out / 2 : out;
+    llmrt_error err = {0};
+    at_linear lin = at_linear_random(in, out, 128, 9500 + (uint64_t)_i);
+    at_ckpt *ck = at_ckpt_new();
+    at_linear_add(ck, "l", &lin);
+    const llmrt_quant_vtable *qv = at_awq();
+    llmrt_quant *qs[2] = {at_quant_tune(&cuda, 128, NULL),
+                          at_quant_tune(&cuda, 128, "mma_fred=0,mma_xdb=1")};
+    llmrt_qlinear *ls[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++)
+        CT_OK(qv->linear_load(qs[k], at_ckpt_view(ck), "l", in, out, &ls[k], &err));
+    ct_rng r = {9600 + (uint64_t)_i};
+    static const int ns[] = {9, 16, 32, 64, 100};
+    for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+        const int n = ns[ni];
+        float *x = ct_rand_f32(&r, (size_t)n * (size_t)in, -2, 2);
+        float *dx = ct_dup(&cuda, x, (size_t)n * (size_t)in * sizeof(float));
+        float *dy = ct_alloc(&cuda, (size_t)n * (size_t)ow * sizeof(float));
+        float *res[2];
+        for (int k = 0; k < 2; k++) {
+            res[k] = malloc((size_t)n * (size_t)ow * sizeof(float));
+            for (int rep = 0; rep < 3; rep++) {
+                ct_poison(&cuda, dy, (size_t)n * (size_t)ow);
+                if (glu)
+                    CT_OK(qv->linear_forward_fused(qs[k], ls[k], dy, dx, n,
+                                                   LLMRT_FUSE_OUT_SWIGLU, &err));
+                else
+                    CT_OK(qv->linear_forward(qs[k], ls[k], dy, dx, n, &err));
+                ct_download(&cuda, res[k], dy, (size_t)n * (size_t)ow * sizeof(float));
+            }
+        }
+        for (int64_t i = 0; i < (int64_t)n * ow; i++)
+            ck_assert_msg(memcmp(&res[0][i], &res[1][i], sizeof(float)) == 0,
+                          "[%lld x %lld]%s n=%d: output %lld is %.9g fused, %.9g with the "
+                          "reduce kernel",
+                          (long long)out, (long long)in, glu ? " swiglu" : "", n, (long long)i,
+                          res[0][i], res[1][i]);
+        ct_free(&cuda, dx), ct_free(&cuda, dy);
+        free(x), free(res[0]), free(res[1]);
+    }
+    for (int k = 0; k < 2; k++) {
+        qv->linear_free(qs[k], ls[k]);
+        qv->destroy(qs[k]);
+    }
+    at_ckpt_free(ck);
+    at_linear_free(&lin);
+}
+END_TEST
+
 int main(void)
 {
     open_backends();
@@ -711,6 +779,8 @@ int main(void)
     tcase_add_loop_test(tc, test_awq_swiglu, 0, (int)(sizeof glu_cases / sizeof *glu_cases));
     tcase_add_loop_test(tc, test_awq_mma_vs_cpu, 0, (int)(sizeof mma_cases / sizeof *mma_cases));
     tcase_add_loop_test(tc, test_awq_mma_invariant, 0, (int)(sizeof inv_cases / sizeof *inv_cases));
+    tcase_add_loop_test(tc, test_awq_mma_fused_reduce, 0,
+                        (int)(sizeof fred_cases / sizeof *fred_cases));
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
