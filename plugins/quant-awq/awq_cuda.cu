@@ -278,8 +278,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const 
                 ctx->tune.mma_smem_kb = v;
             else if (strcmp(tok, "mma_xdb") == 0)
                 ctx->tune.mma_xdb = v;
-            else if (strcmp(tok, "mma_fred") == 0)
-                ctx->tune.mma_fred = v > 0 ? 1 : -1;
         }
     }
     llmrt_status st = awq_mma_init(ctx, err);
@@ -297,7 +295,7 @@ extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
         return;
     cudaSetDevice(ctx->device);
     cudaStreamSynchronize(ctx->stream);
-    void *bufs[] = {ctx->staging, ctx->deq, ctx->mma_part, ctx->mma_tickets};
+    void *bufs[] = {ctx->staging, ctx->deq, ctx->mma_part};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             ctx->be.vt->dev_free(ctx->be.b, bufs[i]);
@@ -365,10 +363,6 @@ extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_pa
         const size_t part = awq_mma_part_bytes(ctx, l);
         if (part && (st = grow(ctx, (void **)&ctx->mma_part, &ctx->mma_part_bytes, part, 0,
                                "batch kernel split-K partials", err)))
-            goto fail;
-        const size_t tickets = awq_mma_ticket_bytes(ctx, l);
-        if (tickets && (st = grow(ctx, (void **)&ctx->mma_tickets, &ctx->mma_tickets_bytes,
-                                  tickets, 1, "batch kernel split-K counters", err)))
             goto fail;
     }
     {

@@ -38,7 +38,6 @@ typedef struct awq_tune {
     int mma_bn;   /* its most token columns per block (8..32, a multiple of 8; by shape) */
     int mma_smem_kb; /* cap its shared memory per block at this many KB (a smaller GPU's) */
     int mma_xdb;  /* its x stages: 2 = double-buffered, one barrier per iteration; 1 = one */
-    int mma_fred; /* -1 (mma_fred=0): split-K partials added by a second kernel, not fused */
 } awq_tune;
 
 struct awq_cuda_ctx {
@@ -54,8 +53,6 @@ struct awq_cuda_ctx {
     size_t deq_bytes;
     float *mma_part;          /* batch kernel's split-K partial sums (grown at load) */
     size_t mma_part_bytes;
-    unsigned *mma_tickets;    /* its split-K tiles' counters, zeroed (grown at load) */
-    size_t mma_tickets_bytes;
     int mma_w8;               /* its 8-row-warp blocks fit the device's shared memory */
 };
 
@@ -141,7 +138,6 @@ llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err);
 int awq_mma_serves(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n, const float *x);
 /* Bytes of split-K partials the batch kernel needs for l at any n it serves (sized at load). */
 size_t awq_mma_part_bytes(const awq_cuda_ctx *ctx, const awq_cuda_linear *l);
-size_t awq_mma_ticket_bytes(const awq_cuda_ctx *ctx, const awq_cuda_linear *l);
 /* y = x · Wᵀ (or silu(gate) * up with glu) by the batch kernel; enqueued, no allocation. */
 llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                              const float *x, int n, int glu, llmrt_error *err);

@@ -28,9 +28,8 @@
  * (as the GEMV's shared-memory sum; a single slice is stored as it is). Here one warp walks
  * the slices one after the other (their running sum, T, lives in shared memory), or, where the
  * grid would otherwise be too small, blocks take contiguous ranges of slices (split-K): the
- * first range's sum and the later slices' sums go to a partial buffer, and the last of a
- * tile's blocks to finish (a counter per tile) adds them in the same order (tune mma_fred=0:
- * a second small kernel does, as before). SwiGLU (the GLU fold) pairs a gate m-tile with its up
+ * first range's sum and the later slices' sums go to a partial buffer and a second small
+ * kernel adds them in the same order. SwiGLU (the GLU fold) pairs a gate m-tile with its up
  * m-tile in one warp, as the GLU GEMV does, so silu(gate) * up is a per-lane epilogue. */
 #include "awq_cuda_internal.cuh"
 
@@ -57,8 +56,6 @@ template <int NT, int W> struct mma_smem {
 typedef struct awq_mma_args {
     float *y;              /* [n, out] (GLU: [n, out / 2]) */
     float *part;           /* split-K partials [kw][n][out] */
-    unsigned *tickets;     /* split-K, fused reduce: per (row block, column block) the ranges
-                              done; zero between launches (the last range resets its own) */
     const float *x;        /* [n, in], 16-byte aligned */
     const uint32_t *wq, *meta;
     int n, out, in, kpad;
@@ -410,46 +407,8 @@ awq_mma_kernel(const awq_mma_args a)
     }
     if (valid && !to_slots)
         mma_store<NT, GLU>(a, acc, tw, mtile, u, col0, ncols, g, t, plain_single);
-    if (a.split == 1 || !a.tickets)
-        return;
-
-    /* Split-K with the reduce fused: the tile's last range to finish adds the partials, in
-     * the order awq_mma_reduce_kernel adds them (the same bits). Every range's stores are
-     * made visible before its ticket; the last one reads them from L2. */
-    __shared__ unsigned last;
-    unsigned *ticket = a.tickets + (size_t)blockIdx.y * gridDim.x + blockIdx.x;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-        last = atomicAdd(ticket, 1u) == (unsigned)a.split - 1;
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
-    if (threadIdx.x == 0)
-        *ticket = 0; /* for the next launch (and graph replay) */
-    constexpr int RPU = GLU ? 16 : 32; /* y rows per unit */
-    const int ow = GLU ? a.out / 2 : a.out;
-    const int u0 = blockIdx.y * W, nu = min(W, a.units - u0);
-    const int w1 = a.kw / a.split;
-    const int64_t ss = (int64_t)a.n * a.out; /* slot stride */
-    for (int i = threadIdx.x; i < ncols * nu * RPU; i += W * 32) {
-        const int col = i / (nu * RPU), r = u0 * RPU + i % (nu * RPU);
-        if (r >= ow)
-            continue;
-        const float *p = a.part + (int64_t)(col0 + col) * a.out + r;
-        float v = __ldcg(p);
-        for (int w = w1; w < a.kw; w++)
-            v += __ldcg(p + w * ss);
-        if (GLU) {
-            float up = __ldcg(p + ow);
-            for (int w = w1; w < a.kw; w++)
-                up += __ldcg(p + w * ss + ow);
-            v = awq_silu_mul(v, up);
-        }
-        a.y[(int64_t)(col0 + col) * ow + r] = v;
-    }
 }
+
 /* Split-K: y from the partials in the GEMV's order, slot 0 (the first range's sum) and then
  * slots w1 .. kw - 1 (the later slices' own sums); with glu, silu(gate) * up. */
 __global__ void awq_mma_reduce_kernel(float *__restrict__ y, const float *__restrict__ part,
@@ -588,6 +547,7 @@ llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err)
     int optin = 0;
     cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                            ctx->device);
+    const int dev_optin = optin;
     if (ctx->tune.mma_smem_kb > 0 && ctx->tune.mma_smem_kb * 1024 < optin)
         optin = ctx->tune.mma_smem_kb * 1024; /* a smaller device's limit, for tests */
     const int stages = mma_stages(ctx), xdb = mma_xdb(ctx);
@@ -600,9 +560,12 @@ llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err)
                 for (int nt = 1; nt <= 4 && e == cudaSuccess; nt++) {
                     if (glu && groups[gi] != 128)
                         continue;
+                    /* a kernel's attribute holds for the whole process: the device's
+                     * limit, so that instances with other knobs (another config in the
+                     * same bench) launch it with what they need */
                     e = cudaFuncSetAttribute(mma_kernel_for(groups[gi], w, nt, glu),
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)mma_smem_bytes(w, nt, stages, xdb));
+                                             dev_optin);
                 }
     if (e != cudaSuccess) {
         /* a device with less shared memory per block: the batch kernel is off, the rest runs */
@@ -643,23 +606,6 @@ size_t awq_mma_part_bytes(const awq_cuda_ctx *ctx, const awq_cuda_linear *l)
     return most;
 }
 
-/* The fused reduce's counters: one per (row block, column block) of a split plan. */
-size_t awq_mma_ticket_bytes(const awq_cuda_ctx *ctx, const awq_cuda_linear *l)
-{
-    if (ctx->tune.mma < 0 || ctx->tune.mma_fred < 0)
-        return 0;
-    const int lo = awq_knob(ctx->tune.mma_min, 9), hi = awq_knob(ctx->tune.mma_max, 256);
-    size_t most = 0;
-    for (int n = lo < 1 ? 1 : lo; n <= hi && n <= 65536; n++) {
-        if (!awq_mma_serves(ctx, l, n, NULL))
-            continue;
-        const mma_plan p = plan_for(ctx, l, n);
-        const size_t b = p.split > 1 ? (size_t)p.rb * (size_t)p.cb * sizeof(unsigned) : 0;
-        most = b > most ? b : most;
-    }
-    return most;
-}
-
 llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                                         const float *x, int n, int glu, llmrt_error *err)
 {
@@ -667,8 +613,6 @@ llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float 
     awq_mma_args a;
     a.y = y;
     a.part = ctx->mma_part;
-    const int fused = ctx->tune.mma_fred >= 0;
-    a.tickets = fused ? ctx->mma_tickets : NULL;
     a.x = x;
     a.wq = l->wq;
     a.meta = l->meta;
@@ -682,13 +626,6 @@ llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float 
     a.units = (int)(l->outp / 32);
     a.stages = mma_stages(ctx);
     a.xdb = mma_xdb(ctx);
-    if (p.split > 1 && fused &&
-        (size_t)p.rb * (size_t)p.cb * sizeof(unsigned) > ctx->mma_tickets_bytes)
-        return llmrt_fail(err, LLMRT_ERR_INTERNAL,
-                          "awq cuda: the batch kernel's %d x %d split-K counters for [%lld, %lld] "
-                          "at %d rows exceed the %zu bytes sized at load",
-                          p.rb, p.cb, (long long)l->out, (long long)l->in, n,
-                          ctx->mma_tickets_bytes);
     if (p.split > 1 && (size_t)l->kw * (size_t)n * (size_t)l->out * sizeof(float) > ctx->mma_part_bytes)
         return llmrt_fail(err, LLMRT_ERR_INTERNAL,
                           "awq cuda: the batch kernel's partials for [%lld, %lld] at %d rows "
@@ -698,7 +635,7 @@ llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float 
                       dim3((unsigned)p.cb, (unsigned)p.rb, (unsigned)p.split), p.w * 32,
                       mma_smem_bytes(p.w, p.nt, a.stages, a.xdb), a);
     llmrt_status st = llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_kernel");
-    if (st || p.split == 1 || fused)
+    if (st || p.split == 1)
         return st;
     const int64_t total = (int64_t)n * (glu ? l->out / 2 : l->out);
     int64_t blocks = (total + 255) / 256;
