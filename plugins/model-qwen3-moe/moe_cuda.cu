@@ -20,7 +20,10 @@
  *            expert; per row (decode) or per expert (rows sorted by expert: the weights read
  *            once per 8 of the expert's rows); lanes stride the input with 16-byte loads,
  *            fp32 accumulation, a warp sum; SwiGLU folded for [gate; up] experts
- *   combine  out[t] = Σ_k w[t, k] · rows[row_of[t, k]], k in order
+ *   combine  out[t] = Σ_k w[t, k] · rows[row_of[t, k]], k in order: a thread per output over
+ *            (token, 256 outputs) blocks, the K loads issued together, fmaf in k order from 0
+ *            (one block per token looping over H with K dependent loads per output was the
+ *            step's longest small kernel)
  * Every kernel launches through llmrt_cuda_launch with the backend's protocol (PDL: wait
  * before reading anything an earlier kernel wrote, then let the next one start). */
 #include "moe_cuda.h"
@@ -49,6 +52,7 @@ constexpr int SMALL_STEP_TOKENS = 64; /* route_sort in one block up to here */
 constexpr int GEMV_WARPS = 4;
 constexpr int GEMV_OPW = 2;        /* outputs per warp */
 constexpr int GEMV_ROWS = 8;       /* rows of one expert per pass (per expert) */
+constexpr int COMBINE_THREADS = 256;
 
 __device__ __forceinline__ float warp_max(float v)
 {
@@ -405,19 +409,33 @@ __global__ void moe_swiglu_kernel(float *__restrict__ out, const float *__restri
     }
 }
 
-__global__ void moe_combine_kernel(float *__restrict__ out, const float *__restrict__ rows,
-                                   const float *__restrict__ topk_w,
-                                   const int *__restrict__ row_of, int K, int H)
+/* Block (t, y): outputs h = y·COMBINE_THREADS + thread of token t, one per thread; the K
+ * (token, choice) weights and rows loaded together, then summed with fmaf in k order from
+ * 0.0f: the bits of a loop over k. */
+template <int KMAX>
+__global__ void __launch_bounds__(COMBINE_THREADS)
+moe_combine_kernel(float *__restrict__ out, const float *__restrict__ rows,
+                   const float *__restrict__ topk_w, const int *__restrict__ row_of, int K, int H)
 {
     llmrt_cuda_pdl_wait();
     llmrt_cuda_pdl_trigger();
-    const int t = blockIdx.x;
-    for (int h = threadIdx.x; h < H; h += blockDim.x) {
-        float s = 0.0f;
-        for (int k = 0; k < K; k++)
-            s = fmaf(topk_w[(int64_t)t * K + k], rows[(int64_t)row_of[(int64_t)t * K + k] * H + h], s);
-        out[(int64_t)t * H + h] = s;
+    const int t = blockIdx.x, h = blockIdx.y * COMBINE_THREADS + threadIdx.x;
+    if (h >= H)
+        return;
+    float wk[KMAX], v[KMAX];
+#pragma unroll
+    for (int k = 0; k < KMAX; k++) {
+        if (k < K) {
+            wk[k] = topk_w[(int64_t)t * K + k];
+            v[k] = rows[(int64_t)row_of[(int64_t)t * K + k] * H + h];
+        }
     }
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < KMAX; k++)
+        if (k < K)
+            s = fmaf(wk[k], v[k], s);
+    out[(int64_t)t * H + h] = s;
 }
 
 } /* namespace */
@@ -629,12 +647,22 @@ extern "C" llmrt_status moe_cuda_combine(moe_cuda *c, float *out, const float *r
                                          const float *topk_w, const int32_t *row_of, int32_t T,
                                          int32_t K, int32_t H, llmrt_error *err)
 {
-    if (T <= 0)
+    if (T <= 0 || H <= 0)
         return LLMRT_OK;
+    if (K < 1 || K > MOE_CUDA_MAX_TOPK || H > 65535 * COMBINE_THREADS)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "qwen3_moe cuda: combine over hidden %d, top %d (hidden up to %d, top "
+                          "1..%d)",
+                          H, K, 65535 * COMBINE_THREADS, MOE_CUDA_MAX_TOPK);
     llmrt_status st = use_device(c, err);
     if (st)
         return st;
-    llmrt_cuda_launch(c->stream, c->pdl, moe_combine_kernel, dim3((unsigned)T),
-                      dim3(H < 256 ? 128 : 256), 0, out, rows, topk_w, row_of, K, H);
+    const dim3 grid((unsigned)T, (unsigned)((H + COMBINE_THREADS - 1) / COMBINE_THREADS));
+    if (K <= 8)
+        llmrt_cuda_launch(c->stream, c->pdl, moe_combine_kernel<8>, grid, dim3(COMBINE_THREADS), 0,
+                          out, rows, topk_w, row_of, K, H);
+    else
+        llmrt_cuda_launch(c->stream, c->pdl, moe_combine_kernel<MOE_CUDA_MAX_TOPK>, grid,
+                          dim3(COMBINE_THREADS), 0, out, rows, topk_w, row_of, K, H);
     return check(err, "moe_combine_kernel");
 }

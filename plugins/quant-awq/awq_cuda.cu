@@ -103,6 +103,13 @@ static llmrt_status grow(awq_cuda_ctx *ctx, void **p, size_t *have, size_t want,
     return LLMRT_OK;
 }
 
+/* Scratch of the context at least `want` bytes (awq_cuda_mma.cu's tuning borrows it). */
+llmrt_status awq_cuda_grow(awq_cuda_ctx *ctx, void **p, size_t *have, size_t want,
+                           const char *what, llmrt_error *err)
+{
+    return grow(ctx, p, have, want, 0, what, err);
+}
+
 /* ---- load: repack on the device ---- */
 
 __global__ void awq_repack_words(uint32_t *__restrict__ wq, const int32_t *__restrict__ qweight,
@@ -278,6 +285,8 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const 
                 ctx->tune.mma_smem_kb = v;
             else if (strcmp(tok, "mma_xdb") == 0)
                 ctx->tune.mma_xdb = v;
+            else if (strcmp(tok, "mma_tune") == 0)
+                ctx->tune.mma_tune = v > 0 ? 1 : -1;
         }
     }
     llmrt_status st = awq_mma_init(ctx, err);
@@ -414,6 +423,15 @@ extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_pa
             st = cfail(err, e, "repacking the AWQ tensors");
             goto fail;
         }
+    }
+    /* the batch kernel's launch shapes, timed on this device; then the partials they need */
+    if ((st = awq_mma_tune_linear(ctx, l, err)))
+        goto fail;
+    {
+        const size_t part = awq_mma_part_bytes(ctx, l);
+        if (part && (st = grow(ctx, (void **)&ctx->mma_part, &ctx->mma_part_bytes, part, 0,
+                               "batch kernel split-K partials", err)))
+            goto fail;
     }
     *out_linear = l;
     return LLMRT_OK;

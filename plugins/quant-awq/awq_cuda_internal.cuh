@@ -38,7 +38,23 @@ typedef struct awq_tune {
     int mma_bn;   /* its most token columns per block (8..32, a multiple of 8; by shape) */
     int mma_smem_kb; /* cap its shared memory per block at this many KB (a smaller GPU's) */
     int mma_xdb;  /* its x stages: 2 = double-buffered, one barrier per iteration; 1 = one */
+    int mma_tune; /* -1 (mma_tune=0): its launch shapes by the built-in rule, not timed at load */
 } awq_tune;
+
+/* The batch kernel's launch shape chosen for the rows of one bucket (awq_cuda_mma.cu): token
+ * columns per block and row warps; bn 0 = the built-in rule. */
+#define AWQ_MMA_BUCKETS 9
+typedef struct awq_mma_pick {
+    uint8_t bn, w;
+} awq_mma_pick;
+
+/* Shapes already timed, so the layers of a model that share one are timed once. */
+#define AWQ_MMA_CACHE 16
+typedef struct awq_mma_shape {
+    int64_t out, in, group;
+    int kw;
+    awq_mma_pick pick[AWQ_MMA_BUCKETS];
+} awq_mma_shape;
 
 struct awq_cuda_ctx {
     llmrt_backend_ref be;
@@ -54,6 +70,8 @@ struct awq_cuda_ctx {
     float *mma_part;          /* batch kernel's split-K partial sums (grown at load) */
     size_t mma_part_bytes;
     int mma_w8;               /* its 8-row-warp blocks fit the device's shared memory */
+    awq_mma_shape mma_shapes[AWQ_MMA_CACHE]; /* launch shapes timed at load */
+    int n_mma_shapes;
 };
 
 struct awq_cuda_linear {
@@ -65,6 +83,7 @@ struct awq_cuda_linear {
     uint32_t *meta;           /* [n_mtiles][kpad/group][8][2] */
     size_t wq_bytes, meta_bytes;
     int wq_moved, meta_moved; /* handed to a mover (linear_move): not ours to free */
+    awq_mma_pick mma_pick[AWQ_MMA_BUCKETS]; /* the batch kernel's shapes by row bucket */
 };
 
 /* ---- device helpers ---- */
@@ -138,6 +157,9 @@ llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err);
 int awq_mma_serves(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n, const float *x);
 /* Bytes of split-K partials the batch kernel needs for l at any n it serves (sized at load). */
 size_t awq_mma_part_bytes(const awq_cuda_ctx *ctx, const awq_cuda_linear *l);
+llmrt_status awq_mma_tune_linear(awq_cuda_ctx *ctx, awq_cuda_linear *l, llmrt_error *err);
+llmrt_status awq_cuda_grow(awq_cuda_ctx *ctx, void **p, size_t *have, size_t want,
+                           const char *what, llmrt_error *err);
 /* y = x · Wᵀ (or silu(gate) * up with glu) by the batch kernel; enqueued, no allocation. */
 llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
                              const float *x, int n, int glu, llmrt_error *err);

@@ -35,6 +35,8 @@
 
 #include <llmrt/cuda.h>
 
+#include <string.h>
+
 #define MMA_BN 32                    /* most token columns a block computes */
 #define MMA_XS_WORDS (AWQ_ITK / 2 + 8) /* staged f16 row of one iteration, padded 8 banks */
 #define MMA_SLOT (4 * AWQ_MT * 32)     /* 16-byte words of one warp's iteration of weights */
@@ -507,15 +509,16 @@ static int mma_bn(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n)
     return l->kpad <= 4096 && n <= 64 ? 16 : MMA_BN;
 }
 
-/* The launch shape for n rows of l: column blocks of at most 32 tokens (balanced); W = 4 row
+/* The launch shape for n rows of l with at most bn token columns per block (balanced); W = 4 row
  * warps per block (three blocks per SM at <= 2 n-tiles, else two), or W = 8 (one block per
- * SM, half the x traffic per weight) from three column blocks on, where re-reading x for every
- * 128 rows would cost more L2 bandwidth than the weights; slice ranges doubled while the grid
- * is short of mma_fill (2) blocks per SM (at most the linear's kw). */
-static mma_plan plan_for(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n)
+ * SM, half the x traffic per weight) where w says so or, with w = 0, from three column blocks
+ * on, where re-reading x for every 128 rows would cost more L2 bandwidth than the weights;
+ * slice ranges doubled while the grid is short of mma_fill (2) blocks per SM (at most the
+ * linear's kw). */
+static mma_plan plan_shape(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n, int bn,
+                           int w)
 {
     mma_plan p;
-    const int bn = mma_bn(ctx, l, n);
     p.cb = (n + bn - 1) / bn;
     p.cpb = (n + p.cb - 1) / p.cb;
     p.nt = (p.cpb + 7) / 8;
@@ -523,8 +526,8 @@ static mma_plan plan_for(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int 
     const int64_t target = (int64_t)awq_knob(ctx->tune.mma_fill, 2) * ctx->sm_count;
     if (!ctx->mma_w8)
         p.w = 4;
-    else if (ctx->tune.mma_w == 4 || ctx->tune.mma_w == 8)
-        p.w = ctx->tune.mma_w;
+    else if (w == 4 || w == 8)
+        p.w = w;
     else
         p.w = p.cb >= 3 && (int64_t)((units + 7) / 8) * p.cb >= ctx->sm_count ? 8 : 4;
     p.rb = (units + p.w - 1) / p.w;
@@ -537,6 +540,28 @@ static mma_plan plan_for(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int 
             p.split *= 2;
     }
     return p;
+}
+
+/* Row buckets of the launch shapes timed at load: a step of n rows takes the shape timed at
+ * the first bucket bound >= n. */
+static const int mma_bucket_rows[AWQ_MMA_BUCKETS] = {16, 24, 32, 48, 64, 96, 128, 192, 256};
+
+static int mma_bucket(int n)
+{
+    for (int b = 0; b < AWQ_MMA_BUCKETS; b++)
+        if (n <= mma_bucket_rows[b])
+            return b;
+    return -1;
+}
+
+/* The launch shape for n rows of l: the knobs' (mma_bn, mma_w) where set, else the one timed
+ * for n's bucket at load, else the built-in rule. */
+static mma_plan plan_for(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n)
+{
+    const int b = mma_bucket(n);
+    if (ctx->tune.mma_bn == 0 && ctx->tune.mma_w == 0 && b >= 0 && l->mma_pick[b].bn)
+        return plan_shape(ctx, l, n, l->mma_pick[b].bn, l->mma_pick[b].w);
+    return plan_shape(ctx, l, n, mma_bn(ctx, l, n), ctx->tune.mma_w);
 }
 
 llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err)
@@ -606,10 +631,112 @@ size_t awq_mma_part_bytes(const awq_cuda_ctx *ctx, const awq_cuda_linear *l)
     return most;
 }
 
-llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
-                                        const float *x, int n, int glu, llmrt_error *err)
+/* Launch l at n rows with plan p (x, y: scratch, the partials grown by the caller). */
+static llmrt_status mma_launch(awq_cuda_ctx *ctx, const awq_cuda_linear *l, const mma_plan &p,
+                               float *y, const float *x, int n, int glu, llmrt_error *err);
+
+/* Time the batch kernel's launch shapes for l at each row bucket on this device and keep the
+ * fastest per bucket (every shape gives the same bits: only speed depends on the choice).
+ * Why not a rule: which shape wins depends on waves — the grid's blocks against the blocks
+ * an SM holds at that shape's registers and shared memory — so it moves with the linear's
+ * shape, the row count and the GPU (BENCHMARKS.md, 2026-12-02 third session: the rule lost
+ * up to 30% at 48 / 96 rows on the H200). Candidates: 16, 24 or 32 token columns per block
+ * (8 too at up to 16 rows), 4 or 8 row warps; the rule's own shape stays unless another is
+ * 3% faster (timing noise would otherwise flip near-ties from load to load). Shapes are
+ * timed once per (out, in, group) and context; a knob forcing the shape (mma_bn, mma_w) or
+ * mma_tune=0 skips it. Costs a few ms per distinct shape at load. */
+llmrt_status awq_mma_tune_linear(awq_cuda_ctx *ctx, awq_cuda_linear *l, llmrt_error *err)
 {
-    const mma_plan p = plan_for(ctx, l, n);
+    if (ctx->tune.mma < 0 || ctx->tune.mma_tune < 0 || ctx->tune.mma_bn != 0 ||
+        ctx->tune.mma_w != 0)
+        return LLMRT_OK;
+    for (int i = 0; i < ctx->n_mma_shapes; i++) {
+        const awq_mma_shape *sh = &ctx->mma_shapes[i];
+        if (sh->out == l->out && sh->in == l->in && sh->group == l->group && sh->kw == l->kw) {
+            memcpy(l->mma_pick, sh->pick, sizeof l->mma_pick);
+            return LLMRT_OK;
+        }
+    }
+    const int hi = awq_knob(ctx->tune.mma_max, 256);
+    int nmax = 0;
+    for (int b = 0; b < AWQ_MMA_BUCKETS; b++)
+        if (mma_bucket_rows[b] <= hi && awq_mma_serves(ctx, l, mma_bucket_rows[b], NULL))
+            nmax = mma_bucket_rows[b];
+    if (nmax == 0)
+        return LLMRT_OK;
+    /* x [nmax, in] and y [nmax, out] in the dequant scratch, the partials of every candidate */
+    const size_t xb = ((size_t)nmax * (size_t)l->in * sizeof(float) + 255) / 256 * 256;
+    const size_t yb = (size_t)nmax * (size_t)l->out * sizeof(float);
+    llmrt_status st = awq_cuda_grow(ctx, (void **)&ctx->deq, &ctx->deq_bytes, xb + yb,
+                                    "batch kernel timing scratch", err);
+    if (st)
+        return st;
+    float *x = reinterpret_cast<float *>(ctx->deq);
+    float *y = reinterpret_cast<float *>(reinterpret_cast<char *>(ctx->deq) + xb);
+    cudaEvent_t ev[2] = {NULL, NULL};
+    cudaError_t e = cudaMemsetAsync(x, 0, xb, ctx->stream);
+    if (e == cudaSuccess)
+        e = cudaEventCreate(&ev[0]);
+    if (e == cudaSuccess)
+        e = cudaEventCreate(&ev[1]);
+    static const int bns[4] = {8, 16, 24, 32};
+    for (int b = 0; b < AWQ_MMA_BUCKETS && e == cudaSuccess && !st; b++) {
+        const int n = mma_bucket_rows[b];
+        if (n > nmax || !awq_mma_serves(ctx, l, n, NULL))
+            continue;
+        const mma_plan rule = plan_shape(ctx, l, n, mma_bn(ctx, l, n), 0);
+        float best = 0.0f, rule_ms = 0.0f;
+        awq_mma_pick pick = {0, 0};
+        for (int c = 0; c < 8 && e == cudaSuccess && !st; c++) {
+            const int bn = bns[c / 2], w = c % 2 ? 8 : 4;
+            if ((bn == 8 && n > 16) || bn > (n + 7) / 8 * 8 || (w == 8 && !ctx->mma_w8))
+                continue;
+            const mma_plan p = plan_shape(ctx, l, n, bn, w);
+            const size_t part =
+                p.split > 1 ? (size_t)l->kw * (size_t)n * (size_t)l->out * sizeof(float) : 0;
+            if (part && (st = awq_cuda_grow(ctx, (void **)&ctx->mma_part, &ctx->mma_part_bytes,
+                                            part, "batch kernel split-K partials", err)))
+                break;
+            constexpr int REPS = 5;
+            float ms = 0.0f;
+            for (int r = 0; r <= REPS && !st; r++) { /* the first launch warms up */
+                if (r == 1 && (e = cudaEventRecord(ev[0], ctx->stream)) != cudaSuccess)
+                    break;
+                st = mma_launch(ctx, l, p, y, x, n, 0, err);
+            }
+            if (st || e != cudaSuccess || (e = cudaEventRecord(ev[1], ctx->stream)) ||
+                (e = cudaEventSynchronize(ev[1])) || (e = cudaEventElapsedTime(&ms, ev[0], ev[1])))
+                break;
+            const bool is_rule = p.cb == rule.cb && p.cpb == rule.cpb && p.w == rule.w;
+            if (is_rule)
+                rule_ms = ms;
+            if (pick.bn == 0 || ms < best)
+                best = ms, pick.bn = (uint8_t)bn, pick.w = (uint8_t)w;
+        }
+        /* the rule's shape unless another is clearly faster */
+        if (pick.bn != 0 && rule_ms > 0.0f && best > rule_ms * 0.97f)
+            pick.bn = 0, pick.w = 0;
+        l->mma_pick[b] = pick;
+    }
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    if (st)
+        return st;
+    if (e != cudaSuccess)
+        return llmrt_cuda_fail(err, LLMRT_ERR_DEVICE, e, "awq cuda",
+                               "timing the batch kernel's launch shapes");
+    if (ctx->n_mma_shapes < AWQ_MMA_CACHE) {
+        awq_mma_shape *sh = &ctx->mma_shapes[ctx->n_mma_shapes++];
+        sh->out = l->out, sh->in = l->in, sh->group = l->group, sh->kw = l->kw;
+        memcpy(sh->pick, l->mma_pick, sizeof sh->pick);
+    }
+    return LLMRT_OK;
+}
+
+static llmrt_status mma_launch(awq_cuda_ctx *ctx, const awq_cuda_linear *l, const mma_plan &p,
+                               float *y, const float *x, int n, int glu, llmrt_error *err)
+{
     awq_mma_args a;
     a.y = y;
     a.part = ctx->mma_part;
@@ -644,4 +771,10 @@ llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float 
     llmrt_cuda_launch(ctx->stream, ctx->pdl, awq_mma_reduce_kernel, (unsigned)blocks, 256, 0, y,
                       (const float *)ctx->mma_part, n, (int)l->out, l->kw, l->kw / p.split, glu);
     return llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_reduce_kernel");
+}
+
+llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
+                                        const float *x, int n, int glu, llmrt_error *err)
+{
+    return mma_launch(ctx, l, plan_for(ctx, l, n), y, x, n, glu, err);
 }

@@ -9,7 +9,7 @@
  *   dense GEMV  bf16 / f16 / f32 experts, per row and per expert, with the SwiGLU fold, NULL
  *               experts untouched, inputs the vector path takes and ones it does not: within
  *               1e-5 of a double-precision product
- *   swiglu, combine  within 1e-6 of the CPU
+ *   swiglu, combine  within 1e-6 of the CPU; the combine also bit for bit fmaf in k order
  * The kernels run on the backend's stream through its "llmrt.cuda" extension, as in the
  * plugin. CUDA cannot survive fork(), so the suite runs without forking. */
 #include <check.h>
@@ -279,6 +279,58 @@ START_TEST(swiglu_and_combine_match_cpu)
 }
 END_TEST
 
+/* The combine against fmaf in k order from 0.0f on the host (C's fmaf rounds once, as the
+ * GPU's): the same bits; and within 1e-6 of moe_cpu_combine. Decode (T 1, K 8, H 2048), a
+ * step of 16, H not a multiple of a block, K 1 and the most, a batch larger than a block. */
+static void combine_case(int T, int K, int H)
+{
+    llmrt_error err = {0};
+    const int N = T * K;
+    float *rows = malloc((size_t)N * H * 4), *w = malloc((size_t)N * 4);
+    float *ref = malloc((size_t)T * H * 4), *oc = malloc((size_t)T * H * 4);
+    float *og = malloc((size_t)T * H * 4);
+    int32_t *row_of = malloc((size_t)N * 4);
+    for (int i = 0; i < N * H; i++)
+        rows[i] = (float)(2 * urand() - 1);
+    for (int i = 0; i < N; i++) /* rows in another order (repeats where 7 divides N) */
+        w[i] = (float)urand(), row_of[i] = (int32_t)(((int64_t)i * 7 + 3) % N);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            float s = 0.0f;
+            for (int k = 0; k < K; k++)
+                s = fmaf(w[t * K + k], rows[(int64_t)row_of[t * K + k] * H + h], s);
+            ref[(int64_t)t * H + h] = s;
+        }
+    moe_cpu_combine(&nothreads, oc, rows, w, row_of, T, K, H);
+    float *drows = dalloc((size_t)N * H * 4), *dw = dalloc((size_t)N * 4);
+    float *dout = dalloc((size_t)T * H * 4);
+    int32_t *dro = dalloc((size_t)N * 4);
+    up(drows, rows, (size_t)N * H * 4);
+    up(dw, w, (size_t)N * 4);
+    up(dro, row_of, (size_t)N * 4);
+    OK(moe_cuda_combine(mc, dout, drows, dw, dro, T, K, H, &err));
+    down(og, dout, (size_t)T * H * 4);
+    for (int i = 0; i < T * H; i++) {
+        ck_assert_msg(memcmp(&og[i], &ref[i], 4) == 0,
+                      "combine T %d K %d H %d: [%d, %d] %.9g, fmaf in k order %.9g", T, K, H,
+                      i / H, i % H, og[i], ref[i]);
+        ck_assert_msg(fabsf(oc[i] - og[i]) <= 1e-6f * (1 + fabsf(oc[i])),
+                      "combine T %d K %d H %d: %d: %g vs the CPU's %g", T, K, H, i, og[i], oc[i]);
+    }
+    dfree(drows), dfree(dw), dfree(dout), dfree(dro);
+    free(rows), free(w), free(ref), free(oc), free(og), free(row_of);
+}
+
+START_TEST(combine_bit_identical)
+{
+    const int shapes[][3] = {{1, 8, 2048}, {16, 8, 2048}, {3, 1, 100}, {5, 32, 300},
+                             {13, 4, 72}, {70, 9, 257}, {2, 16, 4096}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        combine_case(shapes[i][0], shapes[i][1], shapes[i][2]);
+    printf("combine: %zu shapes, the bits of fmaf in k order\n", sizeof shapes / sizeof *shapes);
+}
+END_TEST
+
 static void open_cuda(void)
 {
     static const char *const kv[] = {NULL};
@@ -319,6 +371,7 @@ int main(void)
     tcase_add_test(tc, route_and_sort_match_cpu);
     tcase_add_test(tc, dense_gemv_matches_reference);
     tcase_add_test(tc, swiglu_and_combine_match_cpu);
+    tcase_add_test(tc, combine_bit_identical);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

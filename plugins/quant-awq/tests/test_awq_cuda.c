@@ -641,6 +641,7 @@ static const struct {
                                                  (4 row warps): past 32 rows the fallback,
                                                  cuBLAS, would not be invariant */
     {4096, 1024, "mma_xdb=1", 0},        /* one x stage */
+    {4096, 1024, "mma_tune=0", 0},       /* the built-in launch shapes, not timed ones */
     {1024, 3072, "mma_xdb=1,mma_stages=4", 1},
 };
 
@@ -704,7 +705,8 @@ END_TEST
 /* Two instances with other batch-kernel knobs in one process (as `llmrt bench` loads two
  * configs): each launches with the shared memory its knobs need — a kernel's shared-memory
  * attribute is per process, so the one made last must not shrink it for the other — and the
- * double-buffered x stage and the ring's depth give the bits of the single stage. */
+ * double-buffered x stage, the ring's depth and the launch shapes timed at load give the bits
+ * of the single stage and the built-in shapes. */
 static const struct {
     int64_t in, out;
     int glu;
@@ -725,7 +727,7 @@ START_TEST(test_awq_mma_two_instances)
     at_linear_add(ck, "l", &lin);
     const llmrt_quant_vtable *qv = at_awq();
     llmrt_quant *qs[2] = {at_quant_tune(&cuda, 128, NULL),
-                          at_quant_tune(&cuda, 128, "mma_xdb=1,mma_stages=3")};
+                          at_quant_tune(&cuda, 128, "mma_xdb=1,mma_stages=3,mma_tune=0")};
     llmrt_qlinear *ls[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++)
         CT_OK(qv->linear_load(qs[k], at_ckpt_view(ck), "l", in, out, &ls[k], &err));
@@ -752,7 +754,7 @@ START_TEST(test_awq_mma_two_instances)
         for (int64_t i = 0; i < (int64_t)n * ow; i++)
             ck_assert_msg(memcmp(&res[0][i], &res[1][i], sizeof(float)) == 0,
                           "[%lld x %lld]%s n=%d: output %lld is %.9g by default, %.9g with "
-                          "mma_xdb=1,mma_stages=3 (the instance made second)",
+                          "mma_xdb=1,mma_stages=3,mma_tune=0 (the instance made second)",
                           (long long)out, (long long)in, glu ? " swiglu" : "", n, (long long)i,
                           res[0][i], res[1][i]);
         ct_free(&cuda, dx), ct_free(&cuda, dy);
