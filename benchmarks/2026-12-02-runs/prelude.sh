@@ -6,6 +6,8 @@
 #   left               seconds before the deadline
 #   bench NAME TO ...  `llmrt bench ... --json $OUT/<date>-NAME.json` unless fewer than TO
 #                      seconds are left; prints its table rows and verdicts
+#   tests REGEX TO     the ctest tests matching REGEX (4 at a time, TO seconds), then the
+#                      summary line and the failures (third session on; K and L wrote it out)
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"; L=$(mktemp -d); t0=$(date +%s)
 DEADLINE=${DEADLINE:-560}
 left() { echo $(( DEADLINE - ($(date +%s) - t0) )); }
@@ -28,4 +30,9 @@ bench() { # name timeout args...
   say "$name exit $rc:"
   grep -E '^ +[0-9]+ \S+ +[0-9.]+ |TTFT p50|ITL p50|faster|slower|difference' "$L/$name.txt" | tr -s ' ' | cut -c1-160 | tee -a "$L/summary.txt"
   return $rc
+}
+tests() { # regex timeout
+  timeout "$2" ctest --test-dir build-gpu -R "$1" -j4 --timeout $(( $2 - 10 )) --output-on-failure > "$L/ctest.log" 2>&1
+  say "ctest: $(grep -E 'tests passed|tests failed' "$L/ctest.log" | tail -1)"
+  grep -E '\*\*\*(Failed|Exception|Timeout)|:F:|:E:' "$L/ctest.log" | head -20 | cut -c1-300 | tee -a "$L/summary.txt"
 }

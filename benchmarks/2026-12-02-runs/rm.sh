@@ -6,15 +6,13 @@
 # b1495ac) in one run. Tests first; then kernel rows, serving throughput 1..256, the cached
 # prefix TTFT, the batch-32 step traced, the MoE batch-1 ITL and its traced step.
 set -uo pipefail
-DEADLINE=${DEADLINE:-560}; source "$(dirname "$0")/prelude.sh"
+DEADLINE=${DEADLINE:-470}; source "$(dirname "$0")/prelude.sh"
 say "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) commit $LLMRT_BENCH_COMMIT"
 A8=/tmp/qwen3-8b-awq M30=/tmp/qwen3-30b-a3b-awq
 timeout 90 "$B" mkmodel --preset qwen3-8b --quant awq --group-size 128 --seed 1 -q -o $A8 > "$L/mk-awq.log" 2>&1 &
 timeout 150 "$B" mkmodel --preset qwen3-30b-a3b --quant awq --group-size 128 --seed 1 -q -o $M30 > "$L/mk-moe.log" 2>&1 &
 OLD=/tmp/old-moe; mkdir -p $OLD; gunzip -c .device/old/model-qwen3_moe.so.gz > $OLD/model-qwen3_moe.so
-timeout 170 ctest --test-dir build-gpu -R 'quant-awq\.cuda|batch_invariance_cuda|quant-awq\.grouped_cuda|model-qwen3-moe\.cuda' -j4 --timeout 160 --output-on-failure > "$L/ctest.log" 2>&1
-say "ctest: $(grep -E 'tests passed|tests failed' "$L/ctest.log" | tail -1)"
-grep -E '\*\*\*(Failed|Exception|Timeout)|:F:|:E:' "$L/ctest.log" | head -20 | cut -c1-300 | tee -a "$L/summary.txt"
+tests 'quant-awq\.cuda|batch_invariance_cuda|quant-awq\.grouped_cuda|model-qwen3-moe\.cuda' 170
 LLMRT_BENCH_ROWS=16,32,48,64,96,128,256 LLMRT_BENCH_AWQ_TUNES="-;mma_xdb=1,mma_tune=0" \
   timeout 60 build-gpu/bin/llmrt-cuda-bench --batch --filter awq --reps 10 > "$L/kb.txt" 2>&1
 say "kernel bench exit $?"
