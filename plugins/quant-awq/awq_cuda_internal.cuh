@@ -42,10 +42,11 @@ typedef struct awq_tune {
 } awq_tune;
 
 /* The batch kernel's launch shape chosen for the rows of one bucket (awq_cuda_mma.cu): token
- * columns per block and row warps; bn 0 = the built-in rule. */
+ * columns per block, row warps, the blocks per SM its K split aims at; bn 0 = the built-in
+ * rule. */
 #define AWQ_MMA_BUCKETS 9
 typedef struct awq_mma_pick {
-    uint8_t bn, w;
+    uint8_t bn, w, fill;
 } awq_mma_pick;
 
 /* Shapes already timed, so the layers of a model that share one are timed once. */

@@ -513,17 +513,18 @@ static int mma_bn(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n)
  * warps per block (three blocks per SM at <= 2 n-tiles, else two), or W = 8 (one block per
  * SM, half the x traffic per weight) where w says so or, with w = 0, from three column blocks
  * on, where re-reading x for every 128 rows would cost more L2 bandwidth than the weights;
- * slice ranges doubled while the grid is short of mma_fill (2) blocks per SM (at most the
- * linear's kw). */
+ * slice ranges doubled while the grid is short of `fill` blocks per SM (0: mma_fill, 2; at
+ * most the linear's kw). */
 static mma_plan plan_shape(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n, int bn,
-                           int w)
+                           int w, int fill)
 {
     mma_plan p;
     p.cb = (n + bn - 1) / bn;
     p.cpb = (n + p.cb - 1) / p.cb;
     p.nt = (p.cpb + 7) / 8;
     const int units = (int)(l->outp / 32);
-    const int64_t target = (int64_t)awq_knob(ctx->tune.mma_fill, 2) * ctx->sm_count;
+    const int64_t target =
+        (int64_t)(fill > 0 ? fill : awq_knob(ctx->tune.mma_fill, 2)) * ctx->sm_count;
     if (!ctx->mma_w8)
         p.w = 4;
     else if (w == 4 || w == 8)
@@ -554,14 +555,15 @@ static int mma_bucket(int n)
     return -1;
 }
 
-/* The launch shape for n rows of l: the knobs' (mma_bn, mma_w) where set, else the one timed
- * for n's bucket at load, else the built-in rule. */
+/* The launch shape for n rows of l: the knobs' (mma_bn, mma_w, mma_split, mma_fill) where
+ * set, else the one timed for n's bucket at load, else the built-in rule. */
 static mma_plan plan_for(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n)
 {
     const int b = mma_bucket(n);
-    if (ctx->tune.mma_bn == 0 && ctx->tune.mma_w == 0 && b >= 0 && l->mma_pick[b].bn)
-        return plan_shape(ctx, l, n, l->mma_pick[b].bn, l->mma_pick[b].w);
-    return plan_shape(ctx, l, n, mma_bn(ctx, l, n), ctx->tune.mma_w);
+    if (ctx->tune.mma_bn == 0 && ctx->tune.mma_w == 0 && ctx->tune.mma_split == 0 &&
+        ctx->tune.mma_fill == 0 && b >= 0 && l->mma_pick[b].bn)
+        return plan_shape(ctx, l, n, l->mma_pick[b].bn, l->mma_pick[b].w, l->mma_pick[b].fill);
+    return plan_shape(ctx, l, n, mma_bn(ctx, l, n), ctx->tune.mma_w, 0);
 }
 
 llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err)
@@ -641,14 +643,15 @@ static llmrt_status mma_launch(awq_cuda_ctx *ctx, const awq_cuda_linear *l, cons
  * an SM holds at that shape's registers and shared memory — so it moves with the linear's
  * shape, the row count and the GPU (BENCHMARKS.md, 2026-12-02 third session: the rule lost
  * up to 30% at 48 / 96 rows on the H200). Candidates: 16, 24 or 32 token columns per block
- * (8 too at up to 16 rows), 4 or 8 row warps; the rule's own shape stays unless another is
- * 3% faster (timing noise would otherwise flip near-ties from load to load). Shapes are
- * timed once per (out, in, group) and context; a knob forcing the shape (mma_bn, mma_w) or
- * mma_tune=0 skips it. Costs a few ms per distinct shape at load. */
+ * (8 too at up to 16 rows), 4 or 8 row warps, K split until 1, 2 or 4 blocks per SM; the
+ * rule's own shape stays unless another is 3% faster (timing noise would otherwise flip
+ * near-ties from load to load). Shapes are timed once per (out, in, group) and context; a
+ * knob forcing the shape (mma_bn, mma_w, mma_split, mma_fill) or mma_tune=0 skips it. Costs
+ * some tens of ms per distinct shape at load. */
 llmrt_status awq_mma_tune_linear(awq_cuda_ctx *ctx, awq_cuda_linear *l, llmrt_error *err)
 {
     if (ctx->tune.mma < 0 || ctx->tune.mma_tune < 0 || ctx->tune.mma_bn != 0 ||
-        ctx->tune.mma_w != 0)
+        ctx->tune.mma_w != 0 || ctx->tune.mma_split != 0 || ctx->tune.mma_fill != 0)
         return LLMRT_OK;
     for (int i = 0; i < ctx->n_mma_shapes; i++) {
         const awq_mma_shape *sh = &ctx->mma_shapes[i];
@@ -684,14 +687,23 @@ llmrt_status awq_mma_tune_linear(awq_cuda_ctx *ctx, awq_cuda_linear *l, llmrt_er
         const int n = mma_bucket_rows[b];
         if (n > nmax || !awq_mma_serves(ctx, l, n, NULL))
             continue;
-        const mma_plan rule = plan_shape(ctx, l, n, mma_bn(ctx, l, n), 0);
+        const mma_plan rule = plan_shape(ctx, l, n, mma_bn(ctx, l, n), 0, 0);
         float best = 0.0f, rule_ms = 0.0f;
-        awq_mma_pick pick = {0, 0};
-        for (int c = 0; c < 8 && e == cudaSuccess && !st; c++) {
-            const int bn = bns[c / 2], w = c % 2 ? 8 : 4;
+        awq_mma_pick pick = {0, 0, 0};
+        mma_plan tried[24];
+        int n_tried = 0;
+        for (int c = 0; c < 24 && e == cudaSuccess && !st; c++) {
+            const int bn = bns[c / 6], w = c / 3 % 2 ? 8 : 4, fill = 1 << (c % 3);
             if ((bn == 8 && n > 16) || bn > (n + 7) / 8 * 8 || (w == 8 && !ctx->mma_w8))
                 continue;
-            const mma_plan p = plan_shape(ctx, l, n, bn, w);
+            const mma_plan p = plan_shape(ctx, l, n, bn, w, fill);
+            bool seen = false; /* fills that give the same split are one shape */
+            for (int i = 0; i < n_tried; i++)
+                seen = seen || (tried[i].cb == p.cb && tried[i].cpb == p.cpb &&
+                                tried[i].w == p.w && tried[i].split == p.split);
+            if (seen)
+                continue;
+            tried[n_tried++] = p;
             const size_t part =
                 p.split > 1 ? (size_t)l->kw * (size_t)n * (size_t)l->out * sizeof(float) : 0;
             if (part && (st = awq_cuda_grow(ctx, (void **)&ctx->mma_part, &ctx->mma_part_bytes,
@@ -707,15 +719,16 @@ llmrt_status awq_mma_tune_linear(awq_cuda_ctx *ctx, awq_cuda_linear *l, llmrt_er
             if (st || e != cudaSuccess || (e = cudaEventRecord(ev[1], ctx->stream)) ||
                 (e = cudaEventSynchronize(ev[1])) || (e = cudaEventElapsedTime(&ms, ev[0], ev[1])))
                 break;
-            const bool is_rule = p.cb == rule.cb && p.cpb == rule.cpb && p.w == rule.w;
+            const bool is_rule = p.cb == rule.cb && p.cpb == rule.cpb && p.w == rule.w &&
+                                 p.split == rule.split;
             if (is_rule)
                 rule_ms = ms;
             if (pick.bn == 0 || ms < best)
-                best = ms, pick.bn = (uint8_t)bn, pick.w = (uint8_t)w;
+                best = ms, pick.bn = (uint8_t)bn, pick.w = (uint8_t)w, pick.fill = (uint8_t)fill;
         }
         /* the rule's shape unless another is clearly faster */
         if (pick.bn != 0 && rule_ms > 0.0f && best > rule_ms * 0.97f)
-            pick.bn = 0, pick.w = 0;
+            pick.bn = 0, pick.w = 0, pick.fill = 0;
         l->mma_pick[b] = pick;
     }
     for (int i = 0; i < 2; i++)
