@@ -33,8 +33,11 @@ for dir in "$FIX"/*/; do
   dir=${dir%/}; name=$(basename "$dir")
   : > "$tmp/prompts"
   for k in "${order[@]}"; do prompt_ids "$dir" $k >> "$tmp/prompts"; done
+  ref_sets=() # the semantics the reference was made with (an FP8 fixture's W8A16)
+  while IFS= read -r kv; do [[ -n "$kv" ]] && ref_sets+=(--set "$kv"); done \
+    < <(jq -r '(.llmrt_set // [])[]' "$dir/reference.json")
   for pc in on off; do
-    "$LLMRT" generate "${common[@]}" --set cache.prefix_caching=$pc --set scheduler.max_num_seqs=1 \
+    "$LLMRT" generate "${common[@]}" "${ref_sets[@]}" --set cache.prefix_caching=$pc --set scheduler.max_num_seqs=1 \
       --model "$dir" --prompts-file "$tmp/prompts" --ids --max-tokens 24 --print-ids \
       > "$tmp/out.$pc" 2> "$tmp/err.$pc" || { cat "$tmp/err.$pc"; fail "$name prefix_caching=$pc: exit"; }
   done
