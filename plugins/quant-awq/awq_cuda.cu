@@ -369,10 +369,6 @@ extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_pa
         if ((st = grow(ctx, (void **)&ctx->deq, &ctx->deq_bytes, deq, 0, "prefill dequant scratch",
                        err)))
             goto fail;
-        const size_t part = awq_mma_part_bytes(ctx, l);
-        if (part && (st = grow(ctx, (void **)&ctx->mma_part, &ctx->mma_part_bytes, part, 0,
-                               "batch kernel split-K partials", err)))
-            goto fail;
     }
     {
         int64_t row0 = 0;
@@ -424,7 +420,8 @@ extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_pa
             goto fail;
         }
     }
-    /* the batch kernel's launch shapes, timed on this device; then the partials they need */
+    /* the batch kernel's launch shapes, timed on this device; then the partials they need
+     * (sized here, after the timing, which picks the shapes they depend on) */
     if ((st = awq_mma_tune_linear(ctx, l, err)))
         goto fail;
     {

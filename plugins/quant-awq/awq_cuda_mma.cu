@@ -543,6 +543,18 @@ static mma_plan plan_shape(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, in
     return p;
 }
 
+/* Bytes of split-K partials plan p needs at n rows of l (0 without a split). */
+static size_t mma_part_need(const awq_cuda_linear *l, const mma_plan &p, int n)
+{
+    return p.split > 1 ? (size_t)l->kw * (size_t)n * (size_t)l->out * sizeof(float) : 0;
+}
+
+/* Whether two plans launch the same grid. */
+static bool mma_same_plan(const mma_plan &a, const mma_plan &b)
+{
+    return a.cb == b.cb && a.cpb == b.cpb && a.w == b.w && a.split == b.split;
+}
+
 /* Row buckets of the launch shapes timed at load: a step of n rows takes the shape timed at
  * the first bucket bound >= n. */
 static const int mma_bucket_rows[AWQ_MMA_BUCKETS] = {16, 24, 32, 48, 64, 96, 128, 192, 256};
@@ -627,7 +639,7 @@ size_t awq_mma_part_bytes(const awq_cuda_ctx *ctx, const awq_cuda_linear *l)
         if (!awq_mma_serves(ctx, l, n, NULL))
             continue;
         const mma_plan p = plan_for(ctx, l, n);
-        const size_t b = p.split > 1 ? (size_t)l->kw * (size_t)n * (size_t)l->out * sizeof(float) : 0;
+        const size_t b = mma_part_need(l, p, n);
         most = b > most ? b : most;
     }
     return most;
@@ -699,13 +711,11 @@ llmrt_status awq_mma_tune_linear(awq_cuda_ctx *ctx, awq_cuda_linear *l, llmrt_er
             const mma_plan p = plan_shape(ctx, l, n, bn, w, fill);
             bool seen = false; /* fills that give the same split are one shape */
             for (int i = 0; i < n_tried; i++)
-                seen = seen || (tried[i].cb == p.cb && tried[i].cpb == p.cpb &&
-                                tried[i].w == p.w && tried[i].split == p.split);
+                seen = seen || mma_same_plan(tried[i], p);
             if (seen)
                 continue;
             tried[n_tried++] = p;
-            const size_t part =
-                p.split > 1 ? (size_t)l->kw * (size_t)n * (size_t)l->out * sizeof(float) : 0;
+            const size_t part = mma_part_need(l, p, n);
             if (part && (st = awq_cuda_grow(ctx, (void **)&ctx->mma_part, &ctx->mma_part_bytes,
                                             part, "batch kernel split-K partials", err)))
                 break;
@@ -719,9 +729,7 @@ llmrt_status awq_mma_tune_linear(awq_cuda_ctx *ctx, awq_cuda_linear *l, llmrt_er
             if (st || e != cudaSuccess || (e = cudaEventRecord(ev[1], ctx->stream)) ||
                 (e = cudaEventSynchronize(ev[1])) || (e = cudaEventElapsedTime(&ms, ev[0], ev[1])))
                 break;
-            const bool is_rule = p.cb == rule.cb && p.cpb == rule.cpb && p.w == rule.w &&
-                                 p.split == rule.split;
-            if (is_rule)
+            if (mma_same_plan(p, rule))
                 rule_ms = ms;
             if (pick.bn == 0 || ms < best)
                 best = ms, pick.bn = (uint8_t)bn, pick.w = (uint8_t)w, pick.fill = (uint8_t)fill;
@@ -766,7 +774,7 @@ static llmrt_status mma_launch(awq_cuda_ctx *ctx, const awq_cuda_linear *l, cons
     a.units = (int)(l->outp / 32);
     a.stages = mma_stages(ctx);
     a.xdb = mma_xdb(ctx);
-    if (p.split > 1 && (size_t)l->kw * (size_t)n * (size_t)l->out * sizeof(float) > ctx->mma_part_bytes)
+    if (mma_part_need(l, p, n) > ctx->mma_part_bytes)
         return llmrt_fail(err, LLMRT_ERR_INTERNAL,
                           "awq cuda: the batch kernel's partials for [%lld, %lld] at %d rows "
                           "exceed the %zu bytes sized at load",
