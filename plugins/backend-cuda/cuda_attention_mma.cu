@@ -17,17 +17,28 @@
  * everything else is f32: ~1e-3 relative for f16 caches, a few 1e-3 for bf16 (the tests'
  * tolerances).
  *
+ * Key splits: a row's keys are cut at fixed positions (every att_pf_split keys, 512 unless
+ * tuned); each split's (unnormalised O, max, sum) starts empty, and the splits are folded left
+ * to right with one merge formula (pfm_fold). Where the grid is small (few query rows over a
+ * long context: a chat turn after its cached prefix) each split gets a block of its own and
+ * writes a partial, which a second kernel folds; elsewhere one block walks every split of its
+ * rows and folds in registers. Both run the same arithmetic in the same order, so the choice
+ * changes the speed, never the bits.
+ *
  * Key tiles start at position 0 of the sequence for every query row, and a tile a row cannot
- * see leaves its max, sum and output exactly as they were (exp2(0) = 1, P = 0), so a row's
- * result depends only on its own query and keys: a prompt prefilled alone, in chunks, or
- * beside other sequences gives the same bits. */
+ * see leaves its max, sum and output exactly as they were (exp2(0) = 1, P = 0; an empty split
+ * folds in as an exact no-op), so a row's result depends only on its own query and keys: a
+ * prompt prefilled alone, in chunks, or beside other sequences gives the same bits. */
 #include "cuda_attention_common.cuh"
 
 #include <math.h>
+#include <string.h>
 
 #define PFM_WARPS 4
 #define PFM_QR 64 /* query rows per block */
 #define PFM_KT 64 /* keys per tile */
+#define PFM_SPLIT_KEYS 512 /* keys per split unless [tune] att_pf_split */
+#define PFM_SCRATCH_MAX ((size_t)64 << 20) /* split blocks' partials: beyond, one block walks all */
 
 template <int HD> struct pfm_shape {
     static constexpr int LD = HD + 8; /* padded smem row (elements): ldmatrix rows hit 8 bank groups */
@@ -113,16 +124,68 @@ __device__ __forceinline__ void pfm_load_kv(T *ks, T *vs, const T *__restrict__ 
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
-/* Block (query tile, kv-head sub-group, sequence); rows r = tok * GR + head of the tile, as
- * the fp32 kernel. skip_single: sequences with one query token are left to the decode kernel
- * (mixed steps). */
+/* The query tile of block (tile x, head group y, sequence s) and the keys its rows see. */
+struct pfm_tile {
+    int qs0, qlen, tok0, pos0, kend, hq0, kvh;
+    int n_tiles; /* key tiles up to the tile's last row */
+};
+
+/* tile_rev counts from the last tile (the longest start first). Returns false when the block
+ * has no rows (past the sequence's query length, or a one-token sequence under skip_single). */
+__device__ __forceinline__ bool pfm_tile_of(pfm_tile &t, int tile_rev, int n_tiles_x, int y,
+                                            int s, const int32_t *__restrict__ query_start,
+                                            const int32_t *__restrict__ seq_lens, int n_heads,
+                                            int n_kv_heads, int GR, int skip_single)
+{
+    const int group = n_heads / n_kv_heads;
+    const int subs = group / GR;
+    t.kvh = y / subs;
+    t.hq0 = t.kvh * group + (y % subs) * GR;
+    t.qs0 = query_start[s];
+    t.qlen = query_start[s + 1] - t.qs0;
+    if (skip_single && t.qlen == 1)
+        return false;
+    t.tok0 = (n_tiles_x - 1 - tile_rev) * (PFM_QR / GR);
+    if (t.tok0 >= t.qlen)
+        return false;
+    t.pos0 = seq_lens[s] - t.qlen;
+    const int last_tok = min(t.qlen - 1, t.tok0 + PFM_QR / GR - 1);
+    t.kend = t.pos0 + last_tok + 1;
+    t.n_tiles = (t.kend + PFM_KT - 1) / PFM_KT;
+    return true;
+}
+
+/* Fold split (o, m, l) into the running (fo, fm, fl): the one merge formula of both
+ * schedules, contraction spelled out so every kernel rounds alike. An empty split (m = -inf,
+ * l = 0, o = 0) leaves the running state exactly as it was. */
+__device__ __forceinline__ void pfm_fold_ml(float &fm, float &fl, float m, float l, float &c1,
+                                            float &c2)
+{
+    const float mn = fmaxf(fm, m);
+    c1 = exp2f(fm - mn);
+    c2 = exp2f(m - mn);
+    fl = __fmaf_rn(fl, c1, __fmul_rn(l, c2));
+    fm = mn;
+}
+__device__ __forceinline__ float pfm_fold_o(float fo, float o, float c1, float c2)
+{
+    return __fmaf_rn(fo, c1, __fmul_rn(o, c2));
+}
+
+/* Block (query tile [x split], kv-head sub-group, sequence); rows r = tok * GR + head of the
+ * tile, as the fp32 kernel. skip_single: sequences with one query token are left to the
+ * decode kernel (mixed steps). tps: key tiles per split (0: one split, whatever the length).
+ * nsp > 0: split blocks — blockIdx.x = tile_rev * nsp + split; a tile of more than one split
+ * writes each split's partial (part [grid y, z, x tiles, nsp, 64 rows, HD], part_ml [.., 2])
+ * for pfm_merge_kernel; nsp = 0: this block walks and folds every split. */
 template <typename T, int HD>
 __global__ void __launch_bounds__(PFM_WARPS * 32, 2)
 attn_prefill_mma_kernel(float *__restrict__ out, const float *__restrict__ q,
                         const T *__restrict__ kc, const T *__restrict__ vc,
                         const int32_t *__restrict__ query_start, const int32_t *__restrict__ seq_lens,
                         const int32_t *__restrict__ block_tables, int mbps, int bs, int n_heads,
-                        int n_kv_heads, float scale, int GR, int skip_single)
+                        int n_kv_heads, float scale, int GR, int skip_single, int tps, int nsp,
+                        float *__restrict__ part, float *__restrict__ part_ml)
 {
     using P = pfm_shape<HD>;
     using TT = pfm_type<T>;
@@ -137,29 +200,32 @@ attn_prefill_mma_kernel(float *__restrict__ out, const float *__restrict__ q,
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
     const int s = blockIdx.z;
-    const int group = n_heads / n_kv_heads;
-    const int subs = group / GR;
-    const int kvh = blockIdx.y / subs;
-    const int hq0 = kvh * group + (blockIdx.y % subs) * GR;
-    const int TQ = PFM_QR / GR;
-    const int qs0 = query_start[s];
-    const int qlen = query_start[s + 1] - qs0;
-    if (skip_single && qlen == 1)
+    const int n_x = nsp > 0 ? gridDim.x / nsp : gridDim.x;
+    const int tile_rev = nsp > 0 ? blockIdx.x / nsp : blockIdx.x;
+    pfm_tile tl;
+    if (!pfm_tile_of(tl, tile_rev, n_x, blockIdx.y, s, query_start, seq_lens, n_heads,
+                     n_kv_heads, GR, skip_single))
         return;
-    /* the longest tiles first: they start in the first wave */
-    const int tok0 = (gridDim.x - 1 - blockIdx.x) * TQ;
-    if (tok0 >= qlen)
-        return;
-    const int L = seq_lens[s];
-    const int pos0 = L - qlen;
-    const int last_tok = min(qlen - 1, tok0 + TQ - 1);
-    const int kend = pos0 + last_tok + 1;
-    const int n_tiles = (kend + PFM_KT - 1) / PFM_KT;
+    const int qs0 = tl.qs0, qlen = tl.qlen, tok0 = tl.tok0, pos0 = tl.pos0, kend = tl.kend;
+    const int hq0 = tl.hq0;
+    /* the key tiles this block walks: every split, or split `sp` alone */
+    const int n_splits = tps > 0 ? (tl.n_tiles + tps - 1) / tps : 1;
+    int j_begin = 0, j_end = tl.n_tiles;
+    const int sp = nsp > 0 ? (int)blockIdx.x % nsp : 0;
+    const bool partial = nsp > 0 && n_splits > 1;
+    if (partial) {
+        if (sp >= n_splits)
+            return;
+        j_begin = sp * tps;
+        j_end = min(j_end, j_begin + tps);
+    } else if (sp > 0) {
+        return; /* split blocks of a one-split tile: block 0 does it all */
+    }
     const int32_t *bt = block_tables + (int64_t)s * mbps;
     const int64_t slot_stride = (int64_t)n_kv_heads * HD;
-    const int64_t head_off = (int64_t)kvh * HD;
+    const int64_t head_off = (int64_t)tl.kvh * HD;
 
-    pfm_load_kv<T, HD>(Ks, Vs, kc, vc, bt, bs, slot_stride, head_off, 0, kend);
+    pfm_load_kv<T, HD>(Ks, Vs, kc, vc, bt, bs, slot_stride, head_off, j_begin * PFM_KT, kend);
 
     /* Q, pre-scaled by scale * log2(e) (the softmax then runs on exp2) */
     const float qscale = scale * 1.4426950408889634f;
@@ -196,10 +262,59 @@ attn_prefill_mma_kernel(float *__restrict__ out, const float *__restrict__ q,
         for (int c = 0; c < 4; c++)
             o[d][c] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    /* The splits folded so far, when this block walks several: max and sum here, the
+     * unnormalised O in this thread's own elements of the output rows (registers would
+     * spill at head_dim 128). */
+    float fm[2] = {-INFINITY, -INFINITY}, fl[2] = {0.0f, 0.0f};
+    bool folded = false;
+    float *orow[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = warp * 16 + g + 8 * h;
+        orow[h] = rpos[h] >= 0 ? out + ((int64_t)(qs0 + tok0 + r / GR) * n_heads + hq0 + r % GR) * HD
+                               : NULL;
+    }
+    /* the split just walked: row sums across the four lanes of a row, folded into f*; with
+     * `last`, O / l goes to the output, else the running O, and this split is empty again */
+    auto end_split = [&](bool last) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            l[h] += __shfl_xor_sync(CUDA_FULL_MASK, l[h], 1);
+            l[h] += __shfl_xor_sync(CUDA_FULL_MASK, l[h], 2);
+            float c1 = 0.0f, c2 = 0.0f;
+            if (folded)
+                pfm_fold_ml(fm[h], fl[h], m[h], l[h], c1, c2);
+            else
+                fm[h] = m[h], fl[h] = l[h];
+            if (!orow[h])
+                continue;
+            const float inv = !last ? 1.0f : fl[h] > 0.0f ? 1.0f / fl[h] : 0.0f;
+#pragma unroll
+            for (int d = 0; d < DT; d++) {
+                float2 *at = reinterpret_cast<float2 *>(orow[h] + d * 8 + 2 * t);
+                float2 v = make_float2(o[d][2 * h], o[d][2 * h + 1]);
+                if (folded) {
+                    const float2 f = *at;
+                    v = make_float2(pfm_fold_o(f.x, v.x, c1, c2), pfm_fold_o(f.y, v.y, c1, c2));
+                }
+                *at = last ? make_float2(v.x * inv, v.y * inv) : v;
+            }
+        }
+        folded = true;
+#pragma unroll
+        for (int d = 0; d < DT; d++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                o[d][c] = 0.0f;
+        m[0] = m[1] = -INFINITY;
+        l[0] = l[1] = 0.0f;
+    };
 
-    for (int j = 0; j < n_tiles; j++) {
-        const int buf = j & 1;
-        if (j + 1 < n_tiles)
+    for (int j = j_begin; j < j_end; j++) {
+        const int buf = (j - j_begin) & 1;
+        if (tps > 0 && j > j_begin && j % tps == 0)
+            end_split(false);
+        if (j + 1 < j_end)
             pfm_load_kv<T, HD>(Ks + (buf ^ 1) * PFM_KT * LD, Vs + (buf ^ 1) * PFM_KT * LD, kc, vc,
                                bt, bs, slot_stride, head_off, (j + 1) * PFM_KT, kend);
         else
@@ -291,24 +406,74 @@ attn_prefill_mma_kernel(float *__restrict__ out, const float *__restrict__ q,
         __syncthreads(); /* buf is free for tile j + 2 */
     }
 
-    /* the row sums across the four lanes of a row, then O / l */
+    if (partial) {
+        /* this split's partial, unnormalised, for pfm_merge_kernel */
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        l[h] += __shfl_xor_sync(CUDA_FULL_MASK, l[h], 1);
-        l[h] += __shfl_xor_sync(CUDA_FULL_MASK, l[h], 2);
+        for (int h = 0; h < 2; h++) {
+            l[h] += __shfl_xor_sync(CUDA_FULL_MASK, l[h], 1);
+            l[h] += __shfl_xor_sync(CUDA_FULL_MASK, l[h], 2);
+        }
+        const int64_t blk = ((int64_t)s * gridDim.y + blockIdx.y) * n_x + tile_rev;
+        const int64_t row0 = (blk * nsp + sp) * PFM_QR;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = warp * 16 + g + 8 * h;
+            float *prow = part + (row0 + r) * HD;
+#pragma unroll
+            for (int d = 0; d < DT; d++)
+                *reinterpret_cast<float2 *>(prow + d * 8 + 2 * t) =
+                    make_float2(o[d][2 * h], o[d][2 * h + 1]);
+            if (t == 0)
+                *reinterpret_cast<float2 *>(part_ml + (row0 + r) * 2) = make_float2(m[h], l[h]);
+        }
+        return;
     }
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int r = warp * 16 + g + 8 * h;
-        const int tok = tok0 + r / GR;
-        if (tok >= qlen)
+    end_split(true);
+}
+
+/* Split blocks' second half: block (tile, head group, sequence) folds, for each row of a
+ * tile of more than one split, the partials of the splits the row sees (in order, with
+ * pfm_fold_ml / pfm_fold_o), and writes O / l as the one-block walk would. */
+template <int HD>
+__global__ void __launch_bounds__(PFM_WARPS * 32)
+pfm_merge_kernel(float *__restrict__ out, const float *__restrict__ part,
+                 const float *__restrict__ part_ml, const int32_t *__restrict__ query_start,
+                 const int32_t *__restrict__ seq_lens, int n_heads, int n_kv_heads, int GR,
+                 int skip_single, int tps, int nsp)
+{
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
+    const int s = blockIdx.z, tile_rev = blockIdx.x;
+    pfm_tile tl;
+    if (!pfm_tile_of(tl, tile_rev, gridDim.x, blockIdx.y, s, query_start, seq_lens, n_heads,
+                     n_kv_heads, GR, skip_single))
+        return;
+    if ((tl.n_tiles + tps - 1) / tps <= 1)
+        return; /* written by its one block */
+    const int64_t blk = ((int64_t)s * gridDim.y + blockIdx.y) * gridDim.x + tile_rev;
+    const int split_keys = tps * PFM_KT;
+    for (int i = threadIdx.x; i < PFM_QR * (HD / 2); i += PFM_WARPS * 32) {
+        const int r = i / (HD / 2), d = 2 * (i % (HD / 2));
+        const int tok = tl.tok0 + r / GR;
+        if (tok >= tl.qlen)
             continue;
-        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-        float *orow = out + ((int64_t)(qs0 + tok) * n_heads + hq0 + r % GR) * HD;
-#pragma unroll
-        for (int d = 0; d < DT; d++)
-            *reinterpret_cast<float2 *>(orow + d * 8 + 2 * t) =
-                make_float2(o[d][2 * h] * inv, o[d][2 * h + 1] * inv);
+        const int n_row = (tl.pos0 + tok) / split_keys + 1; /* splits this row sees */
+        const int64_t r0 = blk * nsp * PFM_QR + r;
+        float2 ml = *reinterpret_cast<const float2 *>(part_ml + r0 * 2);
+        float2 fo = *reinterpret_cast<const float2 *>(part + r0 * HD + d);
+        float fm = ml.x, fl = ml.y;
+        for (int k = 1; k < n_row; k++) {
+            const int64_t rk = r0 + (int64_t)k * PFM_QR;
+            const float2 mk = *reinterpret_cast<const float2 *>(part_ml + rk * 2);
+            const float2 ok = *reinterpret_cast<const float2 *>(part + rk * HD + d);
+            float c1, c2;
+            pfm_fold_ml(fm, fl, mk.x, mk.y, c1, c2);
+            fo.x = pfm_fold_o(fo.x, ok.x, c1, c2);
+            fo.y = pfm_fold_o(fo.y, ok.y, c1, c2);
+        }
+        const float inv = fl > 0.0f ? 1.0f / fl : 0.0f;
+        *reinterpret_cast<float2 *>(out + ((int64_t)(tl.qs0 + tok) * n_heads + tl.hq0 + r % GR) *
+                                              HD + d) = make_float2(fo.x * inv, fo.y * inv);
     }
 }
 
@@ -354,24 +519,39 @@ llmrt_status cuda_attention_mma_init(llmrt_backend *b, llmrt_error *err)
     return LLMRT_OK;
 }
 
+/* One prefill launch: the grid of query tiles (x), head groups (y), sequences (z); with
+ * nsp > 0, x holds nsp split blocks per tile and the merge follows. */
+typedef struct pfm_plan {
+    dim3 tiles;
+    int gr, skip_single, tps, nsp;
+    float *part, *part_ml;
+} pfm_plan;
+
 template <typename T, int HD>
 static void pfm_launch(const llmrt_backend *b, float *out, const float *q,
-                       const llmrt_attn_params *p, dim3 grid, int gr, int skip_single)
+                       const llmrt_attn_params *p, const pfm_plan &pl)
 {
+    dim3 grid = pl.tiles;
+    if (pl.nsp > 0)
+        grid.x *= (unsigned)pl.nsp;
     cuda_launch(b, attn_prefill_mma_kernel<T, HD>, grid, PFM_WARPS * 32, pfm_shape<HD>::SMEM, out,
                 q, (const T *)p->k_cache, (const T *)p->v_cache, p->query_start, p->seq_lens,
                 p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads, p->n_kv_heads,
-                p->scale, gr, skip_single);
+                p->scale, pl.gr, pl.skip_single, pl.tps, pl.nsp, pl.part, pl.part_ml);
+    if (pl.nsp > 0)
+        cuda_launch(b, pfm_merge_kernel<HD>, pl.tiles, PFM_WARPS * 32, 0, out,
+                    (const float *)pl.part, (const float *)pl.part_ml, p->query_start,
+                    p->seq_lens, p->n_heads, p->n_kv_heads, pl.gr, pl.skip_single, pl.tps, pl.nsp);
 }
 
 template <typename T>
 static void pfm_launch_hd(const llmrt_backend *b, float *out, const float *q,
-                          const llmrt_attn_params *p, dim3 grid, int gr, int skip_single)
+                          const llmrt_attn_params *p, const pfm_plan &pl)
 {
     switch (p->head_dim) {
-    case 64: pfm_launch<T, 64>(b, out, q, p, grid, gr, skip_single); break;
-    case 96: pfm_launch<T, 96>(b, out, q, p, grid, gr, skip_single); break;
-    default: pfm_launch<T, 128>(b, out, q, p, grid, gr, skip_single); break;
+    case 64: pfm_launch<T, 64>(b, out, q, p, pl); break;
+    case 96: pfm_launch<T, 96>(b, out, q, p, pl); break;
+    default: pfm_launch<T, 128>(b, out, q, p, pl); break;
     }
 }
 
@@ -380,15 +560,42 @@ llmrt_status cuda_attention_prefill_mma(llmrt_backend *b, float *out, const floa
                                         llmrt_error *err)
 {
     const int group = p->n_heads / p->n_kv_heads;
-    int gr = 1;
-    while (gr * 2 <= PFM_QR && group % (gr * 2) == 0)
-        gr *= 2;
-    const int tq = PFM_QR / gr;
-    const int gy = p->n_kv_heads * (group / gr);
-    const dim3 grid((unsigned)ceil_div64(p->max_query_len, tq), (unsigned)gy, (unsigned)p->n_seqs);
+    pfm_plan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.gr = 1;
+    while (pl.gr * 2 <= PFM_QR && group % (pl.gr * 2) == 0)
+        pl.gr *= 2;
+    const int tq = PFM_QR / pl.gr;
+    const int gy = p->n_kv_heads * (group / pl.gr);
+    pl.tiles = dim3((unsigned)ceil_div64(p->max_query_len, tq), (unsigned)gy, (unsigned)p->n_seqs);
+    pl.skip_single = skip_single;
+    /* Splits at fixed key positions (the bits); split blocks when the tiles alone would leave
+     * the GPU's block slots (two per SM) empty and their partials fit PFM_SCRATCH_MAX (the
+     * speed only). */
+    const int split_keys = b->tune.att_pf_split > 0 ? b->tune.att_pf_split : PFM_SPLIT_KEYS;
+    pl.tps = b->tune.att_pf_split < 0 ? 0 : (split_keys + PFM_KT - 1) / PFM_KT;
+    if (pl.tps > 0) {
+        const int64_t splits = ceil_div64(ceil_div64(p->max_seq_len, PFM_KT), pl.tps);
+        const int64_t blocks = (int64_t)pl.tiles.x * pl.tiles.y * pl.tiles.z;
+        const int fill = b->tune.att_pf_fill != 0 ? b->tune.att_pf_fill : 2;
+        const size_t bytes = (size_t)blocks * (size_t)splits * PFM_QR *
+                             (size_t)(p->head_dim + 2) * sizeof(float);
+        if (splits > 1 && fill > 0 && blocks < (int64_t)fill * b->sm_count &&
+            bytes <= PFM_SCRATCH_MAX) {
+            void *scratch = NULL;
+            llmrt_error serr;
+            memset(&serr, 0, sizeof serr);
+            /* no memory for the partials: one block per tile, the same bits */
+            if (cuda_scratch_get(b, CUDA_SCRATCH_ATTN_PREFILL, bytes, &scratch, &serr) == LLMRT_OK) {
+                pl.nsp = (int)splits;
+                pl.part = (float *)scratch;
+                pl.part_ml = pl.part + (size_t)blocks * (size_t)splits * PFM_QR * p->head_dim;
+            }
+        }
+    }
     if (p->kv_dtype == LLMRT_DTYPE_F16)
-        pfm_launch_hd<__half>(b, out, q, p, grid, gr, skip_single);
+        pfm_launch_hd<__half>(b, out, q, p, pl);
     else
-        pfm_launch_hd<__nv_bfloat16>(b, out, q, p, grid, gr, skip_single);
+        pfm_launch_hd<__nv_bfloat16>(b, out, q, p, pl);
     return cuda_check_launch(err, "attention prefill (mma)");
 }

@@ -30,6 +30,7 @@ typedef enum cuda_scratch_slot {
     CUDA_SCRATCH_ATTN = 1,    /* split-K decode attention partials */
     CUDA_SCRATCH_ARGMAX = 2,  /* argmax per-block partials + completion counters */
     CUDA_SCRATCH_SAMPLE = 3,  /* sample: per-row histogram, plan, candidates, counters */
+    CUDA_SCRATCH_ATTN_PREFILL = 4, /* prefill attention: split blocks' partials */
     CUDA_SCRATCH_COUNT
 } cuda_scratch_slot;
 
@@ -53,6 +54,9 @@ typedef struct cuda_tune {
                       * a token's bits then depend on its batch) */
     int att_mixed;   /* -1: a mixed step's decode rows through the prefill kernel too */
     int ah_rows;     /* argmax_head: most rows per call past the int8 screen's 8 (default 1024) */
+    int att_pf_split; /* prefill attention: keys per split (multiple of 64; -1: one split) */
+    int att_pf_fill;  /* prefill attention: split blocks while the tiles are fewer than this
+                       * many blocks per SM (default 2; -1: never, one block walks all splits) */
 } cuda_tune;
 
 struct llmrt_backend {

@@ -145,6 +145,8 @@ static const llmrt_key cuda_keys[] = {
      "Kernel tuning knobs for benchmark sweeps, \"key=value,...\" (0 = the built-in choice): "
      "att_cmin, att_fill, att_maxs, att_win (decode attention splits and K/V staging), "
      "att_pf_mma=0 (prefill attention on the fp32 kernel instead of the tensor cores), "
+     "att_pf_split (prefill attention's keys per split, a multiple of 64; -1 = one split), "
+     "att_pf_fill (split blocks below this many tile blocks per SM; -1 = never), "
      "att_inv=0 (decode splits capped by the batch size: batch-dependent rounding), "
      "att_mixed=0 (a mixed step's decode rows through the prefill kernel), ah_rows (most "
      "rows of a greedy argmax_head call), sample_full, copy_k, ah_stats; unknown knobs are "
@@ -238,6 +240,10 @@ static void parse_tune(const llmrt_host *host, const char *text, const char *whe
             t->att_mixed = v > 0 ? 1 : -1;
         else if (strcmp(tok, "ah_rows") == 0)
             t->ah_rows = v;
+        else if (strcmp(tok, "att_pf_split") == 0)
+            t->att_pf_split = v;
+        else if (strcmp(tok, "att_pf_fill") == 0)
+            t->att_pf_fill = v;
         else if (host && host->log)
             host->log(host->ctx, LLMRT_LOG_WARN, "cuda",
                       "[backend.cuda] tune (%s): unknown knob '%s' ignored", where, tok);

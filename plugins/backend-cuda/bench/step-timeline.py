@@ -13,6 +13,7 @@ up to the step time: a kernel that finishes inside its predecessor's shadow cost
 usage: step-timeline.py trace.csv [STEPS]
 """
 import csv
+import re
 import sys
 from collections import OrderedDict
 
@@ -21,6 +22,11 @@ AWQ_ROLES = ["awq qkv", "awq o_proj", "awq gate_up", "awq down"]
 
 def kind(name):
     n = name.lower()
+    if "fp8_gemv" in n:  # the template arguments (NT, KW, W8A8, GLU) tell linears apart
+        m = re.search(r"<([^>]*)>", name)
+        args = m.group(1).replace(" ", "") if m else ",".join(re.findall(r"L[ib](\d+)E", name))
+        if args:
+            return "fp8 gemv <%s>" % args
     for key, label in (("ah_screen", "argmax_head screen"), ("ah_select", "argmax_head select"),
                        ("ah_finish", "argmax_head finish"), ("ah_norms", "argmax_head norms"),
                        ("ah_lower", "argmax_head lower bounds"),
@@ -29,7 +35,8 @@ def kind(name):
                        ("moe_cuda", "moe (routing, combine)"),
                        ("fp8_gemv", "fp8 gemv"), ("fp8_", "fp8 (gemm, activation quantize)"),
                        ("attn_decode_batch", "attention (batch)"),
-                       ("attn_prefill_mma", "attention prefill (mma)"), ("attn_", "attention"),
+                       ("attn_prefill_mma", "attention prefill (mma)"),
+                       ("pfm_merge", "attention prefill (merge)"), ("attn_", "attention"),
                        ("add_rmsnorm", "add_rmsnorm"), ("qk_norm", "qk_norm_rope_store"),
                        ("swiglu", "swiglu"), ("gemv", "lm_head gemv"), ("argmax", "argmax"),
                        ("sample", "sample"), ("embedding", "embedding"), ("rmsnorm", "rmsnorm"),

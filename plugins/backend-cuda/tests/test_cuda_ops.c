@@ -403,12 +403,14 @@ END_TEST
 
 /* The kernels the batch work added can be switched off ([backend.cuda] tune): prefill on the
  * fp32 kernel, decode splits capped by the batch, a mixed step's decode rows through the
- * prefill kernel; every case still equals the CPU. */
+ * prefill kernel, prefill keys in splits of one tile, in one split, never in split blocks;
+ * every case still equals the CPU. */
 START_TEST(test_attention_variants)
 {
     static const char *tunes[] = {"att_pf_mma=0", "att_inv=0", "att_mixed=0",
-                                  "att_mixed=0,att_pf_mma=0"};
-    for (int v = 0; v < 4; v++) {
+                                  "att_mixed=0,att_pf_mma=0", "att_pf_split=64",
+                                  "att_pf_split=-1", "att_pf_fill=-1"};
+    for (int v = 0; v < (int)(sizeof tunes / sizeof *tunes); v++) {
         llmrt_backend_ref ref = CT.cuda;
         ref.b = create_tuned(tunes[v]);
         char variant[48];
@@ -674,6 +676,66 @@ START_TEST(test_attention_chunk_invariant)
         aw_free(&w);
         if (geo[gi].tune)
             CT.cuda_vt->destroy(be.b);
+    }
+}
+END_TEST
+
+/* The tensor-core prefill's key splits give the same bits whichever schedule walks them:
+ * split blocks and a merge (few query rows over a long context: att_pf_fill=1000 forces it
+ * for every call) and one block per tile folding in registers (att_pf_fill=-1), for whole
+ * prompts, chunks after a cached prefix and a mixed call, at the default split and at 128
+ * keys; a row before a split's first key folds an empty split in as a no-op. */
+START_TEST(test_attention_split_schedules)
+{
+    static const struct {
+        int n_heads, n_kv, hd;
+        llmrt_dtype dt;
+        const char *split;
+    } geo[] = {{32, 8, 128, LLMRT_DTYPE_F16, ""},
+               {16, 2, 64, LLMRT_DTYPE_BF16, "att_pf_split=128,"},
+               {12, 4, 96, LLMRT_DTYPE_F16, "att_pf_split=192,"}};
+    for (size_t gi = 0; gi < sizeof geo / sizeof *geo; gi++) {
+        char tune[2][64];
+        snprintf(tune[0], sizeof tune[0], "%satt_pf_fill=1000", geo[gi].split);
+        snprintf(tune[1], sizeof tune[1], "%satt_pf_fill=-1", geo[gi].split);
+        llmrt_backend_ref be[2] = {CT.cuda, CT.cuda};
+        for (int v = 0; v < 2; v++)
+            be[v].b = create_tuned(tune[v]);
+        const int ctx[3] = {1300, 600, 90};
+        att_world w = aw_make(3, ctx, geo[gi].n_heads, geo[gi].n_kv, geo[gi].hd, 16, geo[gi].dt,
+                              2048, 0, 1100 + gi);
+        const size_t rowf = (size_t)w.n_heads * w.hd;
+        /* whole prompts; 64- and 7-token chunks at the end of a long context; the three
+         * sequences' tails in one call beside a decode row */
+        const struct {
+            int n, seq[3], start[3], qlen[3];
+        } calls[] = {{1, {0}, {0}, {1300}},
+                     {1, {1}, {0}, {600}},
+                     {1, {0}, {1236}, {64}},
+                     {1, {0}, {1293}, {7}},
+                     {1, {1}, {512}, {88}},
+                     {3, {0, 1, 2}, {1000, 599, 50}, {300, 1, 40}}};
+        for (size_t ci = 0; ci < sizeof calls / sizeof *calls; ci++) {
+            int msl = 0; /* the tightest bound: the partials of whole prompts fit */
+            for (int i = 0; i < calls[ci].n; i++)
+                if (calls[ci].start[i] + calls[ci].qlen[i] > msl)
+                    msl = calls[ci].start[i] + calls[ci].qlen[i];
+            float *res[2];
+            for (int v = 0; v < 2; v++)
+                res[v] = aw_run(&w, &be[v], calls[ci].n, calls[ci].seq, calls[ci].start,
+                                calls[ci].qlen, msl);
+            int rows = 0;
+            for (int i = 0; i < calls[ci].n; i++)
+                rows += calls[ci].qlen[i];
+            char what[160];
+            snprintf(what, sizeof what, "prefill hd %d %s call %zu: %s vs %s", w.hd,
+                     llmrt_dtype_name(w.dt), ci, tune[0], tune[1]);
+            aw_assert_same(res[0], res[1], (size_t)rows * rowf, what);
+            free(res[0]), free(res[1]);
+        }
+        aw_free(&w);
+        for (int v = 0; v < 2; v++)
+            CT.cuda_vt->destroy(be[v].b);
     }
 }
 END_TEST
@@ -1430,6 +1492,7 @@ int main(void)
     tcase_add_test(tc, test_attention_variants);
     tcase_add_test(tc, test_attention_batch_invariant);
     tcase_add_test(tc, test_attention_chunk_invariant);
+    tcase_add_test(tc, test_attention_split_schedules);
     tcase_add_test(tc, test_silu_mul_add);
     tcase_add_test(tc, test_add_rmsnorm);
     tcase_add_test(tc, test_qk_norm_rope_store);
