@@ -17,8 +17,8 @@
  * everything else is f32: ~1e-3 relative for f16 caches, a few 1e-3 for bf16 (the tests'
  * tolerances).
  *
- * Key splits: a row's keys are cut at fixed positions (every att_pf_split keys, 512 unless
- * tuned); each split's (unnormalised O, max, sum) starts empty, and the splits are folded left
+ * Key splits ([backend.cuda] tune att_pf_split=N; off by default until measured on a GPU: see
+ * NOTES.md round 15): a row's keys are cut at fixed positions, every N keys; each split's (unnormalised O, max, sum) starts empty, and the splits are folded left
  * to right with one merge formula (pfm_fold). Where the grid is small (few query rows over a
  * long context: a chat turn after its cached prefix) each split gets a block of its own and
  * writes a partial, which a second kernel folds; elsewhere one block walks every split of its
@@ -37,7 +37,7 @@
 #define PFM_WARPS 4
 #define PFM_QR 64 /* query rows per block */
 #define PFM_KT 64 /* keys per tile */
-#define PFM_SPLIT_KEYS 512 /* keys per split unless [tune] att_pf_split */
+#define PFM_SPLIT_KEYS 0 /* keys per split unless [tune] att_pf_split (0: one split) */
 #define PFM_SCRATCH_MAX ((size_t)64 << 20) /* split blocks' partials: beyond, one block walks all */
 
 template <int HD> struct pfm_shape {
@@ -572,8 +572,9 @@ llmrt_status cuda_attention_prefill_mma(llmrt_backend *b, float *out, const floa
     /* Splits at fixed key positions (the bits); split blocks when the tiles alone would leave
      * the GPU's block slots (two per SM) empty and their partials fit PFM_SCRATCH_MAX (the
      * speed only). */
-    const int split_keys = b->tune.att_pf_split > 0 ? b->tune.att_pf_split : PFM_SPLIT_KEYS;
-    pl.tps = b->tune.att_pf_split < 0 ? 0 : (split_keys + PFM_KT - 1) / PFM_KT;
+    const int split_keys = b->tune.att_pf_split > 0 ? b->tune.att_pf_split
+                           : b->tune.att_pf_split < 0 ? 0 : PFM_SPLIT_KEYS;
+    pl.tps = (split_keys + PFM_KT - 1) / PFM_KT;
     if (pl.tps > 0) {
         const int64_t splits = ceil_div64(ceil_div64(p->max_seq_len, PFM_KT), pl.tps);
         const int64_t blocks = (int64_t)pl.tiles.x * pl.tiles.y * pl.tiles.z;

@@ -403,13 +403,13 @@ END_TEST
 
 /* The kernels the batch work added can be switched off ([backend.cuda] tune): prefill on the
  * fp32 kernel, decode splits capped by the batch, a mixed step's decode rows through the
- * prefill kernel, prefill keys in splits of one tile, in one split, never in split blocks;
- * every case still equals the CPU. */
+ * prefill kernel; prefill keys in splits of one tile, of 512 keys, of 512 never in split
+ * blocks; every case still equals the CPU. */
 START_TEST(test_attention_variants)
 {
     static const char *tunes[] = {"att_pf_mma=0", "att_inv=0", "att_mixed=0",
                                   "att_mixed=0,att_pf_mma=0", "att_pf_split=64",
-                                  "att_pf_split=-1", "att_pf_fill=-1"};
+                                  "att_pf_split=512", "att_pf_split=512,att_pf_fill=-1"};
     for (int v = 0; v < (int)(sizeof tunes / sizeof *tunes); v++) {
         llmrt_backend_ref ref = CT.cuda;
         ref.b = create_tuned(tunes[v]);
@@ -617,7 +617,8 @@ END_TEST
 /* A prompt's prefill rows do not depend on how it is chunked or batched: the whole prompt in
  * one call, the same rows in chunks after their cached prefix (2..130 tokens), and chunks of
  * three sequences in one call agree bit for bit (tensor-core kernel: key tiles from position
- * 0 for every row; the fp32 kernel under att_pf_mma=0 likewise). */
+ * 0 for every row; the fp32 kernel under att_pf_mma=0 likewise; with key splits, whole
+ * prompts fold in one block and chunks in split blocks). */
 START_TEST(test_attention_chunk_invariant)
 {
     static const struct {
@@ -627,7 +628,9 @@ START_TEST(test_attention_chunk_invariant)
     } geo[] = {{32, 8, 128, LLMRT_DTYPE_F16, NULL},
                {16, 2, 64, LLMRT_DTYPE_BF16, NULL},
                {12, 4, 96, LLMRT_DTYPE_F16, NULL},
-               {8, 2, 128, LLMRT_DTYPE_F16, "att_pf_mma=0"}};
+               {8, 2, 128, LLMRT_DTYPE_F16, "att_pf_mma=0"},
+               {32, 8, 128, LLMRT_DTYPE_F16, "att_pf_split=512"},
+               {16, 2, 64, LLMRT_DTYPE_BF16, "att_pf_split=128"}};
     for (size_t gi = 0; gi < sizeof geo / sizeof *geo; gi++) {
         llmrt_backend_ref be = CT.cuda;
         if (geo[gi].tune)
@@ -684,14 +687,14 @@ END_TEST
  * split blocks and a merge (few query rows over a long context: att_pf_fill=1000 forces it
  * for every call) and one block per tile folding in registers (att_pf_fill=-1), for whole
  * prompts, chunks after a cached prefix and a mixed call, at the default split and at 128
- * keys; a row before a split's first key folds an empty split in as a no-op. */
+ * keys (and 192); a row before a split's first key folds an empty split in as a no-op. */
 START_TEST(test_attention_split_schedules)
 {
     static const struct {
         int n_heads, n_kv, hd;
         llmrt_dtype dt;
         const char *split;
-    } geo[] = {{32, 8, 128, LLMRT_DTYPE_F16, ""},
+    } geo[] = {{32, 8, 128, LLMRT_DTYPE_F16, "att_pf_split=512,"},
                {16, 2, 64, LLMRT_DTYPE_BF16, "att_pf_split=128,"},
                {12, 4, 96, LLMRT_DTYPE_F16, "att_pf_split=192,"}};
     for (size_t gi = 0; gi < sizeof geo / sizeof *geo; gi++) {
