@@ -17,18 +17,19 @@
  * everything else is f32: ~1e-3 relative for f16 caches, a few 1e-3 for bf16 (the tests'
  * tolerances).
  *
- * Key splits ([backend.cuda] tune att_pf_split=N; off by default until measured on a GPU: see
- * NOTES.md round 15): a row's keys are cut at fixed positions, every N keys; each split's (unnormalised O, max, sum) starts empty, and the splits are folded left
- * to right with one merge formula (pfm_fold). Where the grid is small (few query rows over a
- * long context: a chat turn after its cached prefix) each split gets a block of its own and
- * writes a partial, which a second kernel folds; elsewhere one block walks every split of its
- * rows and folds in registers. Both run the same arithmetic in the same order, so the choice
- * changes the speed, never the bits.
+ * Key splits ([backend.cuda] tune att_pf_split=N; off by default until measured on a GPU:
+ * NOTES.md round 15): a row's keys are cut at fixed positions, every N keys; each split's
+ * (unnormalised O, max, sum) starts empty, and the splits are folded left to right with one
+ * merge formula (pfm_fold_ml / pfm_fold_o), a split the row sees no key of skipped. Where the
+ * grid is small (few query rows over a long context: a chat turn after its cached prefix)
+ * each split gets a block of its own and writes a partial, which a second kernel folds;
+ * elsewhere one block walks every split of its rows and folds as it goes. Both run the same
+ * arithmetic in the same order, so the choice changes the speed, never the bits.
  *
  * Key tiles start at position 0 of the sequence for every query row, and a tile a row cannot
- * see leaves its max, sum and output exactly as they were (exp2(0) = 1, P = 0; an empty split
- * folds in as an exact no-op), so a row's result depends only on its own query and keys: a
- * prompt prefilled alone, in chunks, or beside other sequences gives the same bits. */
+ * see leaves its max, sum and output exactly as they were (exp2(0) = 1, P = 0), so a row's
+ * result depends only on its own query and keys: a prompt prefilled alone, in chunks, or
+ * beside other sequences gives the same bits. */
 #include "cuda_attention_common.cuh"
 
 #include <math.h>
@@ -156,8 +157,8 @@ __device__ __forceinline__ bool pfm_tile_of(pfm_tile &t, int tile_rev, int n_til
 }
 
 /* Fold split (o, m, l) into the running (fo, fm, fl): the one merge formula of both
- * schedules, contraction spelled out so every kernel rounds alike. An empty split (m = -inf,
- * l = 0, o = 0) leaves the running state exactly as it was. */
+ * schedules, contraction spelled out so every kernel rounds alike. Both skip a split the row
+ * saw no key of (m = -inf) instead of folding it. */
 __device__ __forceinline__ void pfm_fold_ml(float &fm, float &fl, float m, float l, float &c1,
                                             float &c2)
 {
@@ -281,12 +282,15 @@ attn_prefill_mma_kernel(float *__restrict__ out, const float *__restrict__ q,
         for (int h = 0; h < 2; h++) {
             l[h] += __shfl_xor_sync(CUDA_FULL_MASK, l[h], 1);
             l[h] += __shfl_xor_sync(CUDA_FULL_MASK, l[h], 2);
+            /* a row that saw no key of this split (it starts past the row) skips it, as
+             * the merge does: not even a fold by exp2(0) = 1 */
+            const bool empty = folded && m[h] == -INFINITY;
             float c1 = 0.0f, c2 = 0.0f;
-            if (folded)
-                pfm_fold_ml(fm[h], fl[h], m[h], l[h], c1, c2);
-            else
+            if (!folded)
                 fm[h] = m[h], fl[h] = l[h];
-            if (!orow[h])
+            else if (!empty)
+                pfm_fold_ml(fm[h], fl[h], m[h], l[h], c1, c2);
+            if (!orow[h] || (empty && !last))
                 continue;
             const float inv = !last ? 1.0f : fl[h] > 0.0f ? 1.0f / fl[h] : 0.0f;
 #pragma unroll
@@ -295,7 +299,8 @@ attn_prefill_mma_kernel(float *__restrict__ out, const float *__restrict__ q,
                 float2 v = make_float2(o[d][2 * h], o[d][2 * h + 1]);
                 if (folded) {
                     const float2 f = *at;
-                    v = make_float2(pfm_fold_o(f.x, v.x, c1, c2), pfm_fold_o(f.y, v.y, c1, c2));
+                    v = empty ? f
+                              : make_float2(pfm_fold_o(f.x, v.x, c1, c2), pfm_fold_o(f.y, v.y, c1, c2));
                 }
                 *at = last ? make_float2(v.x * inv, v.y * inv) : v;
             }
