@@ -641,92 +641,130 @@ I8_256 static void int8_prep(void *c, int64_t r0, int64_t r1)
     }
 }
 
-/* Scale s_g of group g as f32, 0 past the last group (the padding of a partial block). */
-static inline float scale_or_zero(const uint16_t *sc, int64_t g, int64_t ng)
-{
-    return g < ng ? llmrt_f16_to_f32(sc[g]) : 0.0f;
-}
-
-/* AVX2: output o against R rows. Per 32 inputs j: vpmaddubsw + vpmaddwd give eight int32
- * sums of four products, scaled by s_g d_j into the f32 accumulator; the zero points come
- * last, eight groups at a time. */
+/* AVX2: outputs o .. o + O - 1 against R rows. Per 32 inputs j: vpmaddubsw + vpmaddwd give
+ * eight int32 sums of four products, scaled by d_j into the group's f32 partial P; at the
+ * end of group g, P scaled by s_g into the accumulator; the zero points come last, eight
+ * groups at a time. Each (row, output) runs the same operations in the same order for any R
+ * and O, so a row's result does not depend on the rows or outputs beside it. The scales are
+ * converted with F16C once per output and call, the group of a slice found by counting (no
+ * division), several outputs share each load of x, and each block's 64 bytes load at once with
+ * a software prefetch a few KB ahead: with the hardware prefetcher alone the decode stream was
+ * latency-bound (BENCHMARKS.md, 2026-12-02 fourth session). */
+#define I8_256_MAX_GROUPS 512 /* in / group for the stack copy of the scales (else per use) */
+#define I8_256_PREFETCH 2048  /* bytes of weights ahead of the loads */
 I8_256 static inline ALWAYS_INLINE void dot_i8_256(const awq_cpu_linear *L, int64_t o,
                                                    const float *rows, int64_t rs,
                                                    scratch_layout sl, float *y,
-                                                   int64_t y_stride, const int R)
+                                                   int64_t y_stride, const int R, const int O)
 {
-    const int64_t nb = L->n_blocks, ng = L->n_groups, G = L->group;
-    const uint8_t *qw = L->q + o * nb * BLOCK_BYTES;
-    const uint16_t *sc = L->scales + o * ng;
-    const uint8_t *zp = L->zeros + o * ng;
+    const int64_t nb = L->n_blocks, ng = L->n_groups, n32 = L->in / 32;
+    const int spg = (int)(L->group / 32); /* 32-input slices per group */
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    __m256 acc[4];
-    float zt[4];
+    const uint8_t *qw[2];
+    const uint16_t *sc[2];
+    float sf[2][I8_256_MAX_GROUPS];
+    const int stack_scales = ng <= I8_256_MAX_GROUPS;
+    for (int u = 0; u < O; u++) {
+        qw[u] = L->q + (o + u) * nb * BLOCK_BYTES;
+        sc[u] = L->scales + (o + u) * ng;
+        if (stack_scales) {
+            int64_t g = 0;
+            for (; g + 8 <= ng; g += 8)
+                _mm256_storeu_ps(sf[u] + g, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc[u] + g))));
+            for (; g < ng; g++)
+                sf[u][g] = _cvtsh_ss(sc[u][g]);
+        }
+    }
+    __m256 acc[4][2], P[4][2];
     for (int r = 0; r < R; r++)
-        acc[r] = _mm256_setzero_ps(), zt[r] = 0.0f;
+        for (int u = 0; u < O; u++)
+            acc[r][u] = P[r][u] = _mm256_setzero_ps();
+    int64_t g = 0;
+    int in_group = 0;
     for (int64_t b = 0; b < nb; b++) {
-        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(qw + b * BLOCK_BYTES));
-        const __m256i w1 = _mm256_loadu_si256((const __m256i *)(qw + b * BLOCK_BYTES + 32));
-        /* the four 32-input slices of the block, in input order */
-        const __m256i q[4] = {_mm256_and_si256(w0, m4), _mm256_and_si256(w1, m4),
-                              _mm256_and_si256(_mm256_srli_epi16(w0, 4), m4),
-                              _mm256_and_si256(_mm256_srli_epi16(w1, 4), m4)};
-        float sw[4];
-        for (int m = 0; m < 4; m++)
-            sw[m] = scale_or_zero(sc, (BLOCK * b + 32 * m) / G, ng);
-        for (int m = 0; m < 4; m++)
+        /* the block's 64 bytes at once, and the stream I8_256_PREFETCH bytes ahead (the rows
+         * of a chunk of outputs are contiguous) */
+        __m256i w0[2], w1[2];
+        for (int u = 0; u < O; u++) {
+            const uint8_t *qb = qw[u] + b * BLOCK_BYTES;
+            _mm_prefetch((const char *)qb + I8_256_PREFETCH, _MM_HINT_T0);
+            w0[u] = _mm256_loadu_si256((const __m256i *)qb);
+            w1[u] = _mm256_loadu_si256((const __m256i *)(qb + 32));
+        }
+        const int mmax = 4 * b + 4 <= n32 ? 4 : (int)(n32 - 4 * b); /* a partial last block */
+#pragma GCC unroll 4
+        for (int m = 0; m < mmax; m++) {
+            const int64_t j = 4 * b + m;
+            __m256i q[2];
+            for (int u = 0; u < O; u++) /* slice m: low nibbles of bytes 0-31, 32-63, then high */
+                q[u] = _mm256_and_si256(m == 0   ? w0[u]
+                                        : m == 1 ? w1[u]
+                                        : m == 2 ? _mm256_srli_epi16(w0[u], 4)
+                                                 : _mm256_srli_epi16(w1[u], 4),
+                                        m4);
             for (int r = 0; r < R; r++) {
                 const float *row = rows + r * rs;
-                const int8_t *qx = (const int8_t *)(row + sl.qx) + BLOCK * b + 32 * m;
-                __m256i dot = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(q[m], _mm256_loadu_si256((const __m256i *)qx)), ones);
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
-                                         _mm256_set1_ps(sw[m] * row[sl.d + 4 * b + m]), acc[r]);
+                const __m256i xq = _mm256_loadu_si256((const __m256i *)((const int8_t *)(row + sl.qx) + 32 * j));
+                const __m256 d = _mm256_broadcast_ss(row + sl.d + j);
+                for (int u = 0; u < O; u++) {
+                    const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(q[u], xq), ones);
+                    P[r][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), d, P[r][u]);
+                }
             }
+            if (++in_group == spg) { /* end of group g */
+                for (int u = 0; u < O; u++) {
+                    const __m256 sv = _mm256_set1_ps(stack_scales ? sf[u][g] : _cvtsh_ss(sc[u][g]));
+                    for (int r = 0; r < R; r++) {
+                        acc[r][u] = _mm256_fmadd_ps(P[r][u], sv, acc[r][u]);
+                        P[r][u] = _mm256_setzero_ps();
+                    }
+                }
+                in_group = 0;
+                g++;
+            }
+        }
     }
-    int64_t g = 0;
-    for (; g + 8 <= ng; g += 8) {
-        __m256 s = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sc + g)));
-        __m256 z = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zp + g))));
-        __m256 sz = _mm256_mul_ps(s, z);
+    for (int u = 0; u < O; u++) {
+        const uint16_t *scu = sc[u];
+        const uint8_t *zp = L->zeros + (o + u) * ng;
+        float zt[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        int64_t gz = 0;
+        for (; gz + 8 <= ng; gz += 8) {
+            __m256 sv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scu + gz)));
+            __m256 z = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zp + gz))));
+            __m256 sz = _mm256_mul_ps(sv, z);
+            for (int r = 0; r < R; r++)
+                acc[r][u] = _mm256_fnmadd_ps(sz, _mm256_loadu_ps(rows + r * rs + sl.c + gz), acc[r][u]);
+        }
+        for (; gz < ng; gz++) {
+            const float sz = _cvtsh_ss(scu[gz]) * (float)zp[gz];
+            for (int r = 0; r < R; r++)
+                zt[r] += sz * rows[r * rs + sl.c + gz];
+        }
         for (int r = 0; r < R; r++)
-            acc[r] = _mm256_fnmadd_ps(sz, _mm256_loadu_ps(rows + r * rs + sl.c + g), acc[r]);
+            y[r * y_stride + u] = hsum256(acc[r][u]) - zt[r];
     }
-    for (; g < ng; g++) {
-        const float sz = llmrt_f16_to_f32(sc[g]) * (float)zp[g];
-        for (int r = 0; r < R; r++)
-            zt[r] += sz * rows[r * rs + sl.c + g];
-    }
-    for (int r = 0; r < R; r++)
-        y[r * y_stride] = hsum256(acc[r]) - zt[r];
 }
 
-#define DEFINE_INT8_COLS(SUF, ATTR, R_MAX, CALL)                                               \
-    ATTR static void cols_##SUF(const fwd_ctx *f, int64_t o0, int64_t o1)                      \
-    {                                                                                          \
-        const awq_cpu_linear *L = f->l;                                                        \
-        const int64_t out = L->out, rs = f->sl.stride;                                         \
-        int64_t r = 0;                                                                         \
-        for (; r + R_MAX <= f->n; r += R_MAX)                                                  \
-            for (int64_t o = o0; o < o1; o++)                                                  \
-                CALL(R_MAX);                                                                   \
-        if (R_MAX > 4 && r + 4 <= f->n) {                                                      \
-            for (int64_t o = o0; o < o1; o++)                                                  \
-                CALL(4);                                                                       \
-            r += 4;                                                                            \
-        }                                                                                      \
-        if (r + 2 <= f->n) {                                                                   \
-            for (int64_t o = o0; o < o1; o++)                                                  \
-                CALL(2);                                                                       \
-            r += 2;                                                                            \
-        }                                                                                      \
-        if (r < f->n)                                                                          \
-            for (int64_t o = o0; o < o1; o++)                                                  \
-                CALL(1);                                                                       \
+/* Rows in fours, then twos, then one; outputs one at a time beside four rows, in pairs
+ * beside fewer (the accumulators fit the sixteen ymm registers). */
+I8_256 static void cols_i8_256(const fwd_ctx *f, int64_t o0, int64_t o1)
+{
+    const awq_cpu_linear *L = f->l;
+    const int64_t out = L->out, rs = f->sl.stride;
+    int64_t r = 0;
+#define I8_256_ROWS(RR)                                                                            do {                                                                                               const float *rows_ = f->scratch + r * rs;                                                      float *y_ = f->y + r * out;                                                                    int64_t o = o0;                                                                                if (RR < 4)                                                                                        for (; o + 2 <= o1; o += 2)                                                                        dot_i8_256(L, o, rows_, rs, f->sl, y_ + o, out, RR, 2);                                for (; o < o1; o++)                                                                                dot_i8_256(L, o, rows_, rs, f->sl, y_ + o, out, RR, 1);                                } while (0)
+    for (; r + 4 <= f->n; r += 4)
+        I8_256_ROWS(4);
+    if (r + 2 <= f->n) {
+        I8_256_ROWS(2);
+        r += 2;
     }
+    if (r < f->n)
+        I8_256_ROWS(1);
+#undef I8_256_ROWS
+}
 
-#define CALL_256(RR) dot_i8_256(L, o, f->scratch + r * rs, rs, f->sl, f->y + r * out + o, out, RR)
-DEFINE_INT8_COLS(i8_256, I8_256, 4, CALL_256)
 
 /* AVX-512 (interleaved layout): the sixteen outputs of group og against T rows of x from
  * row r0. Per 32 inputs j: four steps of two vpdpbusd per row (lanes = outputs, each summing
