@@ -18,7 +18,15 @@
  *
  *   screen (parallel over chunks of the vocabulary): A [n, vocab] and, per chunk and row,
  *           max_j (A_j - b_j); four weight rows per pass, each row of x against them
- *   select: T_r = max over chunks; the candidates' exact logits; the largest, lowest j */
+ *   select: T_r = max over chunks; the candidates' exact logits; the largest, lowest j
+ *
+ * On the avx2 path the screen multiplies integers: x is rounded to int16 per row,
+ * x'_i = t qx_i, t = max|x| / Q (Q <= 32767, small enough that no int32 lane of the sums can
+ * overflow), and Σ q_ji qx_i is exact (vpmaddwd, int32 lanes, an int64 total), so A_j =
+ * s_j t Σ q_ji qx_i, and the rounding of x adds |Σ_i (x_i - x'_i) s_j q_ji| <= (t / 2) c2_j,
+ * c2_j = s_j Σ_i |q_ji|, to the bound: b_j = c1_j ||x|| + c2_j t / 2. It reads each weight
+ * byte with one sign extension and one multiply-add for two, where the f32 screen converts
+ * every weight to a float; the candidates, and so the ids, are those of the same rule. */
 #include "cpu_internal.h"
 
 #include <math.h>
@@ -36,6 +44,8 @@ struct llmrt_argmax_head {
     int8_t *q;        /* [vocab, d] */
     float *scale;     /* [vocab] s_j */
     float *c1;        /* [vocab] */
+    float *c2;        /* [vocab] s_j Σ_i |q_ji| (the avx2 screen's x rounding) */
+    int16_t *qx;      /* [max_rows, d] x rounded for the avx2 screen */
     float *approx;    /* [max_rows, vocab] A */
     float *part;      /* [max_rows, n_chunks] max (A - b) per chunk */
     int64_t n_chunks;
@@ -88,10 +98,12 @@ typedef double f64v8_ah __attribute__((vector_size(64)));
                 memset(h->q + j * d, 0, (size_t)d);                                            \
                 h->scale[j] = 0.0f;                                                            \
                 h->c1[j] = INFINITY;                                                           \
+                h->c2[j] = 0.0f;                                                               \
                 continue;                                                                      \
             }                                                                                  \
             const float s = mxa / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;                    \
             f64v8_ah ee = {0}, ww = {0}, qq = {0};                                             \
+            int64_t qa = 0; /* Σ |q| */                                                        \
             for (int64_t i0 = 0; i0 < d; i0 += AH_PREP_CHUNK) {                                \
                 const int64_t m = d - i0 < AH_PREP_CHUNK ? d - i0 : AH_PREP_CHUNK;             \
                 const int64_t m8 = (m + 7) / 8 * 8;                                            \
@@ -103,8 +115,10 @@ typedef double f64v8_ah __attribute__((vector_size(64)));
                     /* round to nearest even: |v / s| <= 127 < 2^22 */                         \
                     f32v8_ah qf = (v * inv + 0x1.8p23f) - 0x1.8p23f;                           \
                     i32v8_ah qi = __builtin_convertvector(qf, i32v8_ah);                       \
-                    for (int l = 0; l < 8; l++)                                                \
+                    for (int l = 0; l < 8; l++) {                                              \
                         qrow[i + l] = (int8_t)qi[l];                                           \
+                        qa += qi[l] < 0 ? -qi[l] : qi[l];                                      \
+                    }                                                                          \
                     /* exact in double: s q is 24 x 8 bits, v - s q then exact */              \
                     f64v8_ah vd = __builtin_convertvector(v, f64v8_ah);                        \
                     f64v8_ah ws = (double)s * __builtin_convertvector(qf, f64v8_ah);           \
@@ -117,6 +131,7 @@ typedef double f64v8_ah __attribute__((vector_size(64)));
             for (int l = 0; l < 8; l++)                                                        \
                 se += ee[l], sw += ww[l], sq += qq[l];                                         \
             h->scale[j] = s;                                                                   \
+            h->c2[j] = (float)((double)s * (double)qa * 1.0001);                               \
             const double c1 = sqrt(se) + 2.0 * p->gamma * (sqrt(sw) + sqrt(sq));               \
             h->c1[j] = (float)(c1 * 1.0001);                                                   \
         }                                                                                      \
@@ -175,9 +190,11 @@ llmrt_status cpu_argmax_head_create(llmrt_backend *b, const llmrt_tensor *w, int
     cpu_advise_huge(qmem, (size_t)(vocab * d));
     h->scale = malloc((size_t)vocab * sizeof(float));
     h->c1 = malloc((size_t)vocab * sizeof(float));
+    h->c2 = malloc((size_t)vocab * sizeof(float));
+    h->qx = malloc((size_t)(max_rows * d) * sizeof(int16_t));
     h->approx = malloc((size_t)(max_rows * vocab) * sizeof(float));
     h->part = malloc((size_t)(max_rows * h->n_chunks) * sizeof(float));
-    if (!h->q || !h->scale || !h->c1 || !h->approx || !h->part) {
+    if (!h->q || !h->scale || !h->c1 || !h->c2 || !h->qx || !h->approx || !h->part) {
         cpu_argmax_head_destroy(b, h);
         return llmrt_fail(err, LLMRT_ERR_NOMEM,
                           "cpu argmax_head: out of memory for an int8 copy of w [%lld, %lld] "
@@ -203,6 +220,8 @@ void cpu_argmax_head_destroy(llmrt_backend *b, llmrt_argmax_head *h)
         cpu_dev_free(b, h->q);
     free(h->scale);
     free(h->c1);
+    free(h->c2);
+    free(h->qx);
     free(h->approx);
     free(h->part);
     free(h);
@@ -214,6 +233,8 @@ typedef struct {
     llmrt_argmax_head *h;
     const float *x; /* [n, d] */
     const float *bx; /* [n] ||x_r|| (1 + 1e-3) */
+    const float *bt; /* [n] the avx2 screen: t_r / 2 (1 + 1e-3), its x's rounding; else 0 */
+    const float *tq; /* [n] the avx2 screen: t_r (x_r = t_r qx_r) */
     int32_t n;
     cpu_isa isa;
 } screen_ctx;
@@ -274,13 +295,6 @@ DEFINE_SCREEN(base, 4, )
 #include <immintrin.h>
 #define CPU_HAVE_X86_SCREEN 1
 typedef float f32v16_ah __attribute__((vector_size(64)));
-__attribute__((target("avx2"))) static inline ALWAYS_INLINE f32v8_ah q_to_f32_avx2(const int8_t *p)
-{
-    __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-    f32v8_ah o;
-    memcpy(&o, &v, sizeof o);
-    return o;
-}
 #define AH_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2")))
 AH_512 static inline ALWAYS_INLINE f32v16_ah q_to_f32_avx512(const int8_t *p)
 {
@@ -289,10 +303,80 @@ AH_512 static inline ALWAYS_INLINE f32v16_ah q_to_f32_avx512(const int8_t *p)
     memcpy(&o, &v, sizeof o);
     return o;
 }
-#define Q_TO_F32_avx2(p) q_to_f32_avx2(p)
 #define Q_TO_F32_avx512(p) q_to_f32_avx512(p)
-DEFINE_SCREEN(avx2, 8, __attribute__((target("avx2"))))
 DEFINE_SCREEN(avx512, 16, AH_512)
+
+/* The avx2 screen (integers, the header comment): C weight rows j.. against every row of x
+ * rounded to int16 (s->h->qx), sixteen inputs per vpmaddwd, the next pass's rows prefetched. */
+#define AH_AVX2 __attribute__((target("avx2")))
+#define AH_PREFETCH_ROWS 4 /* passes of weight rows ahead (at the same inputs) */
+AH_AVX2 static inline ALWAYS_INLINE void screen_rows_avx2(const screen_ctx *s, int64_t j,
+                                                          const int C)
+{
+    const llmrt_argmax_head *h = s->h;
+    const int64_t d = h->d;
+    const int8_t *q = h->q + j * d;
+    const int pf = j + AH_PREFETCH_ROWS + C <= h->vocab;
+    for (int32_t r = 0; r < s->n; r++) {
+        const int16_t *xq = h->qx + r * d;
+        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(),
+                          _mm256_setzero_si256(), _mm256_setzero_si256()};
+        int64_t tail[4] = {0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 16 <= d; i += 16) {
+            if (pf && r == 0 && (i & 63) == 0)
+                for (int c = 0; c < C; c++)
+                    _mm_prefetch((const char *)(q + (AH_PREFETCH_ROWS + c) * d + i), _MM_HINT_T0);
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + i));
+            for (int c = 0; c < C; c++) {
+                const __m256i w =
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + c * d + i)));
+                acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(w, xv));
+            }
+        }
+        for (; i < d; i++)
+            for (int c = 0; c < C; c++)
+                tail[c] += (int64_t)xq[i] * q[c * d + i];
+        for (int c = 0; c < C; c++) {
+            int32_t lanes[8];
+            memcpy(lanes, &acc[c], sizeof lanes);
+            int64_t sum = tail[c];
+            for (int l = 0; l < 8; l++)
+                sum += lanes[l];
+            h->approx[r * h->vocab + j + c] = h->scale[j + c] * s->tq[r] * (float)sum;
+        }
+    }
+}
+
+AH_AVX2 static void screen_avx2(const screen_ctx *s, int64_t j0, int64_t j1)
+{
+    int64_t j = j0;
+    for (; j + 4 <= j1; j += 4)
+        screen_rows_avx2(s, j, 4);
+    for (; j < j1; j++)
+        screen_rows_avx2(s, j, 1);
+}
+
+/* Row x of d floats as int16 for the avx2 screen: qx = round(x / t), t = max|x| / Q with Q
+ * the largest value (at most 32767) for which no int32 lane of screen_rows_avx2 can overflow
+ * (d / 16 multiply-adds of two products of at most 127 Q each). Returns t. */
+AH_AVX2 static float round_x_avx2(int16_t *qx, const float *x, int64_t d)
+{
+    const int64_t steps = (d + 15) / 16;
+    int64_t qmax = (INT32_MAX / 254) / steps;
+    if (qmax > 32767)
+        qmax = 32767;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < d; i++)
+        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    const float t = amax / (float)qmax, inv = amax > 0.0f ? (float)qmax / amax : 0.0f;
+    for (int64_t i = 0; i < d; i++) {
+        float v = rintf(x[i] * inv);
+        v = v > (float)qmax ? (float)qmax : v < -(float)qmax ? -(float)qmax : v;
+        qx[i] = (int16_t)v;
+    }
+    return t;
+}
 #endif
 
 static void screen_chunks(void *c, int64_t k0, int64_t k1)
@@ -313,7 +397,8 @@ static void screen_chunks(void *c, int64_t k0, int64_t k1)
             const float *a = h->approx + r * h->vocab;
             float t = -INFINITY;
             for (int64_t j = j0; j < j1; j++) {
-                const float lo = a[j] - (h->c1[j] * s->bx[r] + fabsf(a[j]) * 0x1p-20f);
+                const float lo =
+                    a[j] - (h->c1[j] * s->bx[r] + h->c2[j] * s->bt[r] + fabsf(a[j]) * 0x1p-20f);
                 t = lo > t ? lo : t; /* NaN (an infinite c1) never raises t */
             }
             h->part[r * h->n_chunks + k] = t;
@@ -356,7 +441,18 @@ llmrt_status cpu_argmax_head_forward(llmrt_backend *b, llmrt_argmax_head *h, int
         free(logits);
         return st;
     }
-    screen_ctx s = {h, x, bx, n, b->isa};
+    /* the avx2 screen's x in int16 (its rounding joins the bound); elsewhere f32 x */
+    float bt[AH_MAX_ROWS], tq[AH_MAX_ROWS];
+    for (int32_t r = 0; r < n; r++) {
+        bt[r] = tq[r] = 0.0f;
+#ifdef CPU_HAVE_X86_SCREEN
+        if (b->isa == CPU_ISA_AVX2) {
+            tq[r] = round_x_avx2(h->qx + r * h->d, x + r * h->d, h->d);
+            bt[r] = tq[r] * 0.5f * 1.001f;
+        }
+#endif
+    }
+    screen_ctx s = {h, x, bx, bt, tq, n, b->isa};
     cpu_parallel(b, h->n_chunks, (int64_t)AH_CHUNK * h->d * n, 1, screen_chunks, &s);
     for (int32_t r = 0; r < n; r++) {
         float t = -INFINITY;
@@ -367,7 +463,7 @@ llmrt_status cpu_argmax_head_forward(llmrt_backend *b, llmrt_argmax_head *h, int
         int64_t best = -1;
         float bv = 0.0f;
         for (int64_t j = 0; j < h->vocab; j++) {
-            const float hi = a[j] + (h->c1[j] * bx[r] + fabsf(a[j]) * 0x1p-20f);
+            const float hi = a[j] + (h->c1[j] * bx[r] + h->c2[j] * bt[r] + fabsf(a[j]) * 0x1p-20f);
             if (!(hi >= t) && !isnan(hi)) /* a NaN bound: w_j not finite, always a candidate */
                 continue;
             float l;

@@ -233,20 +233,21 @@ END_TEST
 /* ---- argmax_head ---- */
 
 /* The "llmrt.argmax_head" extension gives the ids of gemm + argmax, bit for bit, on every
- * path: random w in each dtype, 1..8 rows, odd d; duplicated rows of w (ties: the lowest
+ * path (the avx2 screen in integers): random w in each dtype, 1..8 rows, odd d; duplicated rows of w (ties: the lowest
  * index), a row of w with a NaN (never the argmax), a row of x with a NaN (id 0, as argmax of
  * NaN logits gives); each row alone gets the id it got in the batch. */
 START_TEST(argmax_head_equals_gemm_argmax)
 {
     /* exact, avx2 and baseline run the three screen kernels (AVX-512, AVX2, SSE2) */
     const char *paths[] = {"exact", "avx2", "baseline"};
-    const int64_t shapes[][2] = {{1000, 64}, {517, 33}, {1501, 96}};
+    /* d 4500: the avx2 screen's int16 x below 32767 (no int32 lane may overflow) */
+    const int64_t shapes[][2] = {{1000, 64}, {517, 33}, {1501, 96}, {263, 4500}};
     for (int p = 0; p < 3; p++) {
         llmrt_backend *b = ct_try_create_simd(2, paths[p]);
         if (!b)
             continue;
         const llmrt_argmax_head_ops *ah = ct_argmax_head(b);
-        for (size_t sh = 0; sh < 3; sh++)
+        for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++)
             for (int d = 0; d < 3; d++) {
                 const int64_t vocab = shapes[sh][0], dim = shapes[sh][1];
                 ct_rng r = {1300 + sh * 3 + d};
@@ -306,7 +307,8 @@ START_TEST(argmax_head_equals_gemm_argmax)
                                  "argmax_head on %s, n=%d: row %d alone gives %d, in the batch %d",
                                  paths[p], n, i, alone, ids_h[i]);
                     }
-                    ck_assert_int_eq(ids_g[0], 11);
+                    if (dim < 1000) /* (at d 4500 the raise is below f32's rounding of L) */
+                        ck_assert_int_eq(ids_g[0], 11);
                     if (n > 1)
                         ck_assert_int_eq(ids_h[1], 0);
                     free(x);
