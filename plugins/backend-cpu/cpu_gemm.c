@@ -18,6 +18,7 @@
 
 #define LANES 16
 #define GEMM_ROW_BLOCK 64
+#define GEMM_PREFETCH_BYTES 16384 /* dot1: how far ahead of its loads it prefetches */
 #define ALWAYS_INLINE __attribute__((always_inline))
 
 typedef struct {
@@ -127,7 +128,7 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
     ATTR static inline ALWAYS_INLINE void dot1_##SUF(const void *w, int64_t w_stride,          \
                                                      const float *restrict x, int64_t in,      \
                                                      float *restrict y, const int C,           \
-                                                     const int DT)                             \
+                                                     const int DT, const int pf)               \
     {                                                                                          \
         enum { NV = LANES / VW };                                                              \
         const size_t es = DT == LLMRT_DTYPE_F32 ? 4 : 2;                                       \
@@ -141,6 +142,13 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
             f32v_##SUF xv[NV];                                                                 \
             for (int v = 0; v < NV; v++)                                                       \
                 memcpy(&xv[v], x + i + v * VW, sizeof xv[v]);                                  \
+            /* a later pass's rows at these inputs (pf passes ahead, into L2): the hardware \
+             * prefetcher alone leaves a decode GEMV's stream latency-bound */               \
+            if (C == 4 && pf)                                                                  \
+                for (int c = 0; c < C; c++)                                                    \
+                    __builtin_prefetch((const char *)w +                                       \
+                                           (size_t)((pf * C + c) * w_stride + i) * es,         \
+                                       0, 2);                                                  \
             for (int c = 0; c < C; c++) {                                                      \
                 const void *wc = (const char *)w + (size_t)(c * w_stride) * es;                \
                 for (int v = 0; v < NV; v++)                                                   \
@@ -165,6 +173,9 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
     {                                                                                          \
         const int64_t in = g->in, out = g->out;                                                \
         const size_t es = DT == LLMRT_DTYPE_F32 ? 4 : 2;                                       \
+        /* dot1's prefetch: about GEMM_PREFETCH_BYTES ahead, in passes of four rows */         \
+        int pf_passes = (int)(GEMM_PREFETCH_BYTES / (4 * (size_t)in * es));                    \
+        pf_passes = pf_passes < 1 ? 1 : pf_passes > 8 ? 8 : pf_passes;                         \
         for (int64_t r0 = 0; r0 < g->n; r0 += GEMM_ROW_BLOCK) {                                \
             const int64_t r1 = r0 + GEMM_ROW_BLOCK < g->n ? r0 + GEMM_ROW_BLOCK : g->n;        \
             int64_t rfull = r0 + (r1 - r0) / R_MAX * R_MAX;                                    \
@@ -183,9 +194,10 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
                 const void *wr = (const char *)g->w + (size_t)(o * in) * es;                   \
                 for (int64_t r = rfull + (half ? R_MAX / 2 : 0); r < r1; r++) {                \
                     if (C == 4)                                                                \
-                        dot1_##SUF(wr, in, g->x + r * in, in, g->y + r * out + o, 4, DT);      \
+                        dot1_##SUF(wr, in, g->x + r * in, in, g->y + r * out + o, 4, DT,       \
+                                   o + (pf_passes + 1) * 4 <= o1 ? pf_passes : 0);             \
                     else                                                                       \
-                        dot1_##SUF(wr, in, g->x + r * in, in, g->y + r * out + o, 1, DT);      \
+                        dot1_##SUF(wr, in, g->x + r * in, in, g->y + r * out + o, 1, DT, 0);   \
                 }                                                                              \
                 o += C;                                                                        \
             }                                                                                  \
