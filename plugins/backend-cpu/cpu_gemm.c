@@ -18,7 +18,7 @@
 
 #define LANES 16
 #define GEMM_ROW_BLOCK 64
-#define GEMM_PREFETCH_BYTES 16384 /* dot1: how far ahead of its loads it prefetches */
+#define GEMM_PREFETCH_BYTES 16384 /* dot1 (kernels defined with PF): how far ahead it prefetches */
 #define ALWAYS_INLINE __attribute__((always_inline))
 
 typedef struct {
@@ -48,9 +48,9 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
     return cpu_f16_to_f32(((const uint16_t *)w)[i]);
 }
 
-/* DEFINE_GEMM_KERNEL(SUF, VW, R_MAX, ATTR) defines cols_<SUF>(g, o0, o1): outputs [o0, o1)
+/* DEFINE_GEMM_KERNEL(SUF, VW, R_MAX, PF, ATTR) defines cols_<SUF>(g, o0, o1): outputs [o0, o1)
  * for all rows. The f16 conversion is cpu_f16_to_f32's formula on vectors. */
-#define DEFINE_GEMM_KERNEL(SUF, VW, R_MAX, ATTR)                                               \
+#define DEFINE_GEMM_KERNEL(SUF, VW, R_MAX, PF, ATTR)                                           \
     typedef float f32v_##SUF __attribute__((vector_size(VW * 4)));                             \
     typedef uint32_t u32v_##SUF __attribute__((vector_size(VW * 4)));                          \
     typedef int32_t i32v_##SUF __attribute__((vector_size(VW * 4)));                           \
@@ -175,7 +175,7 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
         const size_t es = DT == LLMRT_DTYPE_F32 ? 4 : 2;                                       \
         /* dot1's prefetch: about GEMM_PREFETCH_BYTES ahead, in passes of four rows */         \
         int pf_passes = (int)(GEMM_PREFETCH_BYTES / (4 * (size_t)in * es));                    \
-        pf_passes = pf_passes < 1 ? 1 : pf_passes > 8 ? 8 : pf_passes;                         \
+        pf_passes = !PF ? 0 : pf_passes < 1 ? 1 : pf_passes > 8 ? 8 : pf_passes;               \
         for (int64_t r0 = 0; r0 < g->n; r0 += GEMM_ROW_BLOCK) {                                \
             const int64_t r1 = r0 + GEMM_ROW_BLOCK < g->n ? r0 + GEMM_ROW_BLOCK : g->n;        \
             int64_t rfull = r0 + (r1 - r0) / R_MAX * R_MAX;                                    \
@@ -216,7 +216,7 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
 /* Baseline: 16-byte vectors (SSE2 on x86-64, NEON on arm64); f16 by the formula. */
 #define HALF_VEC_base(out, p) 0
 #define BF16_VEC_base(out, p) 0
-DEFINE_GEMM_KERNEL(base, 4, 2, )
+DEFINE_GEMM_KERNEL(base, 4, 2, 0, )
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -241,7 +241,8 @@ __attribute__((target("avx2"))) static inline ALWAYS_INLINE int bf16_vec_avx2(vo
 }
 #define HALF_VEC_avx2(out, p) half_vec_f16c(out, p)
 #define BF16_VEC_avx2(out, p) bf16_vec_avx2(out, p)
-DEFINE_GEMM_KERNEL(avx2, 8, 4, __attribute__((target("avx2,f16c"))))
+/* (the prefetch measured on an AMD EPYC's AVX2 only: BENCHMARKS.md, 2026-12-02 fourth session) */
+DEFINE_GEMM_KERNEL(avx2, 8, 4, 1, __attribute__((target("avx2,f16c"))))
 
 /* AVX-512: one 64-byte vector holds the 16 lanes, eight rows per weight pass. */
 #define CPU_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
@@ -260,7 +261,7 @@ CPU_AVX512_TARGET static inline ALWAYS_INLINE int bf16_vec_512(void *out, const 
 }
 #define HALF_VEC_avx512(out, p) half_vec_512(out, p)
 #define BF16_VEC_avx512(out, p) bf16_vec_512(out, p)
-DEFINE_GEMM_KERNEL(avx512, 16, 8, CPU_AVX512_TARGET)
+DEFINE_GEMM_KERNEL(avx512, 16, 8, 0, CPU_AVX512_TARGET)
 #endif
 
 static void gemm_cols(void *c, int64_t o0, int64_t o1)
