@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # runtime.tensor_parallel on the CPU backend (ranks as threads, the in-process all-reduce):
-#   1. greedy ids with tensor_parallel = 2 and 4 equal tensor_parallel = 1 — batched prompts
-#      with chunked prefill — for dense bf16, AWQ, FP8 (a shape whose 128-blocks split) and
+#   1. greedy ids with tensor_parallel = 2 and 4 equal tensor_parallel = 1 (up to a near-tie in
+#      its logits, see near_ties) — batched prompts with chunked prefill — for dense bf16, AWQ, FP8 (a shape whose 128-blocks split) and
 #      Qwen3-MoE (dense and AWQ) synthetic checkpoints, and the committed fixtures; with 4
 #      ranks the tiny model's 2 KV heads are replicated
 #   2. shapes that do not split are refused naming the tensor or the config key; the key is
@@ -15,6 +15,44 @@ mk() { "$LLMRT" mkmodel -q "$@" > "$tmp/mk.log" 2>&1 || { cat "$tmp/mk.log"; fai
 gen() { # model tp → ids on stdout
   "$LLMRT" generate "${common[@]}" --set runtime.tensor_parallel=$2 --model "$1" \
     --prompts-file "$tmp/prompts" --ids --max-tokens 20 --ignore-eos --print-ids 2> "$tmp/err"
+}
+
+# near_ties MODEL TP: where TP's ids differ from tensor_parallel = 1's, each prompt's first
+# differing token must be a near-tie in tensor_parallel = 1's logits (the two tokens within
+# 5e-3 of the row's largest |logit|): the ranks' partial sums are all-reduced, so the rounding
+# differs from one rank's sum and a tie may fall either way; a sharding bug differs by far
+# more. At most 2 of the 6 prompts may end at such a tie.
+near_ties() {
+  local m=$1 tp=$2 i=0 n_diff=0 p a b k ta tb prefix ids
+  while IFS= read -r p; do
+    i=$((i + 1))
+    a=$(sed -n "${i}p" "$tmp/tp1"); b=$(sed -n "${i}p" "$tmp/tp$tp")
+    [[ "$a" == "$b" ]] && continue
+    n_diff=$((n_diff + 1))
+    read -r k ta tb prefix < <(python3 -c '
+import sys
+a, b = sys.argv[1].split(), sys.argv[2].split()
+k = next(j for j in range(min(len(a), len(b))) if a[j] != b[j])
+print(k, a[k], b[k], ",".join(a[:k]) or "-")' "$a" "$b")
+    ids=$p; [[ $prefix != - ]] && ids="$p,$prefix"
+    "$LLMRT" logits "${common[@]}" --set runtime.tensor_parallel=1 --model "$m" --ids "$ids" \
+      --out "$tmp/l.bin" < /dev/null 2> "$tmp/lerr" || { cat "$tmp/lerr"; return 1; }
+    python3 - "$tmp/l.bin" "$(tr ',' ' ' <<< "$ids" | wc -w)" "$ta" "$tb" \
+      "$(basename "$m") prompt $i token $k, tensor_parallel $tp" <<'PY' || return 1
+import array, sys
+logits = array.array("f")
+logits.frombytes(open(sys.argv[1], "rb").read())
+n_ids, ta, tb, what = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+vocab = len(logits) // n_ids
+row = logits[-vocab:]  # the last position predicts token k
+gap, scale = abs(row[ta] - row[tb]), max(1.0, max(abs(v) for v in row))
+ok = gap <= 5e-3 * scale
+print("  %s: %d vs %d, tensor_parallel = 1 logits %.6g vs %.6g: %s" % (
+    what, ta, tb, row[ta], row[tb], "a near-tie" if ok else "NOT a near-tie"))
+sys.exit(0 if ok else 1)
+PY
+  done < "$tmp/prompts"
+  (( n_diff <= 2 )) || { echo "$n_diff of 6 prompts differ"; return 1; }
 }
 
 # ids below 251: inside every fixture's vocabulary (the FP8 ones have 256)
@@ -61,9 +99,10 @@ for m in "${models[@]}"; do
       continue
     fi
     grep -q "tensor parallel rank $((tp - 1)) of $tp" "$tmp/err" || { cat "$tmp/err"; fail "$m: no rank $((tp - 1)) of $tp"; }
-    cmp -s "$tmp/tp1" "$tmp/tp$tp" || { diff "$tmp/tp1" "$tmp/tp$tp" | head; fail "$m: tensor_parallel = $tp ids differ from 1"; }
+    cmp -s "$tmp/tp1" "$tmp/tp$tp" || near_ties "$m" $tp ||
+      { diff "$tmp/tp1" "$tmp/tp$tp" | head; fail "$m: tensor_parallel = $tp ids differ from 1 beyond a near-tie"; }
   done
-  echo "ok: $(basename "$m"): tensor_parallel 2 and 4 (where they split) give tensor_parallel 1's greedy ids"
+  echo "ok: $(basename "$m"): tensor_parallel 2 and 4 (where they split) give tensor_parallel 1's greedy ids (up to near-ties)"
 done
 grep -q "2 KV heads\|(replicated)" <(gen "$tmp/dense" 4 >/dev/null; cat "$tmp/err") || fail "tp 4 does not say KV heads are replicated"
 
