@@ -18,8 +18,13 @@ if [[ "${LLMRT_SKIP_SANITIZE:-0}" != 1 ]]; then
   LLMRT_CUDA=OFF scripts/build.sh build-asan -DLLMRT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
   echo "== tests (ASan+UBSan) =="
   # Leak checking stays on; dlopen'ed plugins are never unloaded by design (see registry.c).
+  # integration.bench_ab is left to the release run: it checks the statistics of timings
+  # (A/A runs conclusive, a planted 5% slowdown found), which a sanitized step — several
+  # times longer, beside another sanitized test — drowns in noise (CI: 1 and 6 of 12 A/A
+  # runs conclusive, most planted runs inconclusive); bench's code runs under ASan in
+  # integration.bench and bench_json.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "${LLMRT_ASAN_EXCLUDE:-^$}"
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "${LLMRT_ASAN_EXCLUDE:-^integration\.bench_ab$}"
 fi
 if [[ "${LLMRT_SKIP_TSAN:-0}" != 1 ]]; then
   echo "== build (ThreadSanitizer, CPU only) =="
