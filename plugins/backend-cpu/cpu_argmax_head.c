@@ -379,6 +379,13 @@ AH_AVX2 static float round_x_avx2(int16_t *qx, const float *x, int64_t d)
 }
 #endif
 
+/* b_j for approximation a of row j (the header comment), with the slack for the rounding of
+ * the norms and of A ± b: the screen's threshold and the select's test use the same one. */
+static inline float ah_bound(const llmrt_argmax_head *h, int64_t j, float a, float bx, float bt)
+{
+    return h->c1[j] * bx + h->c2[j] * bt + fabsf(a) * 0x1p-20f;
+}
+
 static void screen_chunks(void *c, int64_t k0, int64_t k1)
 {
     const screen_ctx *s = c;
@@ -397,8 +404,7 @@ static void screen_chunks(void *c, int64_t k0, int64_t k1)
             const float *a = h->approx + r * h->vocab;
             float t = -INFINITY;
             for (int64_t j = j0; j < j1; j++) {
-                const float lo =
-                    a[j] - (h->c1[j] * s->bx[r] + h->c2[j] * s->bt[r] + fabsf(a[j]) * 0x1p-20f);
+                const float lo = a[j] - ah_bound(h, j, a[j], s->bx[r], s->bt[r]);
                 t = lo > t ? lo : t; /* NaN (an infinite c1) never raises t */
             }
             h->part[r * h->n_chunks + k] = t;
@@ -463,7 +469,7 @@ llmrt_status cpu_argmax_head_forward(llmrt_backend *b, llmrt_argmax_head *h, int
         int64_t best = -1;
         float bv = 0.0f;
         for (int64_t j = 0; j < h->vocab; j++) {
-            const float hi = a[j] + (h->c1[j] * bx[r] + h->c2[j] * bt[r] + fabsf(a[j]) * 0x1p-20f);
+            const float hi = a[j] + ah_bound(h, j, a[j], bx[r], bt[r]);
             if (!(hi >= t) && !isnan(hi)) /* a NaN bound: w_j not finite, always a candidate */
                 continue;
             float l;
