@@ -12,8 +12,9 @@
  * increasing i, lanes added in a fixed order: every y element gets the same f32 operations in
  * the same order whatever the ISA, the thread count, the block it falls in, or n (mul and add
  * stay separate: -ffp-contract=off). On the fast paths (cpu_simd.c) the same kernels run the
- * decode GEMVs, which are bound by memory, not arithmetic; the amx path sends prefill-sized
- * calls on bf16 weights to the AMX tiles (cpu_gemm_amx.c). */
+ * decode GEMVs, which are bound by memory, not arithmetic; prefill-sized calls go to FMA
+ * register tiles (cpu_gemm_fma.c), on the amx path bf16 weights to the AMX tiles
+ * (cpu_gemm_amx.c). */
 #include "cpu_internal.h"
 
 #define LANES 16
@@ -306,6 +307,10 @@ llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_te
         return LLMRT_OK;
     if (cpu_gemm_amx_takes(b, w, n))
         return cpu_gemm_amx(b, y, x, w, n, err);
+    if (cpu_gemm_fma_takes(b, n)) {
+        cpu_gemm_fma(b, y, x, w, n);
+        return LLMRT_OK;
+    }
     gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0], b->isa};
     /* four chunks per thread: balanced even when another process takes a core for a while,
      * few enough to amortise the hand-off */

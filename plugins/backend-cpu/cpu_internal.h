@@ -130,6 +130,10 @@ llmrt_status cpu_attention_fast(llmrt_backend *b, float *out, const float *q,
 /* The exact kernel for outputs [o0, o1) of every row, on the calling thread. */
 void cpu_gemm_exact_cols(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
                          int32_t n, int64_t o0, int64_t o1);
+/* The fast paths' FMA-tiled prefill GEMM (cpu_gemm_fma.c): whether it takes a call of n
+ * rows (validated by cpu_gemm), and the call. */
+int cpu_gemm_fma_takes(const llmrt_backend *b, int32_t n);
+void cpu_gemm_fma(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w, int32_t n);
 /* amx path (cpu_gemm_amx.c): whether it takes this call, and the call. */
 int cpu_gemm_amx_takes(const llmrt_backend *b, const llmrt_tensor *w, int32_t n);
 llmrt_status cpu_gemm_amx(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,

@@ -17,8 +17,8 @@
  * everything else is f32: ~1e-3 relative for f16 caches, a few 1e-3 for bf16 (the tests'
  * tolerances).
  *
- * Key splits ([backend.cuda] tune att_pf_split=N; off by default until measured on a GPU:
- * NOTES.md round 15): a row's keys are cut at fixed positions, every N keys; each split's
+ * Key splits (every PFM_SPLIT_KEYS keys, [backend.cuda] tune att_pf_split=N; NOTES.md rounds
+ * 15 and 16): a row's keys are cut at fixed positions, every N keys; each split's
  * (unnormalised O, max, sum) starts empty, and the splits are folded left to right with one
  * merge formula (pfm_fold_ml / pfm_fold_o), a split the row sees no key of skipped. Where the
  * grid is small (few query rows over a long context: a chat turn after its cached prefix)
@@ -38,7 +38,8 @@
 #define PFM_WARPS 4
 #define PFM_QR 64 /* query rows per block */
 #define PFM_KT 64 /* keys per tile */
-#define PFM_SPLIT_KEYS 0 /* keys per split unless [tune] att_pf_split (0: one split) */
+#define PFM_SPLIT_KEYS 512 /* keys per split unless [tune] att_pf_split (-1: one split) */
+#define PFM_MERGE_SUB 16 /* merge blocks per tile (PFM_QR / PFM_MERGE_SUB rows each) */
 #define PFM_SCRATCH_MAX ((size_t)64 << 20) /* split blocks' partials: beyond, one block walks all */
 
 template <int HD> struct pfm_shape {
@@ -436,9 +437,11 @@ attn_prefill_mma_kernel(float *__restrict__ out, const float *__restrict__ q,
     end_split(true);
 }
 
-/* Split blocks' second half: block (tile, head group, sequence) folds, for each row of a
- * tile of more than one split, the partials of the splits the row sees (in order, with
- * pfm_fold_ml / pfm_fold_o), and writes O / l as the one-block walk would. */
+/* Split blocks' second half: block (tile x PFM_MERGE_SUB, head group, sequence) folds, for
+ * each of its PFM_QR / PFM_MERGE_SUB rows of a tile of more than one split, the partials of
+ * the splits the row sees (in order, with pfm_fold_ml / pfm_fold_o), and writes O / l as the
+ * one-block walk would. (Few rows per block: the grid is small exactly when splits are in
+ * blocks of their own, and a block per tile left the merge waiting on its loads.) */
 template <int HD>
 __global__ void __launch_bounds__(PFM_WARPS * 32)
 pfm_merge_kernel(float *__restrict__ out, const float *__restrict__ part,
@@ -448,17 +451,19 @@ pfm_merge_kernel(float *__restrict__ out, const float *__restrict__ part,
 {
     llmrt_cuda_pdl_wait();
     llmrt_cuda_pdl_trigger();
-    const int s = blockIdx.z, tile_rev = blockIdx.x;
+    constexpr int ROWS = PFM_QR / PFM_MERGE_SUB;
+    const int s = blockIdx.z, tile_rev = blockIdx.x / PFM_MERGE_SUB;
+    const int n_x = gridDim.x / PFM_MERGE_SUB, sub = blockIdx.x % PFM_MERGE_SUB;
     pfm_tile tl;
-    if (!pfm_tile_of(tl, tile_rev, gridDim.x, blockIdx.y, s, query_start, seq_lens, n_heads,
+    if (!pfm_tile_of(tl, tile_rev, n_x, blockIdx.y, s, query_start, seq_lens, n_heads,
                      n_kv_heads, GR, skip_single))
         return;
     if ((tl.n_tiles + tps - 1) / tps <= 1)
         return; /* written by its one block */
-    const int64_t blk = ((int64_t)s * gridDim.y + blockIdx.y) * gridDim.x + tile_rev;
+    const int64_t blk = ((int64_t)s * gridDim.y + blockIdx.y) * n_x + tile_rev;
     const int split_keys = tps * PFM_KT;
-    for (int i = threadIdx.x; i < PFM_QR * (HD / 2); i += PFM_WARPS * 32) {
-        const int r = i / (HD / 2), d = 2 * (i % (HD / 2));
+    for (int i = threadIdx.x; i < ROWS * (HD / 2); i += PFM_WARPS * 32) {
+        const int r = sub * ROWS + i / (HD / 2), d = 2 * (i % (HD / 2));
         const int tok = tl.tok0 + r / GR;
         if (tok >= tl.qlen)
             continue;
@@ -544,7 +549,8 @@ static void pfm_launch(const llmrt_backend *b, float *out, const float *q,
                 p->block_tables, p->max_blocks_per_seq, p->block_size, p->n_heads, p->n_kv_heads,
                 p->scale, pl.gr, pl.skip_single, pl.tps, pl.nsp, pl.part, pl.part_ml);
     if (pl.nsp > 0)
-        cuda_launch(b, pfm_merge_kernel<HD>, pl.tiles, PFM_WARPS * 32, 0, out,
+        cuda_launch(b, pfm_merge_kernel<HD>,
+                    dim3(pl.tiles.x * PFM_MERGE_SUB, pl.tiles.y, pl.tiles.z), PFM_WARPS * 32, 0, out,
                     (const float *)pl.part, (const float *)pl.part_ml, p->query_start,
                     p->seq_lens, p->n_heads, p->n_kv_heads, pl.gr, pl.skip_single, pl.tps, pl.nsp);
 }

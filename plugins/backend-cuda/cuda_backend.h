@@ -54,8 +54,8 @@ typedef struct cuda_tune {
                       * a token's bits then depend on its batch) */
     int att_mixed;   /* -1: a mixed step's decode rows through the prefill kernel too */
     int ah_rows;     /* argmax_head: most rows per call past the int8 screen's 8 (default 1024) */
-    int att_pf_split; /* prefill attention: keys per split (multiple of 64; -1: one split, the
-                       * built-in choice for now) */
+    int att_pf_split; /* prefill attention: keys per split (multiple of 64; -1: one split;
+                       * default PFM_SPLIT_KEYS) */
     int att_pf_fill;  /* prefill attention: split blocks while the tiles are fewer than this
                        * many blocks per SM (default 2; -1: never, one block walks all splits) */
 } cuda_tune;

@@ -156,10 +156,11 @@ START_TEST(gemm_rows_independent_of_batch)
 }
 END_TEST
 
-/* The fastest path this CPU has (auto; the dense GEMM of avx2 and avx512 is the exact kernels,
- * tested above): the GEMV shapes (n < 16) run the exact kernels, so their bits are the exact
- * path's; prefill shapes may run other kernels (amx: x rounded to bf16), within
- * |y - y_exact| <= 2^-8 sum_i |x_i w_i| (cpu_gemm_amx.c). Either way 1 and 2 threads agree. */
+/* The fastest path this CPU has (auto): the GEMV shapes (n < 16) run the exact kernels, so
+ * their bits are the exact path's; prefill shapes run other kernels (FMA tiles on avx2 and
+ * avx512, cpu_gemm_fma.c; amx: x rounded to bf16), within |y - y_exact| <= 2^-8 sum_i |x_i w_i|
+ * (cpu_gemm_amx.c). Either way 1 and 2 threads agree, and on the FMA tiles a row gets the same
+ * bits whichever rows share its call (the call on rows 1.. of x against the full call). */
 START_TEST(gemm_fast_paths_within_bound)
 {
     const char *paths[] = {"auto"};
@@ -205,6 +206,14 @@ START_TEST(gemm_fast_paths_within_bound)
                     CT_CHECK(memcmp(y1, ye, (size_t)(n * out) * sizeof(float)) == 0,
                              "gemm on %s, %s n=%lld: a GEMV differs from the exact path",
                              paths[p], llmrt_dtype_name(dt), (long long)n);
+                const char *simd = ct_cpu_ext(f1)->simd(f1);
+                if (n > 16 && (strcmp(simd, "avx2") == 0 || strcmp(simd, "avx512") == 0)) {
+                    ck_assert_int_eq(vt->gemm(f2, ye, x + in, &w.t, (int32_t)(n - 1), &err),
+                                     LLMRT_OK);
+                    CT_CHECK(memcmp(y1 + out, ye, (size_t)((n - 1) * out) * sizeof(float)) == 0,
+                             "gemm on %s, %s n=%lld: rows 1.. alone differ from the full call",
+                             simd, llmrt_dtype_name(dt), (long long)n);
+                }
                 free_weights(&w);
                 free(x);
                 free(y1);
