@@ -20,7 +20,8 @@
  *           max_j (A_j - b_j); four weight rows per pass, each row of x against them
  *   select: T_r = max over chunks; the candidates' exact logits; the largest, lowest j
  *
- * On the avx2 path the screen multiplies integers: x is rounded to int16 per row,
+ * Where the CPU has AVX2 the screen multiplies integers (vpmaddwd, or vpdpwssd on the avx512
+ * and amx paths; the f32 screen is left to other CPUs): x is rounded to int16 per row,
  * x'_i = t qx_i, t = max|x| / Q (Q <= 32767, small enough that no int32 lane of the sums can
  * overflow), and Σ q_ji qx_i is exact (vpmaddwd, int32 lanes, an int64 total), so A_j =
  * s_j t Σ q_ji qx_i, and the rounding of x adds |Σ_i (x_i - x'_i) s_j q_ji| <= (t / 2) c2_j,
@@ -44,8 +45,8 @@ struct llmrt_argmax_head {
     int8_t *q;        /* [vocab, d] */
     float *scale;     /* [vocab] s_j */
     float *c1;        /* [vocab] */
-    float *c2;        /* [vocab] s_j Σ_i |q_ji| (the avx2 screen's x rounding) */
-    int16_t *qx;      /* [max_rows, d] x rounded for the avx2 screen */
+    float *c2;        /* [vocab] s_j Σ_i |q_ji| (the integer screens' x rounding) */
+    int16_t *qx;      /* [max_rows, d] x rounded for the integer screens */
     float *approx;    /* [max_rows, vocab] A */
     float *part;      /* [max_rows, n_chunks] max (A - b) per chunk */
     int64_t n_chunks;
@@ -233,10 +234,11 @@ typedef struct {
     llmrt_argmax_head *h;
     const float *x; /* [n, d] */
     const float *bx; /* [n] ||x_r|| (1 + 1e-3) */
-    const float *bt; /* [n] the avx2 screen: t_r / 2 (1 + 1e-3), its x's rounding; else 0 */
-    const float *tq; /* [n] the avx2 screen: t_r (x_r = t_r qx_r) */
+    const float *bt; /* [n] integer screens: t_r / 2 (1 + 1e-3), x's rounding; else 0 */
+    const float *tq; /* [n] integer screens: t_r (x_r = t_r qx_r) */
     int32_t n;
     cpu_isa isa;
+    int vnni; /* the integer screen on AVX-512 VNNI (the avx512 and amx paths) */
 } screen_ctx;
 
 /* A for vocabulary rows [j0, j1) (j1 - j0 a multiple of C, or the tail with C = 1) of every
@@ -294,22 +296,11 @@ DEFINE_SCREEN(base, 4, )
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define CPU_HAVE_X86_SCREEN 1
-typedef float f32v16_ah __attribute__((vector_size(64)));
-#define AH_512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2")))
-AH_512 static inline ALWAYS_INLINE f32v16_ah q_to_f32_avx512(const int8_t *p)
-{
-    __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
-    f32v16_ah o;
-    memcpy(&o, &v, sizeof o);
-    return o;
-}
-#define Q_TO_F32_avx512(p) q_to_f32_avx512(p)
-DEFINE_SCREEN(avx512, 16, AH_512)
+#define AH_PREFETCH_ROWS 4 /* passes of weight rows ahead (at the same inputs) */
 
 /* The avx2 screen (integers, the header comment): C weight rows j.. against every row of x
  * rounded to int16 (s->h->qx), sixteen inputs per vpmaddwd, the next pass's rows prefetched. */
 #define AH_AVX2 __attribute__((target("avx2")))
-#define AH_PREFETCH_ROWS 4 /* passes of weight rows ahead (at the same inputs) */
 AH_AVX2 static inline ALWAYS_INLINE void screen_rows_avx2(const screen_ctx *s, int64_t j,
                                                           const int C)
 {
@@ -357,7 +348,78 @@ AH_AVX2 static void screen_avx2(const screen_ctx *s, int64_t j0, int64_t j1)
         screen_rows_avx2(s, j, 1);
 }
 
-/* Row x of d floats as int16 for the avx2 screen: qx = round(x / t), t = max|x| / Q with Q
+/* The same integer sums on AVX-512 VNNI (the avx512 and amx paths): thirty-two inputs per
+ * vpdpwssd, whose int32 lanes each take half the products an avx2 lane takes (so Q, chosen
+ * for the avx2 lanes, cannot overflow them either). Exact integers, so the order is free: one
+ * weight row at a time against all N rows of x, U accumulators per row of x so the chains do
+ * not wait on each other — the weights read as one stream, prefetched AH_PREFETCH_BYTES
+ * ahead (four rows side by side, as the avx2 screen reads them, made short streams the
+ * hardware prefetcher did not follow). The same A as the avx2 screen, the same candidates. */
+#define AH_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,avx2")))
+#define AH_PREFETCH_BYTES 4096
+AH_VNNI static inline ALWAYS_INLINE void screen_rows_vnni(const screen_ctx *s, int64_t j0,
+                                                          int64_t j1, const int N)
+{
+    const llmrt_argmax_head *h = s->h;
+    const int64_t d = h->d, end = h->vocab * d;
+    enum { UMAX = 4 };
+    const int U = N >= 4 ? 1 : N >= 2 ? 2 : 4;
+    for (int64_t j = j0; j < j1; j++) {
+        const int8_t *q = h->q + j * d;
+        __m512i acc[AH_MAX_ROWS][UMAX];
+        for (int r = 0; r < N; r++)
+            for (int u = 0; u < U; u++)
+                acc[r][u] = _mm512_setzero_si512();
+        int64_t i = 0;
+        for (; i + 32 * U <= d; i += 32 * U) {
+            for (int u = 0; u < U; u++) {
+                const int64_t k = i + 32 * u;
+                if ((k & 63) == 0 && j * d + k + AH_PREFETCH_BYTES < end)
+                    _mm_prefetch((const char *)(q + k) + AH_PREFETCH_BYTES, _MM_HINT_T0);
+                const __m512i w =
+                    _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(q + k)));
+                for (int r = 0; r < N; r++)
+                    acc[r][u] = _mm512_dpwssd_epi32(
+                        acc[r][u], w, _mm512_loadu_si512((const void *)(h->qx + r * d + k)));
+            }
+        }
+        for (; i + 32 <= d; i += 32) {
+            const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(q + i)));
+            for (int r = 0; r < N; r++)
+                acc[r][0] = _mm512_dpwssd_epi32(
+                    acc[r][0], w, _mm512_loadu_si512((const void *)(h->qx + r * d + i)));
+        }
+        for (int r = 0; r < N; r++) {
+            const int16_t *xq = h->qx + r * d;
+            int64_t sum = 0;
+            for (int64_t t = i; t < d; t++)
+                sum += (int64_t)xq[t] * q[t];
+            for (int u = 0; u < U; u++) {
+                int32_t lanes[16];
+                memcpy(lanes, &acc[r][u], sizeof lanes);
+                for (int l = 0; l < 16; l++)
+                    sum += lanes[l];
+            }
+            h->approx[r * h->vocab + j] = h->scale[j] * s->tq[r] * (float)sum;
+        }
+    }
+}
+
+AH_VNNI static void screen_vnni(const screen_ctx *s, int64_t j0, int64_t j1)
+{
+    switch (s->n) {
+    case 1: screen_rows_vnni(s, j0, j1, 1); break;
+    case 2: screen_rows_vnni(s, j0, j1, 2); break;
+    case 3: screen_rows_vnni(s, j0, j1, 3); break;
+    case 4: screen_rows_vnni(s, j0, j1, 4); break;
+    case 5: screen_rows_vnni(s, j0, j1, 5); break;
+    case 6: screen_rows_vnni(s, j0, j1, 6); break;
+    case 7: screen_rows_vnni(s, j0, j1, 7); break;
+    default: screen_rows_vnni(s, j0, j1, 8); break;
+    }
+}
+
+/* Row x of d floats as int16 for the integer screens: qx = round(x / t), t = max|x| / Q with Q
  * the largest value (at most 32767) for which no int32 lane of screen_rows_avx2 can overflow
  * (d / 16 multiply-adds of two products of at most 127 Q each). Returns t. */
 AH_AVX2 static float round_x_avx2(int16_t *qx, const float *x, int64_t d)
@@ -393,9 +455,9 @@ static void screen_chunks(void *c, int64_t k0, int64_t k1)
     for (int64_t k = k0; k < k1; k++) {
         const int64_t j0 = k * AH_CHUNK, j1 = j0 + AH_CHUNK < h->vocab ? j0 + AH_CHUNK : h->vocab;
 #ifdef CPU_HAVE_X86_SCREEN
-        if (s->isa == CPU_ISA_AVX512)
-            screen_avx512(s, j0, j1);
-        else if (s->isa == CPU_ISA_AVX2)
+        if (s->vnni)
+            screen_vnni(s, j0, j1);
+        else if (s->isa >= CPU_ISA_AVX2)
             screen_avx2(s, j0, j1);
         else
 #endif
@@ -447,18 +509,19 @@ llmrt_status cpu_argmax_head_forward(llmrt_backend *b, llmrt_argmax_head *h, int
         free(logits);
         return st;
     }
-    /* the avx2 screen's x in int16 (its rounding joins the bound); elsewhere f32 x */
+    /* the integer screens' x in int16 (its rounding joins the bound); elsewhere f32 x */
     float bt[AH_MAX_ROWS], tq[AH_MAX_ROWS];
     for (int32_t r = 0; r < n; r++) {
         bt[r] = tq[r] = 0.0f;
 #ifdef CPU_HAVE_X86_SCREEN
-        if (b->isa == CPU_ISA_AVX2) {
+        if (b->isa >= CPU_ISA_AVX2) {
             tq[r] = round_x_avx2(h->qx + r * h->d, x + r * h->d, h->d);
             bt[r] = tq[r] * 0.5f * 1.001f;
         }
 #endif
     }
-    screen_ctx s = {h, x, bx, bt, tq, n, b->isa};
+    screen_ctx s = {h, x, bx, bt, tq, n, b->isa,
+                    b->simd == CPU_SIMD_AVX512 || b->simd == CPU_SIMD_AMX};
     cpu_parallel(b, h->n_chunks, (int64_t)AH_CHUNK * h->d * n, 1, screen_chunks, &s);
     for (int32_t r = 0; r < n; r++) {
         float t = -INFINITY;

@@ -39,9 +39,9 @@ static const llmrt_key cpu_keys[] = {
     {"simd", LLMRT_KEY_ENUM, "auto", "auto|amx|avx512|avx2|exact|baseline",
      "Kernel path of the CPU ops and of other plugins' CPU kernels (AWQ, FP8). exact and "
      "baseline give the reference f32 bits (exact with the widest vectors here, baseline with "
-     "SSE2); avx2, avx512 and amx are the fast paths (AWQ with int8 activations, amx: prefill "
-     "GEMMs of bf16 weights on AMX tiles), within documented bounds of exact; auto = the "
-     "fastest this CPU has.",
+     "SSE2); avx2, avx512 and amx are the fast paths (AWQ with int8 activations, prefill "
+     "GEMMs in FMA register tiles, amx: those of bf16 weights on AMX tiles), within "
+     "documented bounds of exact; auto = the fastest this CPU has.",
      LLMRT_KEY_DEVELOPER},
 };
 #define N_CPU_KEYS ((uint32_t)(sizeof cpu_keys / sizeof cpu_keys[0]))

@@ -242,7 +242,7 @@ __attribute__((target("avx2"))) static inline ALWAYS_INLINE int bf16_vec_avx2(vo
 }
 #define HALF_VEC_avx2(out, p) half_vec_f16c(out, p)
 #define BF16_VEC_avx2(out, p) bf16_vec_avx2(out, p)
-/* (the prefetch measured on an AMD EPYC's AVX2 only: BENCHMARKS.md, 2026-12-02 fourth session) */
+/* (the prefetch: BENCHMARKS.md, 2026-12-02 fourth session and 2026-12-03) */
 DEFINE_GEMM_KERNEL(avx2, 8, 4, 1, __attribute__((target("avx2,f16c"))))
 
 /* AVX-512: one 64-byte vector holds the 16 lanes, eight rows per weight pass. */
@@ -262,7 +262,7 @@ CPU_AVX512_TARGET static inline ALWAYS_INLINE int bf16_vec_512(void *out, const 
 }
 #define HALF_VEC_avx512(out, p) half_vec_512(out, p)
 #define BF16_VEC_avx512(out, p) bf16_vec_512(out, p)
-DEFINE_GEMM_KERNEL(avx512, 16, 8, 0, CPU_AVX512_TARGET)
+DEFINE_GEMM_KERNEL(avx512, 16, 8, 1, CPU_AVX512_TARGET)
 #endif
 
 static void gemm_cols(void *c, int64_t o0, int64_t o1)

@@ -11,7 +11,8 @@
  *             or AVX2 clones of the same arithmetic). The reference the CUDA kernels and the
  *             numerical tests compare with.
  *   avx2      fast: AVX2 + FMA + F16C. AWQ runs int8 dot products (activations quantized per
- *             32 inputs) on vpmaddubsw.
+ *             32 inputs) on vpmaddubsw; prefill-sized dense GEMMs run FMA register tiles
+ *             (cpu_gemm_fma.c, also on avx512 and amx).
  *   avx512    fast: AVX-512 F/BW/VL/VNNI (AWQ's int8 dot products on vpdpbusd).
  *   amx       fast: avx512, and the prefill GEMMs of bf16 weights on AMX-BF16 tiles (x rounded
  *             to bf16).

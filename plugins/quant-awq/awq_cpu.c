@@ -769,7 +769,10 @@ I8_256 static void cols_i8_256(const fwd_ctx *f, int64_t o0, int64_t o1)
 /* AVX-512 (interleaved layout): the sixteen outputs of group og against T rows of x from
  * row r0. Per 32 inputs j: four steps of two vpdpbusd per row (lanes = outputs, each summing
  * four products of a weight byte and x broadcast), the int32 sums scaled by d_j into P; at
- * the end of each group, P scaled by s_g into y and the zero points' term subtracted. */
+ * the end of each group, P scaled by s_g into y and the zero points' term subtracted. The
+ * first tile of rows prefetches the stream I8_512_PREFETCH bytes ahead (the output groups'
+ * weights are contiguous). */
+#define I8_512_PREFETCH 2048
 I8_512 static inline ALWAYS_INLINE void tile_i8_512(const fwd_ctx *f, int64_t og, int64_t r0,
                                                     const int T, const int G)
 {
@@ -795,6 +798,8 @@ I8_512 static inline ALWAYS_INLINE void tile_i8_512(const fwd_ctx *f, int64_t og
             I[t] = _mm512_setzero_si512();
         const uint8_t *wj = qw + j * 256; /* steps 4 (j % 4) .. +3 of block j / 4 */
         for (int st = 0; st < 4; st++) {
+            if (r0 == 0) /* the stream a few KB ahead, once per call (as the AVX2 kernel) */
+                _mm_prefetch((const char *)(wj + 64 * st) + I8_512_PREFETCH, _MM_HINT_T0);
             const __m512i w = _mm512_loadu_si512((const void *)(wj + 64 * st));
             const __m512i lo = _mm512_and_si512(w, m4);
             const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
