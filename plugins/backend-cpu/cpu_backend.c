@@ -184,6 +184,7 @@ static llmrt_status cpu_create(const llmrt_host *host, const llmrt_section *cfg,
     b->n_threads = threads;
     b->simd = simd;
     b->isa = cpu_simd_isa(simd);
+    b->bf16_dot = (simd == CPU_SIMD_AVX512 || simd == CPU_SIMD_AMX) && cpu_has_avx512bf16();
     pthread_mutex_init(&b->mem_mu, NULL);
     st = cpu_pool_create(threads, &b->pool, err);
     if (st != LLMRT_OK) {

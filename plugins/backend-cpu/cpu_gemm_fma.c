@@ -1,5 +1,5 @@
 /* cpu_gemm_fma.c — the fast paths' prefill GEMM on AVX2 + FMA: y [n, out] = x [n, in] · Wᵀ
- * for W [out, in] in F32/F16/BF16, in register tiles.
+ * for W [out, in] in F32/F16/BF16, in register tiles; bf16 W on AVX512-BF16 dot products.
  *
  * Why: a prefill-sized call does n multiply-adds per weight, so it is bound by arithmetic and
  * by the caches, not by memory. The exact kernels (cpu_gemm.c) keep mul and add apart and load
@@ -15,8 +15,16 @@
  * gets the same bits whichever other rows share a call of this kernel. Against the exact
  * kernels (another order, mul and add rounded apart) the difference is rounding only: each is
  * within about (in / 8 + 4) 2^-24 sum_i |x_i w_i| of the exact sum, far inside the fast paths'
- * documented bound 2^-8 sum_i |x_i w_i| (tests/test_ops.c). Calls with fewer than FMA_MIN_ROWS rows (the decode GEMVs, bound by
- * memory) stay on the exact kernels. */
+ * documented bound 2^-8 sum_i |x_i w_i| (tests/test_ops.c). Calls with fewer than
+ * FMA_MIN_ROWS rows (the decode GEMVs, bound by memory) stay on the exact kernels.
+ *
+ * bf16 W on the avx512 and amx paths of a CPU with AVX512-BF16 (where AMX does not take the
+ * call): x is rounded to bf16 once per call (round to nearest even, zero-padded to a multiple
+ * of 32 inputs) and each vdpbf16ps adds 32 products of raw weights into 16 f32 lanes — twice
+ * the multiply-adds of an f32 FMA and no conversion of W. Tiles of BF_ROWS x BF_COLS, the
+ * lanes summed by _mm512_reduce_add_ps; again each y element is its own chain (the same bits
+ * whatever the tile, thread or rows beside it). Accuracy as the AMX kernel's: x's rounding
+ * (2^-9 relative) and f32 sums, |y - y_exact| <= 2^-8 sum_i |x_i w_i|. */
 #include "cpu_internal.h"
 
 #define FMA_ROWS 4
@@ -143,6 +151,119 @@ FMA_TARGET static void fma_cols(void *c, int64_t o0, int64_t o1)
     default: cols_dt(g, o0, o1, LLMRT_DTYPE_F16); break;
     }
 }
+
+/* ---- bf16 W on AVX512-BF16 ---- */
+
+#define BF_ROWS 4
+#define BF_COLS 4
+#define BF_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c")))
+
+typedef struct {
+    float *y;          /* [n, out] */
+    const float *x;    /* [n, in] */
+    uint16_t *xb;      /* [n, in_pad] x in bf16, zeros past in */
+    const uint16_t *w; /* [out, in] bf16 */
+    int64_t n, in, in_pad, out;
+} bf_ctx;
+
+/* rows [r0, r1) of x into xb */
+BF_TARGET static void bf_pack_rows(void *c, int64_t r0, int64_t r1)
+{
+    const bf_ctx *g = c;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = g->x + r * g->in;
+        uint16_t *xb = g->xb + r * g->in_pad;
+        for (int64_t i = 0; i < g->in_pad; i += 32) {
+            const int64_t left = g->in - i;
+            const __mmask16 mlo = left >= 16 ? (__mmask16)0xffff
+                                  : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+            const __mmask16 mhi = left >= 32 ? (__mmask16)0xffff
+                                  : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
+            const __m512 lo = _mm512_maskz_loadu_ps(mlo, x + i);
+            const __m512 hi = _mm512_maskz_loadu_ps(mhi, x + i + 16);
+            _mm512_storeu_si512((void *)(xb + i), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    }
+}
+
+/* y[r * out + c] for R rows of x from row r0 and C weight rows from o */
+BF_TARGET static inline ALWAYS_INLINE void bf_tile(const bf_ctx *g, int64_t r0, int64_t o,
+                                                   const int R, const int C)
+{
+    const int64_t in = g->in, full = in / 32 * 32;
+    __m512 acc[BF_ROWS][BF_COLS];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < g->in_pad; i += 32) {
+        /* a last partial slice: weights past in read as zeros (x is zero there too) */
+        const __mmask32 m = i < full ? (__mmask32)0xffffffffu
+                                     : (__mmask32)((1u << (in - full)) - 1);
+        __m512bh wv[BF_COLS];
+        for (int c = 0; c < C; c++)
+            wv[c] = (__m512bh)_mm512_maskz_loadu_epi16(m, g->w + (o + c) * in + i);
+        for (int r = 0; r < R; r++) {
+            const __m512bh xv =
+                (__m512bh)_mm512_loadu_si512((const void *)(g->xb + (r0 + r) * g->in_pad + i));
+            for (int c = 0; c < C; c++)
+                acc[r][c] = _mm512_dpbf16_ps(acc[r][c], xv, wv[c]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            g->y[(r0 + r) * g->out + o + c] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+BF_TARGET static inline ALWAYS_INLINE void bf_rows(const bf_ctx *g, int64_t o, int64_t r0,
+                                                   int64_t r1, const int C)
+{
+    int64_t r = r0;
+    for (; r + BF_ROWS <= r1; r += BF_ROWS)
+        bf_tile(g, r, o, BF_ROWS, C);
+    switch (r1 - r) {
+    case 3: bf_tile(g, r, o, 3, C); break;
+    case 2: bf_tile(g, r, o, 2, C); break;
+    case 1: bf_tile(g, r, o, 1, C); break;
+    default: break;
+    }
+}
+
+BF_TARGET static void bf_cols(void *c, int64_t o0, int64_t o1)
+{
+    const bf_ctx *g = c;
+    for (int64_t r0 = 0; r0 < g->n; r0 += FMA_ROW_BLOCK) {
+        const int64_t r1 = r0 + FMA_ROW_BLOCK < g->n ? r0 + FMA_ROW_BLOCK : g->n;
+        for (int64_t o = o0; o < o1;) {
+            const int64_t left = o1 - o;
+            switch (left >= BF_COLS ? BF_COLS : left) {
+            case 4: bf_rows(g, o, r0, r1, 4); break;
+            case 3: bf_rows(g, o, r0, r1, 3); break;
+            case 2: bf_rows(g, o, r0, r1, 2); break;
+            default: bf_rows(g, o, r0, r1, 1); break;
+            }
+            o += left >= BF_COLS ? BF_COLS : left;
+        }
+    }
+}
+
+/* The bf16 kernel, if x's bf16 copy can be had (else 0: the f32 tiles take the call). */
+static int gemm_bf16_dot(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
+                         int32_t n)
+{
+    const int64_t in = w->shape[1], in_pad = (in + 31) / 32 * 32;
+    uint16_t *xb = aligned_alloc(64, (size_t)(n * in_pad) * sizeof(uint16_t));
+    if (!xb)
+        return 0;
+    bf_ctx c = {y, x, xb, w->data, n, in, in_pad, w->shape[0]};
+    cpu_parallel(b, n, in, 0, bf_pack_rows, &c);
+    int64_t grain = (c.out + 4 * b->n_threads - 1) / (4 * b->n_threads);
+    grain = (grain + BF_COLS - 1) / BF_COLS * BF_COLS;
+    if (grain < 4 * BF_COLS)
+        grain = 4 * BF_COLS;
+    cpu_parallel(b, c.out, in * n, grain, bf_cols, &c);
+    free(xb);
+    return 1;
+}
 #endif
 
 int cpu_gemm_fma_takes(const llmrt_backend *b, int32_t n)
@@ -160,6 +281,8 @@ int cpu_gemm_fma_takes(const llmrt_backend *b, int32_t n)
 void cpu_gemm_fma(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w, int32_t n)
 {
 #ifdef CPU_HAVE_FMA_KERNEL
+    if (b->bf16_dot && w->dtype == LLMRT_DTYPE_BF16 && gemm_bf16_dot(b, y, x, w, n))
+        return;
     fma_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0]};
     /* chunks of whole tiles, four per thread (as the exact kernels: balanced when another
      * process takes a core for a while) */

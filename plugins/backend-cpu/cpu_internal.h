@@ -31,6 +31,7 @@ typedef enum cpu_simd {
  * same bits). */
 typedef enum cpu_isa { CPU_ISA_BASE = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 } cpu_isa;
 cpu_simd cpu_simd_detect(void); /* the fastest path this CPU and build support ("auto") */
+int cpu_has_avx512bf16(void);   /* the CPU (and build) has AVX512-BF16 */
 cpu_isa cpu_isa_detect(void);   /* the widest exact kernels this CPU and build support */
 cpu_isa cpu_simd_isa(cpu_simd s); /* the ISA of path s's vector code */
 const char *cpu_simd_name(cpu_simd s);
@@ -44,6 +45,7 @@ struct llmrt_backend {
     int n_threads;
     cpu_simd simd; /* the path ([backend.cpu] simd) */
     cpu_isa isa;   /* the vector instructions of its kernels */
+    int bf16_dot;  /* the avx512 / amx path on a CPU with AVX512-BF16 (cpu_gemm_fma.c) */
     pthread_mutex_t mem_mu;   /* guards ranges */
     cpu_host_range *ranges;   /* host_alloc'd and registered host memory (uthash) */
     cpu_group *group;         /* the tensor-parallel group this instance is a rank of, or NULL */

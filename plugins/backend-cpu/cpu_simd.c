@@ -100,6 +100,15 @@ cpu_simd cpu_simd_detect(void)
     return best;
 }
 
+int cpu_has_avx512bf16(void)
+{
+#ifdef CPU_X86
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+#else
+    return 0;
+#endif
+}
+
 cpu_isa cpu_simd_isa(cpu_simd s)
 {
     switch (s) {
