@@ -296,128 +296,88 @@ DEFINE_SCREEN(base, 4, )
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define CPU_HAVE_X86_SCREEN 1
-#define AH_PREFETCH_ROWS 4 /* passes of weight rows ahead (at the same inputs) */
-
-/* The avx2 screen (integers, the header comment): C weight rows j.. against every row of x
- * rounded to int16 (s->h->qx), sixteen inputs per vpmaddwd, the next pass's rows prefetched. */
-#define AH_AVX2 __attribute__((target("avx2")))
-AH_AVX2 static inline ALWAYS_INLINE void screen_rows_avx2(const screen_ctx *s, int64_t j,
-                                                          const int C)
-{
-    const llmrt_argmax_head *h = s->h;
-    const int64_t d = h->d;
-    const int8_t *q = h->q + j * d;
-    const int pf = j + AH_PREFETCH_ROWS + C <= h->vocab;
-    for (int32_t r = 0; r < s->n; r++) {
-        const int16_t *xq = h->qx + r * d;
-        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(),
-                          _mm256_setzero_si256(), _mm256_setzero_si256()};
-        int64_t tail[4] = {0, 0, 0, 0};
-        int64_t i = 0;
-        for (; i + 16 <= d; i += 16) {
-            if (pf && r == 0 && (i & 63) == 0)
-                for (int c = 0; c < C; c++)
-                    _mm_prefetch((const char *)(q + (AH_PREFETCH_ROWS + c) * d + i), _MM_HINT_T0);
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + i));
-            for (int c = 0; c < C; c++) {
-                const __m256i w =
-                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + c * d + i)));
-                acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(w, xv));
-            }
-        }
-        for (; i < d; i++)
-            for (int c = 0; c < C; c++)
-                tail[c] += (int64_t)xq[i] * q[c * d + i];
-        for (int c = 0; c < C; c++) {
-            int32_t lanes[8];
-            memcpy(lanes, &acc[c], sizeof lanes);
-            int64_t sum = tail[c];
-            for (int l = 0; l < 8; l++)
-                sum += lanes[l];
-            h->approx[r * h->vocab + j + c] = h->scale[j + c] * s->tq[r] * (float)sum;
-        }
-    }
-}
-
-AH_AVX2 static void screen_avx2(const screen_ctx *s, int64_t j0, int64_t j1)
-{
-    int64_t j = j0;
-    for (; j + 4 <= j1; j += 4)
-        screen_rows_avx2(s, j, 4);
-    for (; j < j1; j++)
-        screen_rows_avx2(s, j, 1);
-}
-
-/* The same integer sums on AVX-512 VNNI (the avx512 and amx paths): thirty-two inputs per
- * vpdpwssd, whose int32 lanes each take half the products an avx2 lane takes (so Q, chosen
- * for the avx2 lanes, cannot overflow them either). Exact integers, so the order is free: one
- * weight row at a time against all N rows of x, U accumulators per row of x so the chains do
- * not wait on each other — the weights read as one stream, prefetched AH_PREFETCH_BYTES
- * ahead (four rows side by side, as the avx2 screen reads them, made short streams the
- * hardware prefetcher did not follow). The same A as the avx2 screen, the same candidates. */
-#define AH_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,avx2")))
+/* The integer screens (the header comment): x rounded to int16 (s->h->qx), each weight
+ * byte sign-extended and multiplied in pairs into int32 lanes — vpmaddwd + vpaddd on avx2,
+ * vpdpwssd on AVX-512 VNNI (the avx512 and amx paths). The sums are exact integers, so their
+ * order is free: one weight row at a time against all N rows of x, U accumulators per row of
+ * x so the chains do not wait on each other, and the weights read as one stream, prefetched
+ * AH_PREFETCH_BYTES ahead (four rows side by side, the first layout, made four short streams
+ * the hardware prefetcher did not follow). Each lane takes at most as many products as
+ * round_x_avx2's Q allows for. DEFINE_INT_SCREEN(SUF, ATTR, VI, VT, ZERO, WLOAD, MAC) defines
+ * screen_<SUF>(s, j0, j1): VI inputs per step, VT an accumulator of VI / 2 int32 lanes,
+ * ZERO() its zero, WLOAD(p) VI weight bytes as int16, MAC(acc, w, p) acc + w x (VI int16
+ * at p) summed in pairs. */
 #define AH_PREFETCH_BYTES 4096
-AH_VNNI static inline ALWAYS_INLINE void screen_rows_vnni(const screen_ctx *s, int64_t j0,
-                                                          int64_t j1, const int N)
-{
-    const llmrt_argmax_head *h = s->h;
-    const int64_t d = h->d, end = h->vocab * d;
-    enum { UMAX = 4 };
-    const int U = N >= 4 ? 1 : N >= 2 ? 2 : 4;
-    for (int64_t j = j0; j < j1; j++) {
-        const int8_t *q = h->q + j * d;
-        __m512i acc[AH_MAX_ROWS][UMAX];
-        for (int r = 0; r < N; r++)
-            for (int u = 0; u < U; u++)
-                acc[r][u] = _mm512_setzero_si512();
-        int64_t i = 0;
-        for (; i + 32 * U <= d; i += 32 * U) {
-            for (int u = 0; u < U; u++) {
-                const int64_t k = i + 32 * u;
-                if ((k & 63) == 0 && j * d + k + AH_PREFETCH_BYTES < end)
-                    _mm_prefetch((const char *)(q + k) + AH_PREFETCH_BYTES, _MM_HINT_T0);
-                const __m512i w =
-                    _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(q + k)));
-                for (int r = 0; r < N; r++)
-                    acc[r][u] = _mm512_dpwssd_epi32(
-                        acc[r][u], w, _mm512_loadu_si512((const void *)(h->qx + r * d + k)));
-            }
-        }
-        for (; i + 32 <= d; i += 32) {
-            const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(q + i)));
-            for (int r = 0; r < N; r++)
-                acc[r][0] = _mm512_dpwssd_epi32(
-                    acc[r][0], w, _mm512_loadu_si512((const void *)(h->qx + r * d + i)));
-        }
-        for (int r = 0; r < N; r++) {
-            const int16_t *xq = h->qx + r * d;
-            int64_t sum = 0;
-            for (int64_t t = i; t < d; t++)
-                sum += (int64_t)xq[t] * q[t];
-            for (int u = 0; u < U; u++) {
-                int32_t lanes[16];
-                memcpy(lanes, &acc[r][u], sizeof lanes);
-                for (int l = 0; l < 16; l++)
-                    sum += lanes[l];
-            }
-            h->approx[r * h->vocab + j] = h->scale[j] * s->tq[r] * (float)sum;
-        }
+#define DEFINE_INT_SCREEN(SUF, ATTR, VI, VT, ZERO, WLOAD, MAC)                                 \
+    ATTR static inline ALWAYS_INLINE void screen_rows_##SUF(const screen_ctx *s, int64_t j0,   \
+                                                            int64_t j1, const int N)           \
+    {                                                                                          \
+        const llmrt_argmax_head *h = s->h;                                                     \
+        const int64_t d = h->d, end = h->vocab * d;                                            \
+        enum { UMAX = 4 };                                                                     \
+        const int U = N >= 4 ? 1 : N >= 2 ? 2 : 4;                                             \
+        for (int64_t j = j0; j < j1; j++) {                                                    \
+            const int8_t *q = h->q + j * d;                                                    \
+            VT acc[AH_MAX_ROWS][UMAX];                                                         \
+            for (int r = 0; r < N; r++)                                                        \
+                for (int u = 0; u < U; u++)                                                    \
+                    acc[r][u] = ZERO();                                                        \
+            int64_t i = 0;                                                                     \
+            for (; i + VI * U <= d; i += VI * U)                                               \
+                for (int u = 0; u < U; u++) {                                                  \
+                    const int64_t k = i + VI * u;                                              \
+                    if ((k & 63) == 0 && j * d + k + AH_PREFETCH_BYTES < end)                  \
+                        _mm_prefetch((const char *)(q + k) + AH_PREFETCH_BYTES, _MM_HINT_T0);  \
+                    const VT w = WLOAD(q + k);                                                 \
+                    for (int r = 0; r < N; r++)                                                \
+                        acc[r][u] = MAC(acc[r][u], w, h->qx + r * d + k);                      \
+                }                                                                              \
+            for (; i + VI <= d; i += VI) {                                                     \
+                const VT w = WLOAD(q + i);                                                     \
+                for (int r = 0; r < N; r++)                                                    \
+                    acc[r][0] = MAC(acc[r][0], w, h->qx + r * d + i);                          \
+            }                                                                                  \
+            for (int r = 0; r < N; r++) {                                                      \
+                const int16_t *xq = h->qx + r * d;                                             \
+                int64_t sum = 0;                                                               \
+                for (int64_t t = i; t < d; t++)                                                \
+                    sum += (int64_t)xq[t] * q[t];                                              \
+                for (int u = 0; u < U; u++) {                                                  \
+                    int32_t lanes[VI / 2];                                                     \
+                    memcpy(lanes, &acc[r][u], sizeof lanes);                                   \
+                    for (int l = 0; l < VI / 2; l++)                                           \
+                        sum += lanes[l];                                                       \
+                }                                                                              \
+                h->approx[r * h->vocab + j] = h->scale[j] * s->tq[r] * (float)sum;             \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    ATTR static void screen_##SUF(const screen_ctx *s, int64_t j0, int64_t j1)                 \
+    {                                                                                          \
+        switch (s->n) {                                                                        \
+        case 1: screen_rows_##SUF(s, j0, j1, 1); break;                                        \
+        case 2: screen_rows_##SUF(s, j0, j1, 2); break;                                        \
+        case 3: screen_rows_##SUF(s, j0, j1, 3); break;                                        \
+        case 4: screen_rows_##SUF(s, j0, j1, 4); break;                                        \
+        case 5: screen_rows_##SUF(s, j0, j1, 5); break;                                        \
+        case 6: screen_rows_##SUF(s, j0, j1, 6); break;                                        \
+        case 7: screen_rows_##SUF(s, j0, j1, 7); break;                                        \
+        default: screen_rows_##SUF(s, j0, j1, 8); break;                                       \
+        }                                                                                      \
     }
-}
 
-AH_VNNI static void screen_vnni(const screen_ctx *s, int64_t j0, int64_t j1)
-{
-    switch (s->n) {
-    case 1: screen_rows_vnni(s, j0, j1, 1); break;
-    case 2: screen_rows_vnni(s, j0, j1, 2); break;
-    case 3: screen_rows_vnni(s, j0, j1, 3); break;
-    case 4: screen_rows_vnni(s, j0, j1, 4); break;
-    case 5: screen_rows_vnni(s, j0, j1, 5); break;
-    case 6: screen_rows_vnni(s, j0, j1, 6); break;
-    case 7: screen_rows_vnni(s, j0, j1, 7); break;
-    default: screen_rows_vnni(s, j0, j1, 8); break;
-    }
-}
+#define AH_AVX2 __attribute__((target("avx2")))
+#define AH_ZERO_256() _mm256_setzero_si256()
+#define AH_WLOAD_256(p) _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p)))
+#define AH_MAC_256(acc, w, p)                                                                  \
+    _mm256_add_epi32(acc, _mm256_madd_epi16(w, _mm256_loadu_si256((const __m256i *)(p))))
+DEFINE_INT_SCREEN(avx2, AH_AVX2, 16, __m256i, AH_ZERO_256, AH_WLOAD_256, AH_MAC_256)
+
+#define AH_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,avx2")))
+#define AH_ZERO_512() _mm512_setzero_si512()
+#define AH_WLOAD_512(p) _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(p)))
+#define AH_MAC_512(acc, w, p) _mm512_dpwssd_epi32(acc, w, _mm512_loadu_si512((const void *)(p)))
+DEFINE_INT_SCREEN(vnni, AH_VNNI, 32, __m512i, AH_ZERO_512, AH_WLOAD_512, AH_MAC_512)
 
 /* Row x of d floats as int16 for the integer screens: qx = round(x / t), t = max|x| / Q with Q
  * the largest value (at most 32767) for which no int32 lane of screen_rows_avx2 can overflow
