@@ -8,6 +8,7 @@
 # 2048-token TTFT likewise, the cached-prefix and 2048-token prefill steps traced; then the FP8
 # model's batch-1 decode step traced (where issue 21's ITL goes, per kernel).
 set -uo pipefail
+# (TAG names its JSON files' suffix, default o; the prelude is the caller's folder's)
 DEADLINE=${DEADLINE:-420}; source "$(dirname "$0")/prelude.sh"
 say "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) commit $LLMRT_BENCH_COMMIT"
 A8=/tmp/qwen3-8b-awq F8=/tmp/qwen3-8b-fp8
@@ -17,9 +18,9 @@ wait
 timeout 120 "$B" mkmodel --preset qwen3-8b --quant fp8 --seed 1 -q -o $F8 > "$L/mk-fp8.log" 2>&1 &
 { cat conf/pinned.ini; printf '[backend.cuda]\ntune = att_pf_split=512\n'; } > "$L/pinned-split.ini"
 { cat conf/pinned.ini; printf '[backend.cuda]\ntune = att_pf_split=512,att_pf_fill=-1\n'; } > "$L/pinned-oneblock.ini"
-bench 8b-awq-prefix2048-o 60 --model $A8 -c conf/pinned.ini -c "$L/pinned-split.ini" -c "$L/pinned-oneblock.ini" --allow-diff \
+bench 8b-awq-prefix2048-${TAG:-o} 60 --model $A8 -c conf/pinned.ini -c "$L/pinned-split.ini" -c "$L/pinned-oneblock.ini" --allow-diff \
   --input-len 2112 --prefix-len 2048 --output-len 16 --rounds 1 --requests 5 --warmup 1
-bench 8b-awq-ttft2048-o 60 --model $A8 -c conf/pinned.ini -c "$L/pinned-split.ini" --allow-diff \
+bench 8b-awq-ttft2048-${TAG:-o} 60 --model $A8 -c conf/pinned.ini -c "$L/pinned-split.ini" --allow-diff \
   --set cache.prefix_caching=off --input-len 2048 --output-len 2 --rounds 1 --requests 4 --warmup 1
 LLMRT_CUPTI_TRACE=$L/pf.csv LD_PRELOAD=$PWD/build-gpu/lib/libllmrt-cupti-trace.so timeout 40 "$B" bench --model $A8 -c "$L/pinned-split.ini" \
   --input-len 2112 --prefix-len 2048 --output-len 1 --rounds 1 --requests 4 --warmup 1 > "$L/pf-bench.txt" 2>&1
@@ -39,6 +40,6 @@ python3 plugins/backend-cuda/bench/step-timeline.py "$L/f8.csv" 8 > "$L/f8-timel
 say "fp8 decode step: $(head -24 "$L/f8-timeline.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-1400)"
 gzip -f "$L/f8.csv"
 for kw in 4 16; do { cat conf/pinned.ini; printf '[quant.fp8]\ntune = kw=%s\n' $kw; } > "$L/pinned-kw$kw.ini"; done
-bench 8b-fp8-kw-o 70 --model $F8 -c conf/pinned.ini -c "$L/pinned-kw4.ini" -c "$L/pinned-kw16.ini" --allow-diff \
+bench 8b-fp8-kw-${TAG:-o} 70 --model $F8 -c conf/pinned.ini -c "$L/pinned-kw4.ini" -c "$L/pinned-kw16.ini" --allow-diff \
   --input-len 128 --output-len 64 --rounds 1 --requests 3 --warmup 1
 say "end"

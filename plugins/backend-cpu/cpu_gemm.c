@@ -22,14 +22,6 @@
 #define GEMM_PREFETCH_BYTES 16384 /* dot1 (kernels defined with PF): how far ahead it prefetches */
 #define ALWAYS_INLINE __attribute__((always_inline))
 
-typedef struct {
-    float *y;          /* [n, out] */
-    const float *x;    /* [n, in] */
-    const void *w;     /* [out, in] */
-    llmrt_dtype dt;
-    int64_t n, in, out;
-    cpu_isa isa;
-} gemm_ctx;
 
 static inline float lane_sum(const float *acc)
 {
@@ -169,7 +161,7 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
     /* outputs [o0, o1): R_MAX-row tiles per weight row (and one of R_MAX / 2), then the rows  \
      * left over four weight rows at a time (which stay in L1 while they meet every leftover   \
      * row) */                                                                                 \
-    ATTR static inline ALWAYS_INLINE void cols_dt_##SUF(const gemm_ctx *g, int64_t o0,         \
+    ATTR static inline ALWAYS_INLINE void cols_dt_##SUF(const cpu_gemm_ctx *g, int64_t o0,         \
                                                         int64_t o1, const int DT)              \
     {                                                                                          \
         const int64_t in = g->in, out = g->out;                                                \
@@ -205,7 +197,7 @@ static inline ALWAYS_INLINE float w_scalar(const void *w, int64_t i, const int D
         }                                                                                      \
     }                                                                                          \
                                                                                                \
-    ATTR static void cols_##SUF(const gemm_ctx *g, int64_t o0, int64_t o1)                     \
+    ATTR static void cols_##SUF(const cpu_gemm_ctx *g, int64_t o0, int64_t o1)                     \
     {                                                                                          \
         switch (g->dt) {                                                                       \
         case LLMRT_DTYPE_F32: cols_dt_##SUF(g, o0, o1, LLMRT_DTYPE_F32); break;                \
@@ -267,7 +259,7 @@ DEFINE_GEMM_KERNEL(avx512, 16, 8, 1, CPU_AVX512_TARGET)
 
 static void gemm_cols(void *c, int64_t o0, int64_t o1)
 {
-    const gemm_ctx *g = c;
+    const cpu_gemm_ctx *g = c;
 #ifdef CPU_HAVE_X86_KERNELS
     if (g->isa == CPU_ISA_AVX512) {
         cols_avx512(g, o0, o1);
@@ -284,7 +276,7 @@ static void gemm_cols(void *c, int64_t o0, int64_t o1)
 void cpu_gemm_exact_cols(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
                          int32_t n, int64_t o0, int64_t o1)
 {
-    gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0], b->isa};
+    cpu_gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0], b->isa};
     gemm_cols(&c, o0, o1);
 }
 
@@ -311,7 +303,7 @@ llmrt_status cpu_gemm(llmrt_backend *b, float *y, const float *x, const llmrt_te
         cpu_gemm_fma(b, y, x, w, n);
         return LLMRT_OK;
     }
-    gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0], b->isa};
+    cpu_gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0], b->isa};
     /* four chunks per thread: balanced even when another process takes a core for a while,
      * few enough to amortise the hand-off */
     int64_t grain = (c.out + 4 * b->n_threads - 1) / (4 * b->n_threads);

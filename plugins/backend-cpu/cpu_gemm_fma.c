@@ -38,14 +38,6 @@
 #define FMA_TARGET __attribute__((target("avx2,fma,f16c")))
 #define ALWAYS_INLINE __attribute__((always_inline))
 
-typedef struct {
-    float *y;       /* [n, out] */
-    const float *x; /* [n, in] */
-    const void *w;  /* [out, in] */
-    llmrt_dtype dt;
-    int64_t n, in, out;
-} fma_ctx;
-
 /* 8 weights from element i of row w, as f32 (bf16 and f16 convert exactly) */
 FMA_TARGET static inline ALWAYS_INLINE __m256 w8(const void *w, int64_t i, const int DT)
 {
@@ -106,7 +98,7 @@ FMA_TARGET static inline ALWAYS_INLINE void tile(const void *w, const float *res
 }
 
 /* the tile for C weight rows, by the rows left (a constant R for each call of tile) */
-FMA_TARGET static inline ALWAYS_INLINE void rows_tiles(const fma_ctx *g, const void *wr,
+FMA_TARGET static inline ALWAYS_INLINE void rows_tiles(const cpu_gemm_ctx *g, const void *wr,
                                                        int64_t o, int64_t r0, int64_t r1,
                                                        const int C, const int DT)
 {
@@ -122,7 +114,7 @@ FMA_TARGET static inline ALWAYS_INLINE void rows_tiles(const fma_ctx *g, const v
     }
 }
 
-FMA_TARGET static inline ALWAYS_INLINE void cols_dt(const fma_ctx *g, int64_t o0, int64_t o1,
+FMA_TARGET static inline ALWAYS_INLINE void cols_dt(const cpu_gemm_ctx *g, int64_t o0, int64_t o1,
                                                     const int DT)
 {
     const size_t es = DT == LLMRT_DTYPE_F32 ? 4 : 2;
@@ -144,7 +136,7 @@ FMA_TARGET static inline ALWAYS_INLINE void cols_dt(const fma_ctx *g, int64_t o0
 
 FMA_TARGET static void fma_cols(void *c, int64_t o0, int64_t o1)
 {
-    const fma_ctx *g = c;
+    const cpu_gemm_ctx *g = c;
     switch (g->dt) {
     case LLMRT_DTYPE_F32: cols_dt(g, o0, o1, LLMRT_DTYPE_F32); break;
     case LLMRT_DTYPE_BF16: cols_dt(g, o0, o1, LLMRT_DTYPE_BF16); break;
@@ -283,7 +275,7 @@ void cpu_gemm_fma(llmrt_backend *b, float *y, const float *x, const llmrt_tensor
 #ifdef CPU_HAVE_FMA_KERNEL
     if (b->bf16_dot && w->dtype == LLMRT_DTYPE_BF16 && gemm_bf16_dot(b, y, x, w, n))
         return;
-    fma_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0]};
+    cpu_gemm_ctx c = {y, x, w->data, w->dtype, n, w->shape[1], w->shape[0], b->isa};
     /* chunks of whole tiles, four per thread (as the exact kernels: balanced when another
      * process takes a core for a while) */
     int64_t grain = (c.out + 4 * b->n_threads - 1) / (4 * b->n_threads);

@@ -132,6 +132,16 @@ llmrt_status cpu_attention_fast(llmrt_backend *b, float *out, const float *q,
 /* The exact kernel for outputs [o0, o1) of every row, on the calling thread. */
 void cpu_gemm_exact_cols(llmrt_backend *b, float *y, const float *x, const llmrt_tensor *w,
                          int32_t n, int64_t o0, int64_t o1);
+/* One dense GEMM call for the kernels of cpu_gemm.c and cpu_gemm_fma.c. */
+typedef struct cpu_gemm_ctx {
+    float *y;       /* [n, out] */
+    const float *x; /* [n, in] */
+    const void *w;  /* [out, in] */
+    llmrt_dtype dt;
+    int64_t n, in, out;
+    cpu_isa isa;    /* the exact kernels' vector instructions */
+} cpu_gemm_ctx;
+
 /* The fast paths' FMA-tiled prefill GEMM (cpu_gemm_fma.c): whether it takes a call of n
  * rows (validated by cpu_gemm), and the call. */
 int cpu_gemm_fma_takes(const llmrt_backend *b, int32_t n);
