@@ -11,8 +11,9 @@
  *
  * The kernels use GNU C vector types (GCC, Clang), VW floats per vector, accumulating in 16
  * lanes (lane l: inputs i = l mod 16 in increasing order, the tail of a row that is not a
- * multiple of 16 added to its lane at the end, lanes summed 0..15): backend-cpu's gemm order,
- * which is what makes W8A16 equal to dequantize-then-gemm bit for bit. No FMA contraction
+ * multiple of 16 added to its lane at the end, lanes summed 0..15): backend-cpu's exact gemm
+ * order, which is what makes W8A16 equal to dequantize-then-gemm on the exact path bit for bit
+ * (on every path: W8A16 does not take the fast paths' FMA tiles). No FMA contraction
  * (built with -ffp-contract=off, like -std=c11 gives). */
 #include "fp8_cpu.h"
 

@@ -593,19 +593,16 @@ static llmrt_status launch_gemv(fp8_cuda_ctx *ctx, const fp8_cuda_linear *l, flo
                                                               : "fp8_gemv_kernel");
 }
 
-/* The GEMV's K-splitting warps for a linear of n_blocks blocks (32 rows) and nkb K blocks: the
- * most (up to 16, at most one per K block) that keep the grid within ~16 warps per SM, so
- * short-and-wide linears split K and tall ones fill the GPU with blocks. */
-static int choose_kw(const fp8_cuda_ctx *ctx, int64_t n_blocks, int64_t nkb)
+/* The GEMV's K-splitting warps for a linear of nkb K blocks: FP8_KW_DEFAULT, at most one per
+ * K block. (The first choice, per linear the most that kept the grid within ~16 warps per SM
+ * — 2 for Qwen3-8B's gate/up, 8 or 16 for the others — was slower at batch 1 on the H200
+ * than 4 everywhere: BENCHMARKS.md, 2026-12-03.) */
+#define FP8_KW_DEFAULT 4
+static int choose_kw(const fp8_cuda_ctx *ctx, int64_t nkb)
 {
-    if (ctx->tune_kw > 0) {
-        int kw = 1;
-        while (kw * 2 <= ctx->tune_kw && kw * 2 <= FP8_KW_MAX)
-            kw *= 2;
-        return kw;
-    }
+    const int want = ctx->tune_kw > 0 ? ctx->tune_kw : FP8_KW_DEFAULT;
     int kw = 1;
-    while (kw * 2 <= FP8_KW_MAX && kw * 2 <= nkb && n_blocks * kw * 2 <= (int64_t)ctx->sm_count * 16)
+    while (kw * 2 <= want && kw * 2 <= FP8_KW_MAX && (ctx->tune_kw > 0 || kw * 2 <= nkb))
         kw *= 2;
     return kw;
 }
@@ -934,7 +931,7 @@ extern "C" llmrt_status fp8_cuda_load(fp8_cuda_ctx *ctx, const fp8_part *parts, 
     l->nrb = (l->outp + 127) / 128;
     l->wq_bytes = (size_t)(l->n_mt * l->n_kc * 32) * sizeof(uint4);
     l->scale_bytes = (size_t)(l->nrb * l->nkb) * sizeof(float);
-    l->kw = choose_kw(ctx, l->outp / 32, l->nkb);
+    l->kw = choose_kw(ctx, l->nkb);
     float *hs = (float *)calloc((size_t)(l->nrb * l->nkb), sizeof(float));
     void *wq = NULL, *sc = NULL;
     cudaError_t e;
