@@ -156,18 +156,18 @@ START_TEST(gemm_rows_independent_of_batch)
 }
 END_TEST
 
-/* The fastest path this CPU has (auto): the GEMV shapes (n < 16) run the exact kernels, so
- * their bits are the exact path's; prefill shapes run other kernels (FMA tiles on avx2 and
- * avx512, cpu_gemm_fma.c; amx: x rounded to bf16), within |y - y_exact| <= 2^-8 sum_i |x_i w_i|
- * (cpu_gemm_amx.c). Either way 1 and 2 threads agree, and on the FMA tiles a row gets the same
+/* The fastest path this CPU has (auto), and avx2: the GEMV shapes (n < 16) run the exact
+ * kernels, so their bits are the exact path's; prefill shapes run other kernels (cpu_gemm_fma.c:
+ * FMA tiles, bf16 on AVX512-BF16 where the CPU has it; amx: x rounded to bf16), within
+ * |y - y_exact| <= 2^-8 sum_i |x_i w_i| (cpu_gemm_amx.c). Either way 1 and 2 threads agree, and on the FMA tiles a row gets the same
  * bits whichever rows share its call (the call on rows 1.. of x against the full call). */
 START_TEST(gemm_fast_paths_within_bound)
 {
-    const char *paths[] = {"auto"};
+    const char *paths[] = {"auto", "avx2"}; /* avx2: its FMA tiles on every dtype */
     const int64_t shapes[][3] = {{1, 256, 48},  {3, 1000, 67}, {16, 64, 48},  {17, 96, 130},
                                  {33, 256, 47}, {70, 32, 41},  {40, 512, 100}, {16, 33, 20},
                                  {64, 128, 16}, {31, 64, 15}};
-    for (int p = 0; p < 1; p++) {
+    for (int p = 0; p < 2; p++) {
         llmrt_backend *f1 = ct_try_create_simd(1, paths[p]), *f2 = ct_try_create_simd(2, paths[p]);
         if (!f1)
             continue;
@@ -753,7 +753,7 @@ static void check_attention(const attn_case *c, llmrt_dtype dt, uint64_t seed)
     CT_CHECK(memcmp(o1, o2, on * sizeof(float)) == 0, "attention: 1 and 2 threads differ");
     /* the fastest path (auto: on avx512 and amx the tiled kernel, FMAs, a vector exp) against
      * the same reference, at the same tolerance, with 1 and 2 threads agreeing */
-    const char *paths[] = {"auto"};
+    const char *paths[] = {"auto", "avx2"}; /* avx2: its FMA tiles on every dtype */
     for (int fp = 0; fp < 1; fp++) {
         llmrt_backend *f1 = ct_try_create_simd(1, paths[fp]);
         llmrt_backend *f2 = ct_try_create_simd(2, paths[fp]);
