@@ -596,8 +596,8 @@ static llmrt_status launch_gemv(fp8_cuda_ctx *ctx, const fp8_cuda_linear *l, flo
 /* The GEMV's K-splitting warps for a linear of nkb K blocks: FP8_KW_DEFAULT, at most one per
  * K block. (The first choice, per linear the most that kept the grid within ~16 warps per SM
  * — 2 for Qwen3-8B's gate/up, 8 or 16 for the others — was slower at batch 1 on the H200
- * than 4 everywhere: BENCHMARKS.md, 2026-12-03.) */
-#define FP8_KW_DEFAULT 4
+ * than 16 everywhere, and 4 everywhere slower still: BENCHMARKS.md, 2026-12-03.) */
+#define FP8_KW_DEFAULT 16
 static int choose_kw(const fp8_cuda_ctx *ctx, int64_t nkb)
 {
     const int want = ctx->tune_kw > 0 ? ctx->tune_kw : FP8_KW_DEFAULT;
