@@ -17,10 +17,13 @@
  * Scales: f32 [ceil(outp / 128)][inp / 128].
  *
  * Kernels:
- *  - the GEMV (n <= gemv_rows, FP8_GEMV_ROWS by default; both semantics): a block owns 32
- *    rows (two m-tiles) and KW warps splitting K by 128-input blocks; each warp streams its
- *    weights (the first block issued before the PDL wait: weights never change; at up to 8
- *    rows one block ahead in two register sets), converts e4m3 to f16 in registers
+ *  - the GEMV (n <= gemv_rows, FP8_GEMV_ROWS by default; both semantics): a row block of 32
+ *    rows (two m-tiles) is summed by KW warps splitting K by 128-input blocks; each warp
+ *    streams its weights (the first block issued before the PDL wait: weights never change;
+ *    at up to 8 rows one block ahead in two register sets, and a grid of one wave walking the
+ *    row blocks, so the next row block's weights are in flight while a block sums the last;
+ *    x staged once per block in shared memory as the f16 pairs the B fragments take),
+ *    converts e4m3 to f16 in registers
  *    (cvt.rn.f16x2.e4m3x2 on sm_89+, NVIDIA's software conversion on sm_86: sm_90 has no FP8
  *    GEMV instruction), multiplies on the tensor cores (mma m16n8k16, f32 accumulation),
  *    applies each block's scale in f32, and the warps' sums meet in shared memory in a fixed
@@ -62,6 +65,9 @@ struct fp8_cuda_ctx {
     int device, sm_count, cc, pdl;
     int mma;     /* use the FP8 tensor cores (cc >= 8.9 and not tuned off) */
     int tune_kw; /* 0: chosen per linear */
+    int tune_sx; /* 0: the decode GEMV reads x from global memory (tune sx=0), 1: staged */
+    int tune_pers; /* 1: the decode GEMV's grid is one wave over the row blocks (tune pers=0: one
+                      block per row block) */
     int gemv_rows; /* the GEMV serves 1..gemv_rows rows, the GEMMs more (tune gemv_rows) */
     char name[192];
     void *staging; /* one part's raw weight during a load */
@@ -78,6 +84,7 @@ struct fp8_cuda_ctx {
 struct fp8_cuda_linear {
     int64_t in, out, inp, outp, n_mt, n_kc, nkb, nrb;
     int kw;       /* GEMV K-splitting warps (a power of two) */
+    int wave;     /* decode GEMV blocks resident at once (wave_blocks) */
     uint4 *wq;    /* [n_mt][n_kc][32] */
     float *scale; /* [nrb][nkb] */
     size_t wq_bytes, scale_bytes;
@@ -325,17 +332,6 @@ __global__ void fp8_dequant_f16_kernel(__half *__restrict__ w, const uint32_t *_
 
 #define GV_MT FP8_GV_MT
 
-/* The weights of 128-input block kb of the warp's two m-tiles: 4 k-chunks each. */
-__device__ __forceinline__ void gv_load(uint4 (&wv)[GV_MT][4], const uint4 *const (&wb)[GV_MT],
-                                        int kb)
-{
-#pragma unroll
-    for (int mt = 0; mt < GV_MT; mt++)
-#pragma unroll
-        for (int c = 0; c < 4; c++)
-            wv[mt][c] = ld_stream16(wb[mt] + (int64_t)(kb * 4 + c) * 32);
-}
-
 /* The GEMV's epilogue through shared memory: each output summed over the KW warps in warp
  * order (GLU: silu(gate) * up). */
 template <int NT, int KW, bool GLU>
@@ -381,55 +377,108 @@ __device__ __forceinline__ void gv_reduce(float (&red)[KW][GV_MT * NT * 4][32],
     }
 }
 
-/* y [n, out] = x [n, in] · Wᵀ for n <= 8 NT (GLU: y [n, out/2] = silu(gate) * up, the block
- * taking gate m-tile mb and up m-tile out/32 + mb). Block: KW warps, K blocks kb = w, w + KW,
- * ... per warp, C fragments summed over the warps in warp order. */
-template <int NT, int KW, bool W8A8, bool GLU>
+/* Stage x [n, in] into fp8_xs (zeros up to inp): one warp per (token, 128-input block), lane
+ * L taking inputs 4 L .. 4 L + 3 of the block (chunk L / 8, half (L / 4) % 2, lane t = L % 4
+ * of fp8_xs_chunk_word). W8A8: the block's amax over the warp gives act_scale, the codes are
+ * quant2's, and lane 0 stores the scale at sxs [tok][kb] after the n rows. */
+template <bool W8A8, int KW>
+__device__ __forceinline__ void gv_stage(const float *__restrict__ x, int n, int in, int nkb,
+                                         int xvec, int xstride)
+{
+    extern __shared__ uint4 fp8_xs[];
+    uint32_t *xs = reinterpret_cast<uint32_t *>(fp8_xs);
+    float *sxs = reinterpret_cast<float *>(fp8_xs) + n * xstride;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int item = w; item < n * nkb; item += KW) {
+        const int tok = item / nkb, kb = item - tok * nkb;
+        const float4 v = load_x4(x, tok, n, in, kb * 128 + 4 * lane, xvec);
+        uint2 pr;
+        if constexpr (W8A8) {
+            float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            const float s = act_scale(amax);
+            pr.x = e4m3x2_h2(quant2(v.x, v.y, s));
+            pr.y = e4m3x2_h2(quant2(v.z, v.w, s));
+            if (lane == 0)
+                sxs[tok * nkb + kb] = s;
+        } else {
+            pr.x = h2_bits(v.x, v.y);
+            pr.y = h2_bits(v.z, v.w);
+        }
+        *reinterpret_cast<uint2 *>(xs + tok * xstride + fp8_xs_stage_word(kb, lane)) = pr;
+    }
+    __syncthreads();
+}
+
+/* y [n, out] = x [n, in] · Wᵀ for n <= 8 NT (GLU: y [n, out/2] = silu(gate) * up, row block
+ * mb taking gate m-tile mb and up m-tile out/32 + mb). Block: KW warps, K blocks kb = w,
+ * w + KW, ... per warp, C fragments summed over the warps in warp order. A block serves row
+ * blocks mb = blockIdx.x, + gridDim.x, ... up to n_mb: with a grid of about one wave (the
+ * launch's choice), each warp's next weights — of the same row block or of the next — are
+ * in flight while it computes and while the block sums a finished row block, instead of the
+ * SM's stream stopping at every block's end; every (row block, K block) is the same
+ * arithmetic whatever the grid, so the bits do not depend on it. */
+template <int NT, int KW, bool W8A8, bool GLU, bool SX>
 __global__ void __launch_bounds__(KW * 32)
 fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 *__restrict__ wq,
                 const float *__restrict__ scale, int n, int out, int in, int n_kc, int nkb,
-                int xvec)
+                int xvec, int n_mb)
 {
     static_assert(!GLU || NT == 1, "GLU: the decode kernel");
+    static_assert(!SX || NT == 1, "SX: the decode kernel");
     constexpr int NV = GV_MT * NT * 4;
     __shared__ float red[KW][NV][32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int mb = blockIdx.x;
-    int64_t m[GV_MT];
-    m[0] = GLU ? mb : 2 * (int64_t)mb;
-    m[1] = GLU ? (int64_t)(out / 32) + mb : 2 * (int64_t)mb + 1;
-    const uint4 *wb[GV_MT];
-    const float *sb[GV_MT];
+    /* this warp's K blocks per row block, the row blocks of this block, and its items j
+     * (row block blockIdx.x + (j / cnt) gridDim.x, K block w + (j % cnt) KW) */
+    const int cnt = w < nkb ? (nkb - w + KW - 1) / KW : 0;
+    const int n_my = ((int)blockIdx.x < n_mb) ? (n_mb - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
+    const int n_items = cnt * n_my;
+    auto mtiles = [&](int mb, int64_t (&m)[GV_MT]) {
+        m[0] = GLU ? mb : 2 * (int64_t)mb;
+        m[1] = GLU ? (int64_t)(out / 32) + mb : 2 * (int64_t)mb + 1;
+    };
+    auto load_item = [&](uint4 (&wv)[GV_MT][4], int j) {
+        int mb, kb;
+        fp8_gv_item(j, cnt, (int)blockIdx.x, (int)gridDim.x, w, KW, &mb, &kb);
+        int64_t m[GV_MT];
+        mtiles(mb, m);
 #pragma unroll
-    for (int mt = 0; mt < GV_MT; mt++) {
-        wb[mt] = wq + m[mt] * n_kc * 32 + lane;
-        sb[mt] = scale + ((m[mt] * 16) / 128) * nkb;
-    }
-    /* decode (one n-tile): two register sets of weights, block kb + KW in flight while kb
-     * computes */
-    uint4 wv0[GV_MT][4], wv1[GV_MT][4];
-    int kb = w;
-    if (kb < nkb)
-        gv_load(wv0, wb, kb); /* in flight before the wait: weights never change */
-    llmrt_cuda_pdl_wait();
-    llmrt_cuda_pdl_trigger();
-
-    float acc[GV_MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < GV_MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
+        for (int mt = 0; mt < GV_MT; mt++)
 #pragma unroll
             for (int c = 0; c < 4; c++)
-                acc[mt][nt][c] = 0.0f;
+                wv[mt][c] = ld_stream16(wq + (m[mt] * n_kc + kb * 4 + c) * 32 + lane);
+    };
+    /* decode (one n-tile): two register sets of weights, item j + 1 in flight while item j
+     * computes */
+    uint4 wv0[GV_MT][4], wv1[GV_MT][4];
+    if (n_items > 0)
+        load_item(wv0, 0); /* in flight before the wait: weights never change */
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
+    /* SX: the block stages x [n, inp] once in shared memory as the f16 pairs its B fragments
+     * take (W8A8: the e4m3 codes, exact in f16, and each 128-input block's scale), so a
+     * k-chunk's B fragment is one 16-byte shared load instead of two global loads, their
+     * conversions and (W8A8) the amax and quantization in every block — the same values, so
+     * the same sums as reading x from global memory */
+    extern __shared__ uint4 fp8_xs[];
+    const int xstride = fp8_xs_words(n_kc);
+    const uint32_t *xs = reinterpret_cast<const uint32_t *>(fp8_xs);
+    const float *sxs = reinterpret_cast<const float *>(fp8_xs) + n * xstride; /* [n][nkb] */
+    if constexpr (SX)
+        gv_stage<W8A8, KW>(x, n, in, nkb, xvec, xstride);
+
+    float acc[GV_MT][NT][4];
 
     /* one 128-input block kb of the warp's m-tiles into acc */
-    auto step = [&](const int kb, const uint4 (&wv)[GV_MT][4]) {
+    auto step = [&](const int kb, const uint4 (&wv)[GV_MT][4], const float *const (&sb)[GV_MT]) {
         const int k_blk = kb * 128;
         /* W8A8: the scale of token 8 nt + g over this block's 128 inputs (its four lanes t
          * hold 32 inputs each: chunks c, halves h, 4 t + 0..3) */
         float sx[NT];
-        if constexpr (W8A8) {
+        if constexpr (W8A8 && !SX) {
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 float amax = 0.0f;
@@ -456,19 +505,25 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
 #pragma unroll
         for (int c = 0; c < 4; c++) {
             uint32_t b[NT][2][2];
+            if constexpr (SX) { /* B columns past n repeat token 0: never stored */
+                const uint4 bb = *reinterpret_cast<const uint4 *>(
+                    xs + (g < n ? g : 0) * xstride + fp8_xs_chunk_word(kb * 4 + c, t));
+                b[0][0][0] = bb.x, b[0][0][1] = bb.y, b[0][1][0] = bb.z, b[0][1][1] = bb.w;
+            } else {
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++)
+                for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const float4 v = load_x4(x, nt * 8 + g, n, in, k_blk + fp8_cl_x_k(c, h, t), xvec);
-                    if constexpr (W8A8) {
-                        b[nt][h][0] = e4m3x2_h2(quant2(v.x, v.y, sx[nt]));
-                        b[nt][h][1] = e4m3x2_h2(quant2(v.z, v.w, sx[nt]));
-                    } else {
-                        b[nt][h][0] = h2_bits(v.x, v.y);
-                        b[nt][h][1] = h2_bits(v.z, v.w);
+                    for (int h = 0; h < 2; h++) {
+                        const float4 v = load_x4(x, nt * 8 + g, n, in, k_blk + fp8_cl_x_k(c, h, t), xvec);
+                        if constexpr (W8A8) {
+                            b[nt][h][0] = e4m3x2_h2(quant2(v.x, v.y, sx[nt]));
+                            b[nt][h][1] = e4m3x2_h2(quant2(v.z, v.w, sx[nt]));
+                        } else {
+                            b[nt][h][0] = h2_bits(v.x, v.y);
+                            b[nt][h][1] = h2_bits(v.z, v.w);
+                        }
                     }
-                }
+            }
 #pragma unroll
             for (int mt = 0; mt < GV_MT; mt++) {
                 const uint4 a = wv[mt][c];
@@ -491,8 +546,15 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 if constexpr (W8A8) {
-                    const float s0 = __shfl_sync(0xffffffffu, sx[nt], fp8_cl_tok_lane(fp8_cl_c_tok(t, 0)));
-                    const float s1 = __shfl_sync(0xffffffffu, sx[nt], fp8_cl_tok_lane(fp8_cl_c_tok(t, 1)));
+                    float s0, s1;
+                    if constexpr (SX) {
+                        const int t0 = fp8_cl_c_tok(t, 0), t1 = fp8_cl_c_tok(t, 1);
+                        s0 = sxs[(t0 < n ? t0 : 0) * nkb + kb];
+                        s1 = sxs[(t1 < n ? t1 : 0) * nkb + kb];
+                    } else {
+                        s0 = __shfl_sync(0xffffffffu, sx[nt], fp8_cl_tok_lane(fp8_cl_c_tok(t, 0)));
+                        s1 = __shfl_sync(0xffffffffu, sx[nt], fp8_cl_tok_lane(fp8_cl_c_tok(t, 1)));
+                    }
                     acc[mt][nt][0] += __fmul_rn(__fmul_rn(pacc[mt][nt][0], s0), sw);
                     acc[mt][nt][1] += __fmul_rn(__fmul_rn(pacc[mt][nt][1], s1), sw);
                     acc[mt][nt][2] += __fmul_rn(__fmul_rn(pacc[mt][nt][2], s0), sw);
@@ -506,76 +568,114 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
         }
     };
 
-    if constexpr (NT == 1) {
-        for (; kb < nkb; kb += 2 * KW) {
-            if (kb + KW < nkb)
-                gv_load(wv1, wb, kb + KW);
-            step(kb, wv0);
-            if (kb + KW >= nkb)
-                break;
-            if (kb + 2 * KW < nkb)
-                gv_load(wv0, wb, kb + 2 * KW);
-            step(kb + KW, wv1);
-        }
-    } else { /* more n-tiles: the second set measured slower (registers); loads after use */
-        for (; kb < nkb; kb += KW) {
-            step(kb, wv0);
-            if (kb + KW < nkb)
-                gv_load(wv0, wb, kb + KW);
-        }
-    }
-
-    if constexpr (KW == 1 && !GLU) {
+    int j = 0;
+    for (int r = 0; r < n_my; r++) {
+        const int mb = (int)blockIdx.x + r * (int)gridDim.x;
+        int64_t m[GV_MT];
+        mtiles(mb, m);
+        const float *sb[GV_MT];
+#pragma unroll
+        for (int mt = 0; mt < GV_MT; mt++)
+            sb[mt] = scale + ((m[mt] * 16) / 128) * nkb;
 #pragma unroll
         for (int mt = 0; mt < GV_MT; mt++)
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int64_t r = 16 * m[mt] + fp8_cl_c_row(g, c);
-                    const int tok = nt * 8 + fp8_cl_c_tok(t, c);
-                    if (r < out && tok < n)
-                        y[(int64_t)tok * out + r] = acc[mt][nt][c];
+                for (int c = 0; c < 4; c++)
+                    acc[mt][nt][c] = 0.0f;
+        for (int i = 0; i < cnt; i++, j++) {
+            const int kb = w + i * KW;
+            if constexpr (NT == 1) {
+                if ((j & 1) == 0) {
+                    if (j + 1 < n_items)
+                        load_item(wv1, j + 1);
+                    step(kb, wv0, sb);
+                } else {
+                    if (j + 1 < n_items)
+                        load_item(wv0, j + 1);
+                    step(kb, wv1, sb);
                 }
-    } else {
-        gv_reduce<NT, KW, GLU>(red, acc, y, n, out, mb, m);
+            } else { /* more n-tiles: the second set measured slower (registers); loads after use */
+                step(kb, wv0, sb);
+                if (j + 1 < n_items)
+                    load_item(wv0, j + 1);
+            }
+        }
+
+        if constexpr (KW == 1 && !GLU) {
+#pragma unroll
+            for (int mt = 0; mt < GV_MT; mt++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        const int64_t rr = 16 * m[mt] + fp8_cl_c_row(g, c);
+                        const int tok = nt * 8 + fp8_cl_c_tok(t, c);
+                        if (rr < out && tok < n)
+                            y[(int64_t)tok * out + rr] = acc[mt][nt][c];
+                    }
+        } else {
+            gv_reduce<NT, KW, GLU>(red, acc, y, n, out, mb, m);
+            if (r + 1 < n_my)
+                __syncthreads(); /* red is written again by the next row block */
+        }
     }
 }
 
 typedef void (*gemv_fn)(float *, const float *, const uint4 *, const float *, int, int, int, int,
-                        int, int);
+                        int, int, int);
 
-template <int NT, int KW, bool W8A8, bool GLU> static gemv_fn gemv_at()
+template <int NT, int KW, bool W8A8, bool GLU, bool SX> static gemv_fn gemv_at()
 {
     if constexpr (KW * NT > FP8_KW_MAX)
-        return gemv_at<NT, KW / 2, W8A8, GLU>();
+        return gemv_at<NT, KW / 2, W8A8, GLU, SX>();
     else
-        return fp8_gemv_kernel<NT, KW, W8A8, GLU>;
+        return fp8_gemv_kernel<NT, KW, W8A8, GLU, SX>;
 }
 
-template <int NT, bool W8A8, bool GLU> static gemv_fn gemv_kw(int kw)
+template <int NT, bool W8A8, bool GLU, bool SX> static gemv_fn gemv_kw(int kw)
 {
     switch (kw) {
-    case 16: return gemv_at<NT, 16, W8A8, GLU>();
-    case 8: return gemv_at<NT, 8, W8A8, GLU>();
-    case 4: return gemv_at<NT, 4, W8A8, GLU>();
-    case 2: return gemv_at<NT, 2, W8A8, GLU>();
-    default: return gemv_at<NT, 1, W8A8, GLU>();
+    case 16: return gemv_at<NT, 16, W8A8, GLU, SX>();
+    case 8: return gemv_at<NT, 8, W8A8, GLU, SX>();
+    case 4: return gemv_at<NT, 4, W8A8, GLU, SX>();
+    case 2: return gemv_at<NT, 2, W8A8, GLU, SX>();
+    default: return gemv_at<NT, 1, W8A8, GLU, SX>();
     }
 }
 
-static gemv_fn gemv_pick(int nt, int kw, int w8a8, int glu)
+/* sx: x staged in shared memory (nt = 1 only) */
+static gemv_fn gemv_pick(int nt, int kw, int w8a8, int glu, int sx)
 {
-    if (glu)
-        return w8a8 ? gemv_kw<1, true, true>(kw) : gemv_kw<1, false, true>(kw);
+    if (nt == 1 && sx) {
+        if (glu)
+            return w8a8 ? gemv_kw<1, true, true, true>(kw) : gemv_kw<1, false, true, true>(kw);
+        return w8a8 ? gemv_kw<1, true, false, true>(kw) : gemv_kw<1, false, false, true>(kw);
+    }
+    if (glu) /* callers check nt == 1 */
+        return w8a8 ? gemv_kw<1, true, true, false>(kw) : gemv_kw<1, false, true, false>(kw);
     if (nt == 1)
-        return w8a8 ? gemv_kw<1, true, false>(kw) : gemv_kw<1, false, false>(kw);
+        return w8a8 ? gemv_kw<1, true, false, false>(kw) : gemv_kw<1, false, false, false>(kw);
     if (nt == 2)
-        return w8a8 ? gemv_kw<2, true, false>(kw) : gemv_kw<2, false, false>(kw);
-    return w8a8 ? gemv_kw<4, true, false>(kw) : gemv_kw<4, false, false>(kw);
+        return w8a8 ? gemv_kw<2, true, false, false>(kw) : gemv_kw<2, false, false, false>(kw);
+    return w8a8 ? gemv_kw<4, true, false, false>(kw) : gemv_kw<4, false, false, false>(kw);
 }
 
-/* One GEMV launch for n <= 32 rows. */
+/* Bytes of shared memory the decode GEMV stages x in for n rows, or 0 where it reads x from
+ * global memory (more than 8 rows, tune sx=0, or above FP8_SX_MAX_BYTES). */
+#define FP8_SX_MAX_BYTES 32768
+static size_t stage_bytes(const fp8_cuda_ctx *ctx, const fp8_cuda_linear *l, int n, int w8a8)
+{
+    if (n > 8 || !ctx->tune_sx)
+        return 0;
+    const size_t b = (size_t)n * (size_t)fp8_xs_words((int)l->n_kc) * 4 +
+                     (w8a8 ? (size_t)n * (size_t)l->nkb * 4 : 0);
+    return b <= FP8_SX_MAX_BYTES ? b : 0;
+}
+
+/* One GEMV launch for n <= 32 rows (glu: the SwiGLU variant, n <= 8). The decode shape
+ * (n <= 8) runs a grid of one wave (l->wave blocks, unless tune pers=0) over the row blocks. */
 static llmrt_status launch_gemv(fp8_cuda_ctx *ctx, const fp8_cuda_linear *l, float *y,
                                 const float *x, int n, int w8a8, int glu, llmrt_error *err)
 {
@@ -584,13 +684,29 @@ static llmrt_status launch_gemv(fp8_cuda_ctx *ctx, const fp8_cuda_linear *l, flo
     while (kw * nt > FP8_KW_MAX)
         kw /= 2;
     const int xvec = ((uintptr_t)x & 15u) == 0 && (l->in & 3) == 0;
-    const unsigned blocks = (unsigned)(l->outp / 32);
-    llmrt_cuda_launch(ctx->stream, ctx->pdl, gemv_pick(nt, kw, w8a8, glu), dim3(blocks),
-                      dim3((unsigned)(kw * 32)), 0, y, x, (const uint4 *)l->wq,
+    const int n_mb = (int)((glu ? l->out : l->outp) / 32);
+    const int grid = nt == 1 && ctx->tune_pers && l->wave < n_mb ? l->wave : n_mb;
+    const size_t sx = stage_bytes(ctx, l, n, w8a8);
+    llmrt_cuda_launch(ctx->stream, ctx->pdl, gemv_pick(nt, kw, w8a8, glu, sx > 0), dim3((unsigned)grid),
+                      dim3((unsigned)(kw * 32)), sx, y, x, (const uint4 *)l->wq,
                       (const float *)l->scale, n, (int)l->out, (int)l->in, (int)l->n_kc,
-                      (int)l->nkb, xvec);
+                      (int)l->nkb, xvec, n_mb);
     return llmrt_cuda_check_launch(err, "quant-fp8 cuda", glu ? "fp8_gemv_kernel (SwiGLU)"
                                                               : "fp8_gemv_kernel");
+}
+
+/* Blocks of the decode GEMV (n = 1) that the device holds at once: the grid of one wave. */
+static int wave_blocks(const fp8_cuda_ctx *ctx, const fp8_cuda_linear *l)
+{
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_pick(1, l->kw, 0, 0, ctx->tune_sx),
+                                                      l->kw * 32, stage_bytes(ctx, l, 1, 0)) !=
+            cudaSuccess ||
+        per_sm < 1) {
+        cudaGetLastError();
+        per_sm = 1;
+    }
+    return per_sm * ctx->sm_count;
 }
 
 /* The GEMV's K-splitting warps for a linear of nkb K blocks: FP8_KW_DEFAULT, at most one per
@@ -844,6 +960,8 @@ extern "C" llmrt_status fp8_cuda_create(const llmrt_backend_ref *backend, const 
     ctx->cc = prop.major * 10 + prop.minor;
     ctx->mma = ctx->cc >= 89;
     ctx->gemv_rows = FP8_GEMV_ROWS;
+    ctx->tune_sx = 1;
+    ctx->tune_pers = 1;
     snprintf(ctx->name, sizeof ctx->name, "%s (sm_%d)", prop.name, ctx->cc);
     /* [quant.fp8] tune = "kw=8,mma=0" (fp8_cuda.h); unknown knobs are ignored */
     if (tune && *tune) {
@@ -858,6 +976,10 @@ extern "C" llmrt_status fp8_cuda_create(const llmrt_backend_ref *backend, const 
             const int v = atoi(eq + 1);
             if (strcmp(tok, "kw") == 0)
                 ctx->tune_kw = v;
+            else if (strcmp(tok, "sx") == 0)
+                ctx->tune_sx = v != 0;
+            else if (strcmp(tok, "pers") == 0)
+                ctx->tune_pers = v != 0;
             else if (strcmp(tok, "mma") == 0 && v == 0)
                 ctx->mma = 0;
             else if (strcmp(tok, "gemv_rows") == 0 && v >= 1 && v <= FP8_GEMV_MAX_N)
@@ -932,6 +1054,7 @@ extern "C" llmrt_status fp8_cuda_load(fp8_cuda_ctx *ctx, const fp8_part *parts, 
     l->wq_bytes = (size_t)(l->n_mt * l->n_kc * 32) * sizeof(uint4);
     l->scale_bytes = (size_t)(l->nrb * l->nkb) * sizeof(float);
     l->kw = choose_kw(ctx, l->nkb);
+    l->wave = wave_blocks(ctx, l);
     float *hs = (float *)calloc((size_t)(l->nrb * l->nkb), sizeof(float));
     void *wq = NULL, *sc = NULL;
     cudaError_t e;
@@ -1070,17 +1193,7 @@ extern "C" llmrt_status fp8_cuda_forward_swiglu(fp8_cuda_ctx *ctx, const fp8_cud
     llmrt_status st = use_device(ctx, err);
     if (st != LLMRT_OK)
         return st;
-    /* GLU: one block per gate m-tile (out / 32 of them) */
-    const int nt = 1;
-    int kw = l->kw;
-    while (kw * nt > FP8_KW_MAX)
-        kw /= 2;
-    const int xvec = ((uintptr_t)x & 15u) == 0 && (l->in & 3) == 0;
-    llmrt_cuda_launch(ctx->stream, ctx->pdl, gemv_pick(nt, kw, w8a8, 1),
-                      dim3((unsigned)(l->out / 32)), dim3((unsigned)(kw * 32)), 0, y, x,
-                      (const uint4 *)l->wq, (const float *)l->scale, n, (int)l->out, (int)l->in,
-                      (int)l->n_kc, (int)l->nkb, xvec);
-    return llmrt_cuda_check_launch(err, "quant-fp8 cuda", "fp8_gemv_kernel (SwiGLU)");
+    return launch_gemv(ctx, l, y, x, n, w8a8, 1, err); /* one row block per gate m-tile */
 }
 
 extern "C" llmrt_status fp8_cuda_dequant(fp8_cuda_ctx *ctx, const fp8_cuda_linear *l, float *out,

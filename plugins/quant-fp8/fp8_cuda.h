@@ -34,7 +34,9 @@ int fp8_cuda_offered(const llmrt_backend_ref *backend);
  * tune: [quant.fp8] tune, "key=value,..." (developer knobs for benchmark sweeps; NULL or ""
  * for none): kw=N forces the GEMV's K-splitting warps (1..16), mma=0 acts as if the device
  * had no FP8 tensor cores (the sm_86 paths on any GPU), gemv_rows=N (1..32) sets the most rows
- * the GEMV serves; unknown knobs are ignored. */
+ * the GEMV serves, sx=0 has the decode GEMV (n <= 8) read x from global memory instead of
+ * staging it in shared memory, pers=0 gives it one block per row block instead of a grid of
+ * one wave; unknown knobs are ignored. */
 llmrt_status fp8_cuda_create(const llmrt_backend_ref *backend, const char *tune,
                              fp8_cuda_ctx **out, llmrt_error *err);
 void fp8_cuda_destroy(fp8_cuda_ctx *ctx);

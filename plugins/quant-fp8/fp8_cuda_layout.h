@@ -84,4 +84,36 @@ FP8_HD int fp8_cl_gemm_b_offset(int row, int kc, int h, int t, int stride)
     return row * stride + kc * 32 + 16 * h + 4 * t;
 }
 
+/* The decode GEMV's x staged in shared memory (fp8_cuda.cu, gv_stage): per token a row of
+ * fp8_xs_words 32-bit words, f16 pairs (inp / 2 of them) and 16 words of padding, so the rows
+ * the eight tokens of a quarter-warp read start 64 bytes apart in the banks. */
+FP8_HD int fp8_xs_words(int64_t n_kc)
+{
+    return (int)(n_kc * 16 + 16);
+}
+
+/* The word of a staged row where k-chunk kc's B fragment for lane t starts: four words, the
+ * pairs of inputs 32 kc + 4 t + {0, 1}, {2, 3}, 32 kc + 16 + 4 t + {0, 1}, {2, 3} (B regs 0
+ * and 1 of k16 half 0, then of half 1), one 16-byte load. */
+FP8_HD int fp8_xs_chunk_word(int kc, int t)
+{
+    return kc * 16 + 4 * t;
+}
+
+/* The word where staging lane `lane` of K block kb puts the pair of inputs 128 kb + 4 lane +
+ * {0, 1} (the next word: + {2, 3}): chunk lane / 8, half (lane / 4) % 2, lane t = lane % 4. */
+FP8_HD int fp8_xs_stage_word(int kb, int lane)
+{
+    return fp8_xs_chunk_word(kb * 4 + (lane >> 3), lane & 3) + 2 * ((lane >> 2) & 1);
+}
+
+/* Item j of warp w in block bx of a decode GEMV grid of `grid` blocks, the warp having cnt K
+ * blocks per row block: its row block and K block (the kernel computes row blocks bx, bx +
+ * grid, ... and in each the K blocks w, w + kw, ...). */
+FP8_HD void fp8_gv_item(int j, int cnt, int bx, int grid, int w, int kw, int *mb, int *kb)
+{
+    *mb = bx + (j / cnt) * grid;
+    *kb = w + (j % cnt) * kw;
+}
+
 #endif

@@ -10,7 +10,10 @@
  *               activations to the CPU's e4m3 codes bit for bit, so only the accumulation
  *               differs: <= 1e-3 (the FP8 MMA's accumulator keeps fewer bits than f32)
  *   sm_86 paths tune mma=0 (W8A8 above 16 rows through the GEMV), kw=1/2/16, and the GEMV
- *               serving 8 or 32 rows (gemv_rows)
+ *               serving 8 or 32 rows (gemv_rows), x read from global memory with a block per
+ *               row block (sx=0,pers=0)
+ *   defaults    the decode GEMV's staged x and one-wave grid == x from global memory and a
+ *               block per row block (sx=0, pers=0), bit for bit, plain and SwiGLU
  *   auto        activations = auto is exactly W8A16 below w8a8_min_rows and W8A8 from it on
  *               FP8 tensor cores (W8A16 without them)
  *   swiglu      linear_forward_fused on [gate; up] equals forward + silu * up (twice the
@@ -214,7 +217,7 @@ END_TEST
 START_TEST(test_tune_paths)
 {
     static const char *const tunes[] = {"mma=0", "kw=1", "kw=2", "kw=16", "gemv_rows=8",
-                                        "gemv_rows=32", "mma=0,gemv_rows=32"};
+                                        "gemv_rows=32", "mma=0,gemv_rows=32", "sx=0,pers=0"};
     const int64_t in = 1000, out = 264;
     ft_linear src = ft_linear_random(in, out, LLMRT_DTYPE_F32, 7);
     ft_ckpt *ck = ft_ckpt_new();
@@ -248,6 +251,99 @@ START_TEST(test_tune_paths)
     TUNE = "";
     ft_ckpt_free(ck);
     ft_linear_free(&src);
+}
+END_TEST
+
+/* The decode GEMV's defaults — x staged in shared memory, a grid of one wave walking the row
+ * blocks (n <= 8) — give the same bits as x read from global memory (tune sx=0) and one block
+ * per row block (pers=0): the same f16 values or e4m3 codes and scales, the same sums in the
+ * same order — plain and SwiGLU, aligned and not, in a multiple of 128 and not, with more row
+ * blocks than a wave holds. */
+static void swiglu_forward(llmrt_quant *q, const llmrt_qlinear *g, const float *x, int32_t n,
+                           int64_t in, int64_t half, float *y)
+{
+    float *dx = dalloc((size_t)(n * in) * 4), *dy = dalloc((size_t)(n * half) * 4);
+    copy(dx, x, (size_t)(n * in) * 4, LLMRT_COPY_H2D);
+    poison(dy, (size_t)(n * half));
+    llmrt_error err = {0};
+    ck_assert_msg(ft_fp8()->linear_forward_fused(q, g, dy, dx, n, LLMRT_FUSE_OUT_SWIGLU, &err) ==
+                      LLMRT_OK,
+                  "%s", err.msg);
+    copy(y, dy, (size_t)(n * half) * 4, LLMRT_COPY_D2H);
+    CUDA.vt->dev_free(CUDA.b, dx), CUDA.vt->dev_free(CUDA.b, dy);
+}
+
+START_TEST(test_gemv_defaults)
+{
+    static const int64_t sh[][2] = {{4096, 8192}, {12288, 256}, {1000, 264}, {200, 72}};
+    static const char *const variants[] = {"", "sx=0", "pers=0", "sx=0,pers=0"};
+    enum { NV = sizeof variants / sizeof *variants };
+    const char *gu_names[2] = {"gate", "up"};
+    for (size_t si = 0; si < sizeof sh / sizeof *sh; si++) {
+        const int64_t in = sh[si][0], out = sh[si][1], gu[2] = {out, out};
+        ft_ckpt *ck = ft_ckpt_new();
+        ft_linear src = ft_linear_random(in, out, LLMRT_DTYPE_F32, 30 + (uint64_t)si);
+        ft_linear gate = ft_linear_random(in, out, LLMRT_DTYPE_F32, 40 + (uint64_t)si);
+        ft_linear up = ft_linear_random(in, out, LLMRT_DTYPE_F32, 50 + (uint64_t)si);
+        ft_linear_add(ck, "p", &src);
+        ft_linear_add(ck, "gate", &gate);
+        ft_linear_add(ck, "up", &up);
+        ft_rng r = {60 + (uint64_t)si};
+        for (int m = 0; m < 2; m++) {
+            const char *mode = m ? "w8a8" : "w8a16";
+            llmrt_quant *q[NV];
+            llmrt_qlinear *l[NV], *g[NV];
+            for (int v = 0; v < NV; v++) {
+                TUNE = variants[v];
+                q[v] = quant_on(&CUDA, mode);
+                l[v] = load(q[v], ck, "p", in, out);
+                llmrt_error err = {0};
+                ck_assert_msg(ft_fp8()->linear_load_fused(q[v], ft_ckpt_view(ck), gu_names, 2, in,
+                                                          gu, &g[v], &err) == LLMRT_OK,
+                              "%s", err.msg);
+            }
+            TUNE = "";
+            /* SwiGLU where the halves are whole m-tiles (out a multiple of 16) */
+            const int32_t glu_rows = ft_fp8()->linear_fused_max_rows(q[0], g[0], LLMRT_FUSE_OUT_SWIGLU);
+            ck_assert_int_eq(glu_rows, out % 16 == 0 ? 8 : 0);
+            for (int32_t n = 1; n <= 8; n++) {
+                float *x = ft_activations(&r, n, in);
+                float *y[NV], *ys[NV];
+                for (int v = 0; v < NV; v++) {
+                    y[v] = malloc((size_t)(n * out) * 4);
+                    ys[v] = malloc((size_t)(n * out) * 4);
+                    cuda_forward(q[v], l[v], x, n, in, out, n == 3, y[v]);
+                    if (n <= glu_rows)
+                        swiglu_forward(q[v], g[v], x, n, in, out, ys[v]);
+                    else
+                        memset(ys[v], 0, (size_t)(n * out) * 4);
+                }
+                for (int v = 1; v < NV; v++)
+                    for (int64_t i = 0; i < n * out; i++) {
+                        ck_assert_msg(memcmp(&y[0][i], &y[v][i], 4) == 0,
+                                      "%s [%lld, %lld] n=%d: the default gives %.9g at %lld, "
+                                      "tune %s %.9g",
+                                      mode, (long long)out, (long long)in, n, (double)y[0][i],
+                                      (long long)i, variants[v], (double)y[v][i]);
+                        ck_assert_msg(memcmp(&ys[0][i], &ys[v][i], 4) == 0,
+                                      "%s SwiGLU [%lld, %lld] n=%d: the default gives %.9g at "
+                                      "%lld, tune %s %.9g",
+                                      mode, (long long)out, (long long)in, n, (double)ys[0][i],
+                                      (long long)i, variants[v], (double)ys[v][i]);
+                    }
+                for (int v = 0; v < NV; v++)
+                    free(y[v]), free(ys[v]);
+                free(x);
+            }
+            for (int v = 0; v < NV; v++) {
+                ft_fp8()->linear_free(q[v], l[v]);
+                ft_fp8()->linear_free(q[v], g[v]);
+                ft_fp8()->destroy(q[v]);
+            }
+        }
+        ft_linear_free(&src), ft_linear_free(&gate), ft_linear_free(&up);
+        ft_ckpt_free(ck);
+    }
 }
 END_TEST
 
@@ -486,6 +582,7 @@ int main(void)
     tcase_set_timeout(tc, 900);
     tcase_add_loop_test(tc, test_vs_cpu, 0, (int)(sizeof shapes / sizeof *shapes));
     tcase_add_test(tc, test_tune_paths);
+    tcase_add_test(tc, test_gemv_defaults);
     tcase_add_test(tc, test_auto_policy);
     tcase_add_test(tc, test_fused);
     tcase_add_test(tc, test_graph);

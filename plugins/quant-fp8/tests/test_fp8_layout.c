@@ -1,6 +1,7 @@
 /* test_fp8_layout.c — quant-fp8's CUDA kernels emulated on the CPU (ctest quant-fp8.layout):
- * the repack, the GEMV (both semantics, every n-tile count, K-splitting warps, SwiGLU), the
- * activation quantization and the FP8 GEMM, written warp by warp and lane by lane as
+ * the repack, the GEMV (both semantics, every n-tile count, K-splitting warps, SwiGLU, x staged
+ * in shared memory, the items of a one-wave grid), the activation quantization and the FP8
+ * GEMM, written warp by warp and lane by lane as
  * fp8_cuda.cu does them, with the index arithmetic of fp8_cuda_layout.h (the kernels' own),
  * the registers built from the packed words with the kernels' shifts, and mma.sync emulated
  * from the PTX ISA's fragment layouts. The emulated outputs must equal the plugin's CPU
@@ -151,13 +152,50 @@ static void emu_free(emu_linear *l)
     free(l->scale);
 }
 
+/* gv_stage: x [n, in] staged as f16 values, [n][xstride words][2 halves], and (W8A8) the
+ * scales [n][nkb], warp by warp as the kernel writes them (lane L: inputs 4 L .. 4 L + 3 of
+ * K block kb; the block's amax over the warp). */
+static void emu_stage(const emu_linear *l, const float *x, int n, int w8a8, float *xs, float *sxs)
+{
+    const int in = (int)l->in, nkb = (int)l->nkb, xstride = fp8_xs_words(l->n_kc);
+    for (int i = 0; i < n * xstride * 2; i++)
+        xs[i] = NAN; /* a word the staging does not write, read, fails the test */
+    for (int tok = 0; tok < n; tok++)
+        for (int kb = 0; kb < nkb; kb++) {
+            float v[32][4], amax = 0;
+            for (int lane = 0; lane < 32; lane++) {
+                load_x4(x, tok, n, in, kb * 128 + 4 * lane, v[lane]);
+                for (int i = 0; i < 4; i++)
+                    amax = fmaxf(amax, fabsf(v[lane][i]));
+            }
+            const float s = fp8_act_scale(amax);
+            if (w8a8)
+                sxs[tok * nkb + kb] = s;
+            for (int lane = 0; lane < 32; lane++)
+                for (int i = 0; i < 4; i++) {
+                    const int word = fp8_xs_stage_word(kb, lane) + i / 2;
+                    xs[(tok * xstride + word) * 2 + i % 2] =
+                        w8a8 ? llmrt_e4m3_to_f32(fp8_act_quant(v[lane][i], s)) : f16(v[lane][i]);
+                }
+        }
+}
+
+/* staged: x staged (n <= 8), as the decode kernel reads it. */
 static void emu_gemv(const emu_linear *l, float *y, const float *x, int n, int kw, int w8a8,
-                     int glu)
+                     int glu, int staged)
 {
     const int NT = n <= 8 ? 1 : n <= 16 ? 2 : 4;
     while (kw * NT > FP8_KW_MAX)
         kw /= 2;
     const int out = (int)l->out, in = (int)l->in, nkb = (int)l->nkb;
+    const int xstride = fp8_xs_words(l->n_kc);
+    float *xs = NULL, *sxs = NULL;
+    if (staged) {
+        ck_assert_int_eq(NT, 1);
+        xs = malloc((size_t)(n * xstride * 2) * sizeof(float));
+        sxs = malloc((size_t)(n * nkb) * sizeof(float));
+        emu_stage(l, x, n, w8a8, xs, sxs);
+    }
     const int blocks = glu ? out / 32 : (int)(l->outp / 32);
     typedef double accv[FP8_GV_MT][4][32][4]; /* [mt][nt][lane][c] */
     accv *red = calloc((size_t)kw, sizeof(accv));
@@ -199,6 +237,14 @@ static void emu_gemv(const emu_linear *l, float *y, const float *x, int n, int k
                         for (int h = 0; h < 2; h++)
                             for (int lane = 0; lane < 32; lane++) {
                                 const int g = lane >> 2, t = lane & 3;
+                                if (staged) { /* one 16-byte load: words 2 h + reg */
+                                    const int tok = g < n ? g : 0;
+                                    const int w0 = fp8_xs_chunk_word(kb * 4 + c, t) + 2 * h;
+                                    for (int i = 0; i < 4; i++)
+                                        b[nt][h][lane][i / 2][i % 2] =
+                                            xs[(tok * xstride + w0 + i / 2) * 2 + i % 2];
+                                    continue;
+                                }
                                 float v[4];
                                 load_x4(x, nt * 8 + g, n, in, k_blk + fp8_cl_x_k(c, h, t), v);
                                 for (int i = 0; i < 4; i++)
@@ -229,8 +275,11 @@ static void emu_gemv(const emu_linear *l, float *y, const float *x, int n, int k
                             const int t = lane & 3;
                             for (int c = 0; c < 4; c++) {
                                 double s = sw;
-                                if (w8a8)
-                                    s *= sx[fp8_cl_tok_lane(fp8_cl_c_tok(t, c))][nt];
+                                const int tok = fp8_cl_c_tok(t, c);
+                                if (w8a8 && staged)
+                                    s *= sxs[(tok < n ? tok : 0) * nkb + kb];
+                                else if (w8a8)
+                                    s *= sx[fp8_cl_tok_lane(tok)][nt];
                                 red[w][mt][nt][lane][c] += pacc[mt][nt][lane][c] * s;
                             }
                         }
@@ -262,6 +311,7 @@ static void emu_gemv(const emu_linear *l, float *y, const float *x, int n, int k
                     }
     }
     free(red);
+    free(xs), free(sxs);
 }
 
 /* ---- the activation quantization and the GEMM, as fp8_quant_kernel + fp8_gemm_kernel ---- */
@@ -430,24 +480,66 @@ START_TEST(test_gemv_emulated)
         for (size_t kk = 0; kk < sizeof kws / sizeof *kws; kk++) {
             for (int64_t i = 0; i < n * out; i++)
                 y[i] = NAN;
-            emu_gemv(&l, y, x, n, kws[kk], 0, 0);
-            double e = rel_l2(y, ref16, (size_t)(n * out));
-            ck_assert_msg(e < 1e-6, "emulated W8A16 GEMV [%lld, %lld] n=%d kw=%d: relative error "
-                          "%.3g against the CPU kernel on f16-rounded x",
-                          (long long)out, (long long)in, n, kws[kk], e);
-            for (int64_t i = 0; i < n * out; i++)
-                y[i] = NAN;
-            emu_gemv(&l, y, x, n, kws[kk], 1, 0);
-            e = rel_l2(y, ref8, (size_t)(n * out));
-            ck_assert_msg(e < 1e-6, "emulated W8A8 GEMV [%lld, %lld] n=%d kw=%d: relative error "
-                          "%.3g against the CPU kernel",
-                          (long long)out, (long long)in, n, kws[kk], e);
+            for (int staged = 0; staged <= (n <= 8); staged++) {
+                for (int64_t i = 0; i < n * out; i++)
+                    y[i] = NAN;
+                emu_gemv(&l, y, x, n, kws[kk], 0, 0, staged);
+                double e = rel_l2(y, ref16, (size_t)(n * out));
+                ck_assert_msg(e < 1e-6, "emulated W8A16 GEMV [%lld, %lld] n=%d kw=%d staged=%d: "
+                              "relative error %.3g against the CPU kernel on f16-rounded x",
+                              (long long)out, (long long)in, n, kws[kk], staged, e);
+                for (int64_t i = 0; i < n * out; i++)
+                    y[i] = NAN;
+                emu_gemv(&l, y, x, n, kws[kk], 1, 0, staged);
+                e = rel_l2(y, ref8, (size_t)(n * out));
+                ck_assert_msg(e < 1e-6, "emulated W8A8 GEMV [%lld, %lld] n=%d kw=%d staged=%d: "
+                              "relative error %.3g against the CPU kernel",
+                              (long long)out, (long long)in, n, kws[kk], staged, e);
+            }
         }
         free(x), free(xh), free(ref16), free(ref8), free(y);
     }
     emu_free(&l);
     ft_linear_free(&src);
     be.vt->destroy(be.b);
+}
+END_TEST
+
+/* The decode GEMV's grid of one wave: each warp walks its items j (the weights it loads one
+ * item ahead, fp8_gv_item) in the order its loops compute them (row blocks bx, bx + grid, ...;
+ * K blocks w, w + kw, ...), and the blocks' warps cover every (row block, K block) once. */
+START_TEST(test_gemv_items)
+{
+    static const int cases[][4] = {/* nkb, kw, row blocks, grid */
+                                   {32, 16, 768, 132}, {96, 16, 128, 132}, {3, 16, 40, 7},
+                                   {32, 4, 384, 528},  {1, 1, 9, 4},       {8, 2, 5, 5}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const int nkb = cases[ci][0], kw = cases[ci][1], n_mb = cases[ci][2];
+        const int grid = cases[ci][3] < n_mb ? cases[ci][3] : n_mb;
+        int *seen = calloc((size_t)(n_mb * nkb), sizeof(int));
+        for (int bx = 0; bx < grid; bx++)
+            for (int w = 0; w < kw; w++) { /* the kernel's loops */
+                const int cnt = w < nkb ? (nkb - w + kw - 1) / kw : 0;
+                const int n_my = (n_mb - bx + grid - 1) / grid;
+                int j = 0;
+                for (int r = 0; r < n_my; r++)
+                    for (int i = 0; i < cnt; i++, j++) {
+                        const int mb = bx + r * grid, kb = w + i * kw;
+                        int imb, ikb;
+                        fp8_gv_item(j, cnt, bx, grid, w, kw, &imb, &ikb);
+                        ck_assert_msg(imb == mb && ikb == kb,
+                                      "case %zu block %d warp %d item %d: loads (%d, %d), "
+                                      "computes (%d, %d)",
+                                      ci, bx, w, j, imb, ikb, mb, kb);
+                        ck_assert(mb < n_mb && kb < nkb);
+                        seen[mb * nkb + kb]++;
+                    }
+            }
+        for (int i = 0; i < n_mb * nkb; i++)
+            ck_assert_msg(seen[i] == 1, "case %zu: row block %d K block %d computed %d times", ci,
+                          i / nkb, i % nkb, seen[i]);
+        free(seen);
+    }
 }
 END_TEST
 
@@ -462,7 +554,7 @@ START_TEST(test_gemv_swiglu_emulated)
         float *x = ft_activations(&r, n, in);
         float *gu = malloc((size_t)(n * 2 * half) * 4), *y = malloc((size_t)(n * half) * 4);
         cpu_forward(&be, "w8a8", &src, x, n, gu);
-        emu_gemv(&l, y, x, n, 2, 1, 1);
+        emu_gemv(&l, y, x, n, 2, 1, 1, n == 8);
         float *ref = malloc((size_t)(n * half) * 4);
         for (int t = 0; t < n; t++)
             for (int64_t i = 0; i < half; i++) {
@@ -518,6 +610,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_layout_inverse);
     tcase_add_loop_test(tc, test_gemv_emulated, 0, (int)(sizeof shapes / sizeof *shapes));
+    tcase_add_test(tc, test_gemv_items);
     tcase_add_test(tc, test_gemv_swiglu_emulated);
     tcase_add_loop_test(tc, test_gemm_emulated, 0, (int)(sizeof shapes / sizeof *shapes));
     suite_add_tcase(s, tc);
