@@ -17,10 +17,7 @@
  * (n <= 8) the block stages x once in shared memory as f16 pairs, ordered so a k-tile's B
  * fragment is one 8-byte shared load (staging took the big linears from ~2.2 to ~2.85 TB/s on
  * the H200; the one-load order 2.15 -> 2.12 ms per decode step); at 16
- * warps per block it also keeps two iterations of weights in flight (DB below), and its grid
- * is one wave of blocks walking the row blocks, so a warp's next weights — of the next row
- * block too — are in flight while its block sums the last (tune pers=0: a block per row
- * block, the same bits). Each warp
+ * warps per block it also keeps two iterations of weights in flight (DB below). Each warp
  * issues its first 4 KB of weight loads before waiting on the previous kernel (programmatic
  * dependent launch, when the backend uses it): weights never change, activations do.
  *
@@ -264,8 +261,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const 
             const int v = atoi(eq + 1);
             if (strcmp(tok, "kw") == 0)
                 ctx->tune.kw = v;
-            else if (strcmp(tok, "pers") == 0)
-                ctx->tune.pers = v > 0 ? 1 : -1;
             else if (strcmp(tok, "sx") == 0)
                 ctx->tune.sx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "fx") == 0)
@@ -317,8 +312,7 @@ extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
     free(ctx);
 }
 
-static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, int64_t n_iters,
-                     int *wave);
+static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, int64_t n_iters);
 
 extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_part *parts,
                                             int32_t n_parts, int64_t in, int64_t group,
@@ -360,7 +354,7 @@ extern "C" llmrt_status awq_cuda_load_parts(awq_cuda_ctx *ctx, const awq_cuda_pa
     l->n_mtiles = l->outp / 16;
     l->wq_bytes = (size_t)l->n_mtiles * (size_t)(l->kpad / 16) * 32 * sizeof(uint32_t);
     l->meta_bytes = (size_t)l->n_mtiles * (size_t)(l->kpad / group) * 8 * 2 * sizeof(uint32_t);
-    l->kw = choose_kw(ctx, l->group, l->n_mtiles / AWQ_MT, l->kpad / AWQ_ITK, &l->wave);
+    l->kw = choose_kw(ctx, l->group, l->n_mtiles / AWQ_MT, l->kpad / AWQ_ITK);
 
     cudaError_t e;
     void *wq = NULL, *meta = NULL;
@@ -648,49 +642,35 @@ __device__ __forceinline__ float awq_red_sum(const float (&red)[KW > 1 ? KW : 1]
     return s;
 }
 
-/* Kernel 2 (default). Row block mb = 32 rows (two m-tiles); a block's KW warps take its K
- * iterations w, w + KW, ...; their partial sums meet in shared memory and are added in warp
- * order. y [n, out]. A block serves row blocks mb = blockIdx.x, + gridDim.x, ... up to n_mb:
- * with a grid of one wave (the decode launch's choice, tune pers), each warp's next weights —
- * of the same row block or of the next — are in flight while it computes and while the block
- * sums a finished row block, instead of the SM's stream stopping at every block's end. Every
- * (row block, iteration) is the same arithmetic whatever the grid: the bits do not depend on
- * it. */
+/* Kernel 2 (default). Block = row block mb of 32 rows (two m-tiles); its KW warps take the
+ * K iterations w, w + KW, ...; their partial sums meet in shared memory and are added in
+ * warp order. y [n, out]. */
 template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float *__restrict__ x,
                                               const uint32_t *__restrict__ wq,
                                               const uint32_t *__restrict__ meta, int n, int out,
-                                              int in, int kpad, int xstride, int n_mb)
+                                              int in, int kpad, int xstride)
 {
+    constexpr int LD_IT = AWQ_ITK / 64, GPI = AWQ_ITK / GROUP;
     constexpr int NV = AWQ_MT * NT * 4; /* accumulators per lane */
     __shared__ float red[KW > 1 ? KW : 1][NV][32];
 
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int mb = blockIdx.x;
     const int g = lane >> 2, t = lane & 3;
     const int n_iters = kpad / AWQ_ITK;
     const int64_t n_super = kpad / 64; /* 16-byte loads per lane per m-tile over all of K */
     const int n_grp = kpad / GROUP;
-    /* this warp's iterations per row block, the block's row blocks, and the warp's items j:
-     * row block blockIdx.x + (j / cnt) gridDim.x, iteration w + (j % cnt) KW */
-    const int cnt = w < n_iters ? (n_iters - w + KW - 1) / KW : 0;
-    const int bx = (int)blockIdx.x, grid = (int)gridDim.x;
-    const int n_my = bx < n_mb ? (n_mb - bx + grid - 1) / grid : 0;
-    const int n_items = cnt * n_my;
-    /* GLU: row block mb's m-tiles are gate rows 16 mb .. 16 mb + 15 and the matching up rows */
-    auto load_item = [&](uint4 (&wv)[AWQ_MT][AWQ_ITK / 64], uint2 (&mv)[AWQ_MT][AWQ_ITK / GROUP],
-                         int j) {
-        const int mb = bx + (j / cnt) * grid, it = w + (j % cnt) * KW;
-        const int64_t m0 = GLU ? mb : (int64_t)mb * AWQ_MT, mstep = GLU ? out / 32 : 1;
-        const uint4 *wbase[AWQ_MT];
-        const uint2 *mbase[AWQ_MT];
+    const uint4 *wbase[AWQ_MT];
+    const uint2 *mbase[AWQ_MT];
+    /* GLU: the block's m-tiles are gate rows 16 mb .. 16 mb + 15 and the matching up rows */
+    const int64_t m0 = GLU ? mb : (int64_t)mb * AWQ_MT, mstep = GLU ? out / 32 : 1;
 #pragma unroll
-        for (int mt = 0; mt < AWQ_MT; mt++) {
-            const int64_t m = m0 + mt * mstep;
-            wbase[mt] = reinterpret_cast<const uint4 *>(wq) + (m * n_super) * 32 + lane;
-            mbase[mt] = reinterpret_cast<const uint2 *>(meta) + (m * n_grp) * 8 + g;
-        }
-        awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
-    };
+    for (int mt = 0; mt < AWQ_MT; mt++) {
+        const int64_t m = m0 + mt * mstep;
+        wbase[mt] = reinterpret_cast<const uint4 *>(wq) + (m * n_super) * 32 + lane;
+        mbase[mt] = reinterpret_cast<const uint2 *>(meta) + (m * n_grp) * 8 + g;
+    }
 
     /* DB: two iterations of weights in flight per warp (a second register set). Only for the
      * decode kernel (x staged) at 16 warps per block: one 512-thread block per SM either way
@@ -701,12 +681,13 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
      * ~4% slower. */
     constexpr bool DB = KW == 16 && NT == 1 && GROUP == 128 && SX;
     /* the first weights are in flight before the wait for the kernel that writes x */
-    uint4 wv[AWQ_MT][AWQ_ITK / 64], wv2[AWQ_MT][AWQ_ITK / 64];
-    uint2 mv[AWQ_MT][AWQ_ITK / GROUP], mv2[AWQ_MT][AWQ_ITK / GROUP];
-    if (n_items > 0)
-        load_item(wv, mv, 0);
-    if (DB && n_items > 1)
-        load_item(wv2, mv2, 1);
+    uint4 wv[AWQ_MT][LD_IT], wv2[AWQ_MT][LD_IT];
+    uint2 mv[AWQ_MT][GPI], mv2[AWQ_MT][GPI];
+    int it = w;
+    if (it < n_iters)
+        awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
+    if (DB && it + KW < n_iters)
+        awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + KW);
     llmrt_cuda_pdl_wait();
     llmrt_cuda_pdl_trigger();
     /* SX: the block stages x [n, in] as f16 pairs in shared memory once (rows of xstride
@@ -729,81 +710,76 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
     }
 
     float acc[AWQ_MT][NT][4];
-    int j = 0;
-    for (int rb = 0; rb < n_my; rb++) {
-        const int mb = bx + rb * grid;
+#pragma unroll
+    for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[mt][nt][c] = 0.0f;
+    while (it < n_iters) {
+        awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
+        if constexpr (DB) { /* refill the set just used, then compute the other */
+            if (it + 2 * KW < n_iters)
+                awq_load_iter<GROUP>(wv, mv, wbase, mbase, it + 2 * KW);
+            it += KW;
+            if (it >= n_iters)
+                break;
+            awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
+            if (it + 2 * KW < n_iters)
+                awq_load_iter<GROUP>(wv2, mv2, wbase, mbase, it + 2 * KW);
+            it += KW;
+        } else {
+            it += KW;
+            if (it < n_iters)
+                awq_load_iter<GROUP>(wv, mv, wbase, mbase, it);
+        }
+    }
+
+    if constexpr (KW == 1 && !GLU) {
+#pragma unroll
+        for (int mt = 0; mt < AWQ_MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int r = (mb * AWQ_MT + mt) * 16 + g + (c >> 1) * 8;
+                    const int col = nt * 8 + 2 * t + (c & 1);
+                    if (r < out && col < n)
+                        y[(int64_t)col * out + r] = acc[mt][nt][c];
+                }
+    } else {
 #pragma unroll
         for (int mt = 0; mt < AWQ_MT; mt++)
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int c = 0; c < 4; c++)
-                    acc[mt][nt][c] = 0.0f;
-        for (int i = 0; i < cnt; i++, j++) {
-            const int it = w + i * KW;
-            if constexpr (DB) { /* compute one set, then refill it two items ahead */
-                if ((j & 1) == 0) {
-                    awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
-                    if (j + 2 < n_items)
-                        load_item(wv, mv, j + 2);
-                } else {
-                    awq_compute_iter<GROUP, NT, SX>(acc, wv2, mv2, x, it, n, in, g, t, awq_xs, xstride);
-                    if (j + 2 < n_items)
-                        load_item(wv2, mv2, j + 2);
-                }
-            } else {
-                awq_compute_iter<GROUP, NT, SX>(acc, wv, mv, x, it, n, in, g, t, awq_xs, xstride);
-                if (j + 1 < n_items)
-                    load_item(wv, mv, j + 1);
+                    red[w][(mt * NT + nt) * 4 + c][lane] = acc[mt][nt][c];
+        __syncthreads();
+        if constexpr (GLU) { /* per token 16 outputs: gate row 16 mb + i with up row out/2 + ... */
+            static_assert(NT == 1, "GLU: decode kernel only");
+            const int half = out / 2;
+            for (int idx = threadIdx.x; idx < n * 16; idx += KW * 32) {
+                const int tok = idx >> 4, i = idx & 15;
+                const float gate = awq_red_sum<KW, NV>(red, i, tok);
+                const float up = awq_red_sum<KW, NV>(red, 16 + i, tok);
+                y[(int64_t)tok * half + mb * 16 + i] = gate / (1.0f + expf(-gate)) * up;
             }
-        }
-        if constexpr (KW == 1 && !GLU) {
-#pragma unroll
-            for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                    for (int c = 0; c < 4; c++) {
-                        const int r = (mb * AWQ_MT + mt) * 16 + g + (c >> 1) * 8;
-                        const int col = nt * 8 + 2 * t + (c & 1);
-                        if (r < out && col < n)
-                            y[(int64_t)col * out + r] = acc[mt][nt][c];
-                    }
         } else {
+            for (int idx = threadIdx.x; idx < NV * 32; idx += KW * 32) {
+                const int ln = idx & 31, v = idx >> 5;
+                const int c = v & 3, nt = (v >> 2) % NT, mt = (v >> 2) / NT;
+                const int r = (mb * AWQ_MT + mt) * 16 + (ln >> 2) + (c >> 1) * 8;
+                const int col = nt * 8 + 2 * (ln & 3) + (c & 1);
+                if (r >= out || col >= n)
+                    continue;
+                float s = 0.0f;
 #pragma unroll
-            for (int mt = 0; mt < AWQ_MT; mt++)
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                    for (int c = 0; c < 4; c++)
-                        red[w][(mt * NT + nt) * 4 + c][lane] = acc[mt][nt][c];
-            __syncthreads();
-            if constexpr (GLU) { /* per token 16 outputs: gate row 16 mb + i with up row out/2 + ... */
-                static_assert(NT == 1, "GLU: decode kernel only");
-                const int half = out / 2;
-                for (int idx = threadIdx.x; idx < n * 16; idx += KW * 32) {
-                    const int tok = idx >> 4, i = idx & 15;
-                    const float gate = awq_red_sum<KW, NV>(red, i, tok);
-                    const float up = awq_red_sum<KW, NV>(red, 16 + i, tok);
-                    y[(int64_t)tok * half + mb * 16 + i] = gate / (1.0f + expf(-gate)) * up;
-                }
-            } else {
-                for (int idx = threadIdx.x; idx < NV * 32; idx += KW * 32) {
-                    const int ln = idx & 31, v = idx >> 5;
-                    const int c = v & 3, nt = (v >> 2) % NT, mt = (v >> 2) / NT;
-                    const int r = (mb * AWQ_MT + mt) * 16 + (ln >> 2) + (c >> 1) * 8;
-                    const int col = nt * 8 + 2 * (ln & 3) + (c & 1);
-                    if (r >= out || col >= n)
-                        continue;
-                    float s = 0.0f;
-#pragma unroll
-                    for (int k = 0; k < KW; k++)
-                        s += red[k][v][ln];
-                    y[(int64_t)col * out + r] = s;
-                }
+                for (int k = 0; k < KW; k++)
+                    s += red[k][v][ln];
+                y[(int64_t)col * out + r] = s;
             }
-            if (rb + 1 < n_my)
-                __syncthreads(); /* red is written again by the next row block */
         }
     }
 }
@@ -814,23 +790,22 @@ __device__ __forceinline__ void awq_gemv_body(float *__restrict__ y, const float
 template <int GROUP, int NT, int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32)
 awq_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint32_t *__restrict__ wq,
-                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride,
-                int n_mb)
+                const uint32_t *__restrict__ meta, int n, int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride, n_mb);
+    awq_gemv_body<GROUP, NT, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 template <int KW, bool SX, bool GLU>
 __global__ void __launch_bounds__(KW * 32, 24 / KW)
 awq_gemv_capped_kernel(float *__restrict__ y, const float *__restrict__ x,
                        const uint32_t *__restrict__ wq, const uint32_t *__restrict__ meta, int n,
-                       int out, int in, int kpad, int xstride, int n_mb)
+                       int out, int in, int kpad, int xstride)
 {
-    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride, n_mb);
+    awq_gemv_body<128, 1, KW, SX, GLU>(y, x, wq, meta, n, out, in, kpad, xstride);
 }
 
 typedef void (*awq_gemv_fn)(float *, const float *, const uint32_t *, const uint32_t *, int, int,
-                            int, int, int, int);
+                            int, int, int);
 
 /* The kernel function for (GROUP, NT, KW, SX, GLU). SX (x staged in shared memory) exists for
  * the decode shapes, NT = 1; GLU for those at groups of 128. */
@@ -856,23 +831,16 @@ static int awq_xs_words(int64_t kpad)
  * resident blocks times iterations per warp — is shortest; on a tie, the one with fewer
  * waves (no tail), then more warps. Residency comes from the occupancy calculator, so the
  * choice follows the kernel's real register use. */
-template <int GROUP> static int choose_kw_g(const awq_cuda_ctx *ctx, int64_t n_blocks, int64_t n_iters,
-                                           int *wave)
+template <int GROUP> static int choose_kw_g(const awq_cuda_ctx *ctx, int64_t n_blocks, int64_t n_iters)
 {
     const awq_gemv_fn kernels[5] = {gemv_fn<GROUP, 1, 1, true>(), gemv_fn<GROUP, 1, 2, true>(),
                                     gemv_fn<GROUP, 1, 4, true>(), gemv_fn<GROUP, 1, 8, true>(),
                                     gemv_fn<GROUP, 1, 16, true>()};
     const size_t xs_bytes = (size_t)awq_xs_words(n_iters * AWQ_ITK) * 4; /* one token staged */
-    int forced = 0; /* tune kw=N: the largest power of two up to N */
-    if (ctx->tune.kw > 0)
-        for (forced = 1; forced * 2 <= ctx->tune.kw && forced * 2 <= AWQ_KW_MAX;)
-            forced *= 2;
-    int best = 1, best_per_sm = 1;
+    int best = 1;
     int64_t best_chain = INT64_MAX, best_waves = INT64_MAX;
     for (int i = 0, kw = 1; kw <= AWQ_KW_MAX; i++, kw *= 2) {
-        if (forced && kw != forced)
-            continue;
-        if (!forced && kw > 1 && kw > n_iters)
+        if (kw > 1 && kw > n_iters)
             break;
         int per_sm = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels[i], kw * 32, xs_bytes) !=
@@ -881,30 +849,28 @@ template <int GROUP> static int choose_kw_g(const awq_cuda_ctx *ctx, int64_t n_b
             cudaGetLastError();
             per_sm = 1;
         }
-        if (forced) {
-            best = kw, best_per_sm = per_sm;
-            break;
-        }
         const int64_t slots = (int64_t)per_sm * ctx->sm_count;
         const int64_t waves = (n_blocks + slots - 1) / slots;
         const int64_t chain = waves * ((n_iters + kw - 1) / kw);
         if (chain < best_chain || (chain == best_chain && waves < best_waves)) {
-            best = kw, best_chain = chain, best_waves = waves, best_per_sm = per_sm;
+            best = kw, best_chain = chain, best_waves = waves;
         }
     }
-    *wave = best_per_sm * ctx->sm_count;
     return best;
 }
 
-/* The linear's K-splitting warps and (*wave) the blocks of that decode kernel the device holds
- * at once: the decode launch's grid of one wave. */
-static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, int64_t n_iters,
-                     int *wave)
+static int choose_kw(const awq_cuda_ctx *ctx, int64_t group, int64_t n_blocks, int64_t n_iters)
 {
+    if (ctx->tune.kw > 0) {
+        int kw = 1;
+        while (kw * 2 <= ctx->tune.kw && kw * 2 <= AWQ_KW_MAX)
+            kw *= 2;
+        return kw;
+    }
     switch (group) {
-    case 32: return choose_kw_g<32>(ctx, n_blocks, n_iters, wave);
-    case 64: return choose_kw_g<64>(ctx, n_blocks, n_iters, wave);
-    default: return choose_kw_g<128>(ctx, n_blocks, n_iters, wave);
+    case 32: return choose_kw_g<32>(ctx, n_blocks, n_iters);
+    case 64: return choose_kw_g<64>(ctx, n_blocks, n_iters);
+    default: return choose_kw_g<128>(ctx, n_blocks, n_iters);
     }
 }
 
@@ -914,18 +880,15 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
 {
     const int xstride = awq_xs_words(l->kpad);
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
-    const int n_mb = (int)(l->n_mtiles / AWQ_MT);
-    /* decode: a grid of one wave over the row blocks (awq_gemv_body), unless tune pers=0 */
-    const int grid = NT == 1 && ctx->tune.pers >= 0 && l->wave > 0 && l->wave < n_mb ? l->wave : n_mb;
     if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
-        llmrt_cuda_launch(ctx->stream, ctx->pdl, gemv_fn<GROUP, NT, KW, true, GLU>(), (unsigned)grid,
-                          KW * 32, xs_bytes, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in,
-                          (int)l->kpad, xstride, n_mb);
+        llmrt_cuda_launch(ctx->stream, ctx->pdl, gemv_fn<GROUP, NT, KW, true, GLU>(),
+                          (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, xs_bytes, y, x, l->wq,
+                          l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, xstride);
         return;
     }
-    llmrt_cuda_launch(ctx->stream, ctx->pdl, gemv_fn<GROUP, NT, KW, false, GLU>(), (unsigned)grid,
-                      KW * 32, 0, y, x, l->wq, l->meta, n, (int)l->out, (int)l->in, (int)l->kpad,
-                      0, n_mb);
+    llmrt_cuda_launch(ctx->stream, ctx->pdl, gemv_fn<GROUP, NT, KW, false, GLU>(),
+                      (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, 0, y, x, l->wq, l->meta, n,
+                      (int)l->out, (int)l->in, (int)l->kpad, 0);
 }
 
 template <int GROUP, int NT, bool GLU = false>

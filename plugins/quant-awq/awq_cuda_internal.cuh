@@ -27,7 +27,6 @@
 typedef struct awq_tune {
     int kw;       /* force K-splitting warps per block (1..16, a power of two) */
     int sx;       /* -1: never stage x in shared memory (sx=0); default: when it fits */
-    int pers;     /* -1 (pers=0): the decode GEMV runs a block per row block, not one wave */
     int fx;       /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
     int mma;      /* -1: no batch tensor-core kernel (mma=0): GEMV to 32 rows, then cuBLAS */
     int mma_min;  /* fewest rows for the batch kernel (default 9: the GEMV below) */
@@ -81,7 +80,6 @@ struct awq_cuda_linear {
     int64_t kpad, outp;       /* padded inputs and rows */
     int64_t n_mtiles;
     int kw;                   /* K-splitting warps per block */
-    int wave;                 /* decode GEMV blocks resident at once: its grid */
     uint32_t *wq;             /* [n_mtiles][kpad/64][32][4] */
     uint32_t *meta;           /* [n_mtiles][kpad/group][8][2] */
     size_t wq_bytes, meta_bytes;

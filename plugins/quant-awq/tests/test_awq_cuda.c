@@ -5,7 +5,7 @@
  * equals eager; fused loads (several linears as one) and every GEMV configuration
  * (K-splitting warps, x staged in shared memory or not, forced through [quant.awq] tune) agree
  * with the CPU too, and so does the GEMV that finishes SwiGLU (linear_forward_fused) with the
- * separate ops. The decode GEMV's grid of one wave gives the bits of a block per row block.
+ * separate ops.
  *
  * The plugin finds the backend's stream, device and launch protocol through its "llmrt.cuda"
  * extension, as any plugin with CUDA kernels would: this test needs backend-cuda.so and
@@ -466,78 +466,6 @@ START_TEST(test_awq_configs)
 }
 END_TEST
 
-/* The decode GEMV's grid of one wave walking the row blocks (the default) gives the bits of one
- * block per row block (pers=0), plain and SwiGLU, with more row blocks than a wave holds: the
- * same arithmetic per (row block, iteration), only the grid differs. */
-static const struct {
-    int64_t in, out;
-    const char *tune; /* appended to pers=0 for the reference */
-} pers_cases[] = {
-    {4096, 12288, "kw=16"}, /* 384 row blocks over one 512-thread block per SM, DB */
-    {4096, 12288, NULL},    /* the loader's K split */
-    {1152, 8192, "kw=2"},   /* a partial iteration; the capped kernel */
-    {12288, 4096, NULL},    /* long K */
-};
-
-static void awq_forward_rows(const llmrt_quant_vtable *qv, llmrt_quant *q, llmrt_qlinear *l,
-                             const float *x, int n, int64_t in, int64_t outs, int glu, float *y)
-{
-    llmrt_error err = {0};
-    float *dx = ct_dup(&cuda, x, (size_t)(n * in) * sizeof(float));
-    float *dy = ct_alloc(&cuda, (size_t)(n * outs) * sizeof(float));
-    ct_poison(&cuda, dy, (size_t)(n * outs));
-    if (glu)
-        CT_OK(qv->linear_forward_fused(q, l, dy, dx, n, LLMRT_FUSE_OUT_SWIGLU, &err));
-    else
-        CT_OK(qv->linear_forward(q, l, dy, dx, n, &err));
-    ct_download(&cuda, y, dy, (size_t)(n * outs) * sizeof(float));
-    ct_free(&cuda, dx), ct_free(&cuda, dy);
-}
-
-START_TEST(test_awq_one_wave)
-{
-    const int64_t in = pers_cases[_i].in, out = pers_cases[_i].out;
-    const char *tune = pers_cases[_i].tune;
-    char ref_tune[64];
-    snprintf(ref_tune, sizeof ref_tune, "pers=0%s%s", tune ? "," : "", tune ? tune : "");
-    llmrt_error err = {0};
-    at_linear lin = at_linear_random(in, out, 128, 6000 + (uint64_t)_i);
-    at_ckpt *ck = at_ckpt_new();
-    at_linear_add(ck, "l", &lin);
-    const llmrt_quant_vtable *qv = at_awq();
-    llmrt_quant *q[2] = {at_quant_tune(&cuda, 128, tune), at_quant_tune(&cuda, 128, ref_tune)};
-    llmrt_qlinear *l[2] = {NULL, NULL};
-    for (int v = 0; v < 2; v++)
-        CT_OK(qv->linear_load(q[v], at_ckpt_view(ck), "l", in, out, &l[v], &err));
-    ct_rng r = {88 + (uint64_t)_i};
-    for (int n = 1; n <= 8; n++) {
-        float *x = ct_rand_f32(&r, (size_t)(n * in), -2, 2);
-        for (int glu = 0; glu < 2; glu++) {
-            const int64_t outs = glu ? out / 2 : out;
-            float *y[2];
-            for (int v = 0; v < 2; v++) {
-                y[v] = malloc((size_t)(n * outs) * sizeof(float));
-                awq_forward_rows(qv, q[v], l[v], x, n, in, outs, glu, y[v]);
-            }
-            for (int64_t i = 0; i < n * outs; i++)
-                ck_assert_msg(memcmp(&y[0][i], &y[1][i], sizeof(float)) == 0,
-                              "awq [%lld x %lld] %s%s n=%d: one wave gives %.9g at %lld, %s %.9g",
-                              (long long)out, (long long)in, tune ? tune : "default",
-                              glu ? " swiglu" : "", n, (double)y[0][i], (long long)i, ref_tune,
-                              (double)y[1][i]);
-            free(y[0]), free(y[1]);
-        }
-        free(x);
-    }
-    for (int v = 0; v < 2; v++) {
-        qv->linear_free(q[v], l[v]);
-        qv->destroy(q[v]);
-    }
-    at_ckpt_free(ck);
-    at_linear_free(&lin);
-}
-END_TEST
-
 /* linear_forward_fused with LLMRT_FUSE_OUT_SWIGLU (the decode GEMV finishing the MLP's
  * SwiGLU, and past 8 rows the batch kernel's GLU epilogue) equals the CPU linear followed by
  * silu(gate) * up, at the K split the loader picks and at forced ones, x staged or read from
@@ -851,7 +779,6 @@ int main(void)
     tcase_add_test(tc, test_awq_graph);
     tcase_add_loop_test(tc, test_awq_fused, 0, 3);
     tcase_add_loop_test(tc, test_awq_configs, 0, 6);
-    tcase_add_loop_test(tc, test_awq_one_wave, 0, (int)(sizeof pers_cases / sizeof *pers_cases));
     tcase_add_loop_test(tc, test_awq_swiglu, 0, (int)(sizeof glu_cases / sizeof *glu_cases));
     tcase_add_loop_test(tc, test_awq_mma_vs_cpu, 0, (int)(sizeof mma_cases / sizeof *mma_cases));
     tcase_add_loop_test(tc, test_awq_mma_invariant, 0, (int)(sizeof inv_cases / sizeof *inv_cases));
