@@ -431,31 +431,32 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
     constexpr int NV = GV_MT * NT * 4;
     __shared__ float red[KW][NV][32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    /* this warp's K blocks per row block, the row blocks of this block, and its items j
-     * (row block blockIdx.x + (j / cnt) gridDim.x, K block w + (j % cnt) KW) */
+    /* this warp's K blocks per row block and the row blocks of this block; (lmb, lkb) is the
+     * next item to load, one ahead of the one computed (fp8_gv_next) */
     const int cnt = w < nkb ? (nkb - w + KW - 1) / KW : 0;
-    const int n_my = ((int)blockIdx.x < n_mb) ? (n_mb - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
-    const int n_items = cnt * n_my;
+    const int bx = (int)blockIdx.x, grid = (int)gridDim.x;
+    const int n_my = bx < n_mb ? (n_mb - bx + grid - 1) / grid : 0;
+    int lmb = cnt > 0 ? bx : n_mb, lkb = w;
     auto mtiles = [&](int mb, int64_t (&m)[GV_MT]) {
         m[0] = GLU ? mb : 2 * (int64_t)mb;
         m[1] = GLU ? (int64_t)(out / 32) + mb : 2 * (int64_t)mb + 1;
     };
-    auto load_item = [&](uint4 (&wv)[GV_MT][4], int j) {
-        int mb, kb;
-        fp8_gv_item(j, cnt, (int)blockIdx.x, (int)gridDim.x, w, KW, &mb, &kb);
+    auto load_next = [&](uint4 (&wv)[GV_MT][4]) {
+        if (lmb >= n_mb)
+            return;
         int64_t m[GV_MT];
-        mtiles(mb, m);
+        mtiles(lmb, m);
 #pragma unroll
         for (int mt = 0; mt < GV_MT; mt++)
 #pragma unroll
             for (int c = 0; c < 4; c++)
-                wv[mt][c] = ld_stream16(wq + (m[mt] * n_kc + kb * 4 + c) * 32 + lane);
+                wv[mt][c] = ld_stream16(wq + (m[mt] * n_kc + lkb * 4 + c) * 32 + lane);
+        fp8_gv_next(&lmb, &lkb, w, KW, nkb, grid);
     };
     /* decode (one n-tile): two register sets of weights, item j + 1 in flight while item j
      * computes */
     uint4 wv0[GV_MT][4], wv1[GV_MT][4];
-    if (n_items > 0)
-        load_item(wv0, 0); /* in flight before the wait: weights never change */
+    load_next(wv0); /* in flight before the wait: weights never change */
     llmrt_cuda_pdl_wait();
     llmrt_cuda_pdl_trigger();
     /* SX: the block stages x [n, inp] once in shared memory as the f16 pairs its B fragments
@@ -570,7 +571,7 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
 
     int j = 0;
     for (int r = 0; r < n_my; r++) {
-        const int mb = (int)blockIdx.x + r * (int)gridDim.x;
+        const int mb = bx + r * grid;
         int64_t m[GV_MT];
         mtiles(mb, m);
         const float *sb[GV_MT];
@@ -588,18 +589,15 @@ fp8_gemv_kernel(float *__restrict__ y, const float *__restrict__ x, const uint4 
             const int kb = w + i * KW;
             if constexpr (NT == 1) {
                 if ((j & 1) == 0) {
-                    if (j + 1 < n_items)
-                        load_item(wv1, j + 1);
+                    load_next(wv1);
                     step(kb, wv0, sb);
                 } else {
-                    if (j + 1 < n_items)
-                        load_item(wv0, j + 1);
+                    load_next(wv0);
                     step(kb, wv1, sb);
                 }
             } else { /* more n-tiles: the second set measured slower (registers); loads after use */
                 step(kb, wv0, sb);
-                if (j + 1 < n_items)
-                    load_item(wv0, j + 1);
+                load_next(wv0);
             }
         }
 

@@ -107,13 +107,16 @@ FP8_HD int fp8_xs_stage_word(int kb, int lane)
     return fp8_xs_chunk_word(kb * 4 + (lane >> 3), lane & 3) + 2 * ((lane >> 2) & 1);
 }
 
-/* Item j of warp w in block bx of a decode GEMV grid of `grid` blocks, the warp having cnt K
- * blocks per row block: its row block and K block (the kernel computes row blocks bx, bx +
- * grid, ... and in each the K blocks w, w + kw, ...). */
-FP8_HD void fp8_gv_item(int j, int cnt, int bx, int grid, int w, int kw, int *mb, int *kb)
+/* The decode GEMV's cursor over the items of warp w in block bx of a grid of `grid` blocks:
+ * row blocks bx, bx + grid, ... and in each the K blocks w, w + kw, ... below nkb, starting at
+ * (bx, w). fp8_gv_next moves (mb, kb) to the next item; mb past the last row block: none. */
+FP8_HD void fp8_gv_next(int *mb, int *kb, int w, int kw, int nkb, int grid)
 {
-    *mb = bx + (j / cnt) * grid;
-    *kb = w + (j % cnt) * kw;
+    *kb += kw;
+    if (*kb >= nkb) {
+        *kb = w;
+        *mb += grid;
+    }
 }
 
 #endif

@@ -505,9 +505,10 @@ START_TEST(test_gemv_emulated)
 }
 END_TEST
 
-/* The decode GEMV's grid of one wave: each warp walks its items j (the weights it loads one
- * item ahead, fp8_gv_item) in the order its loops compute them (row blocks bx, bx + grid, ...;
- * K blocks w, w + kw, ...), and the blocks' warps cover every (row block, K block) once. */
+/* The decode GEMV's grid of one wave: each warp's cursor (fp8_gv_next, the weights it loads
+ * one item ahead) walks its items in the order its loops compute them (row blocks bx, bx +
+ * grid, ...; K blocks w, w + kw, ...) and then says none is left, and the blocks' warps cover
+ * every (row block, K block) once. */
 START_TEST(test_gemv_items)
 {
     static const int cases[][4] = {/* nkb, kw, row blocks, grid */
@@ -521,19 +522,19 @@ START_TEST(test_gemv_items)
             for (int w = 0; w < kw; w++) { /* the kernel's loops */
                 const int cnt = w < nkb ? (nkb - w + kw - 1) / kw : 0;
                 const int n_my = (n_mb - bx + grid - 1) / grid;
-                int j = 0;
+                int lmb = cnt > 0 ? bx : n_mb, lkb = w;
                 for (int r = 0; r < n_my; r++)
-                    for (int i = 0; i < cnt; i++, j++) {
+                    for (int i = 0; i < cnt; i++) {
                         const int mb = bx + r * grid, kb = w + i * kw;
-                        int imb, ikb;
-                        fp8_gv_item(j, cnt, bx, grid, w, kw, &imb, &ikb);
-                        ck_assert_msg(imb == mb && ikb == kb,
-                                      "case %zu block %d warp %d item %d: loads (%d, %d), "
-                                      "computes (%d, %d)",
-                                      ci, bx, w, j, imb, ikb, mb, kb);
+                        ck_assert_msg(lmb == mb && lkb == kb,
+                                      "case %zu block %d warp %d: loads (%d, %d), computes (%d, %d)",
+                                      ci, bx, w, lmb, lkb, mb, kb);
+                        fp8_gv_next(&lmb, &lkb, w, kw, nkb, grid);
                         ck_assert(mb < n_mb && kb < nkb);
                         seen[mb * nkb + kb]++;
                     }
+                ck_assert_msg(lmb >= n_mb, "case %zu block %d warp %d: a load past the last item",
+                              ci, bx, w);
             }
         for (int i = 0; i < n_mb * nkb; i++)
             ck_assert_msg(seen[i] == 1, "case %zu: row block %d K block %d computed %d times", ci,
