@@ -152,6 +152,19 @@ static void emu_free(emu_linear *l)
     free(l->scale);
 }
 
+/* One warp's 128 inputs of token tok, K block kb (lane L: inputs 4 L .. 4 L + 3, zeros past n
+ * or in) and the activation scale of their amax over the warp. */
+static float emu_warp_block(const float *x, int tok, int n, int in, int kb, float v[32][4])
+{
+    float amax = 0;
+    for (int lane = 0; lane < 32; lane++) {
+        load_x4(x, tok, n, in, kb * 128 + 4 * lane, v[lane]);
+        for (int i = 0; i < 4; i++)
+            amax = fmaxf(amax, fabsf(v[lane][i]));
+    }
+    return fp8_act_scale(amax);
+}
+
 /* gv_stage: x [n, in] staged as f16 values, [n][xstride words][2 halves], and (W8A8) the
  * scales [n][nkb], warp by warp as the kernel writes them (lane L: inputs 4 L .. 4 L + 3 of
  * K block kb; the block's amax over the warp). */
@@ -162,13 +175,8 @@ static void emu_stage(const emu_linear *l, const float *x, int n, int w8a8, floa
         xs[i] = NAN; /* a word the staging does not write, read, fails the test */
     for (int tok = 0; tok < n; tok++)
         for (int kb = 0; kb < nkb; kb++) {
-            float v[32][4], amax = 0;
-            for (int lane = 0; lane < 32; lane++) {
-                load_x4(x, tok, n, in, kb * 128 + 4 * lane, v[lane]);
-                for (int i = 0; i < 4; i++)
-                    amax = fmaxf(amax, fabsf(v[lane][i]));
-            }
-            const float s = fp8_act_scale(amax);
+            float v[32][4];
+            const float s = emu_warp_block(x, tok, n, in, kb, v);
             if (w8a8)
                 sxs[tok * nkb + kb] = s;
             for (int lane = 0; lane < 32; lane++)
@@ -324,13 +332,8 @@ static void emu_gemm_w8a8(const emu_linear *l, float *y, const float *x, int n)
     float *sxt = calloc((size_t)(nkb * ldn), sizeof(float));
     for (int tok = 0; tok < ldn; tok++)
         for (int kb = 0; kb < nkb; kb++) { /* one warp */
-            float v[32][4], amax = 0;
-            for (int lane = 0; lane < 32; lane++) {
-                load_x4(x, tok, n, in, kb * 128 + 4 * lane, v[lane]);
-                for (int i = 0; i < 4; i++)
-                    amax = fmaxf(amax, fabsf(v[lane][i]));
-            }
-            const float s = fp8_act_scale(amax);
+            float v[32][4];
+            const float s = emu_warp_block(x, tok, n, in, kb, v);
             for (int lane = 0; lane < 32; lane++)
                 for (int i = 0; i < 4; i++)
                     xq[(int64_t)tok * l->inp + kb * 128 + 4 * lane + i] = fp8_act_quant(v[lane][i], s);
