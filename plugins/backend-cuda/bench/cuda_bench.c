@@ -28,7 +28,8 @@
  *                         [--batch]
  * Plugins come from $LLMRT_PLUGIN_DIR, else <exe>/../lib/llmrt/plugins; LLMRT_BENCH_ROWS
  * (e.g. "32") narrows --batch's AWQ row counts, LLMRT_BENCH_AWQ_TUNES (";"-separated [quant.awq]
- * tune values, "-" for the defaults) replaces its knob rows. */
+ * tune values, "-" for the defaults) replaces its knob rows, LLMRT_BENCH_ATT_TUNES (";"-separated
+ * [backend.cuda] tune values) adds decode-attention batch rows under each. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -963,6 +964,17 @@ int main(int argc, char **argv)
         bench_attention(2048, 1, 2048, 2048, "fp32 kernel");
         for (size_t k = 0; k < sizeof bbs / sizeof *bbs; k++)
             bench_attention(384, bbs[k], 40960, 1, "att_inv=0");
+        /* LLMRT_BENCH_ATT_TUNES="att_fill=16;att_pf=0": decode attention's batch rows again
+         * on a backend with each [backend.cuda] tune */
+        static char att_buf[512];
+        const char *att_env = getenv("LLMRT_BENCH_ATT_TUNES");
+        snprintf(att_buf, sizeof att_buf, "%s", att_env ? att_env : "");
+        for (char *save = NULL, *tok = strtok_r(att_buf, ";", &save); tok;
+             tok = strtok_r(NULL, ";", &save)) {
+            backend_open(tok, NULL);
+            for (size_t k = 0; k < sizeof bbs / sizeof *bbs; k++)
+                bench_attention(384, bbs[k], 40960, 1, tok);
+        }
         backend_open(NULL, NULL);
     }
 
