@@ -789,6 +789,7 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
             ba.out = out, ba.part = a.part, ba.part_ml = a.part_ml, ba.counters = a.counters;
             ba.q = q;
             ba.S = (int)S, ba.cmin = a.cmin, ba.gb = gb;
+            ba.prefetch = b->tune.att_bpf >= 0;
             ba.grid = dim3((unsigned)(SB < 1 ? 1 : SB), (unsigned)gy, (unsigned)p->n_seqs);
             if ((st = cuda_attention_decode_batch(b, &ba, err)) != LLMRT_OK || !mixed)
                 return st;

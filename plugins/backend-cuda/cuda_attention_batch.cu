@@ -16,13 +16,16 @@
  *
  * The batch-1 kernel itself is not touched (its timing is the decode ITL); this file repeats
  * its per-split arithmetic without the K/V window it stages before its wait (a grid of many
- * blocks goes without the window there too). With mixed = 1 only sequences with one query token
+ * blocks goes without the window there too). A block walks its (split, step) pairs as one
+ * sequence and loads the next step's K/V rows before it computes this one's (across a split's
+ * end and merge too): a split is a few 16-token steps, and without that each step waited for
+ * its own block-table and K/V loads. Which registers hold a row does not change any sum. With mixed = 1 only sequences with one query token
  * run (the decode rows of a step that also prefills; the prefill kernel takes the others). */
 #include "cuda_attention_common.cuh"
 
 /* Block (block b of gridDim.x, kv-head sub-group, sequence): splits b, b + gridDim.x, ... of
  * the plan att_active_splits(L, S, cmin); partials and merge as attn_decode_kernel. */
-template <typename T, int HD, int GB>
+template <typename T, int HD, int GB, bool PF>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
 attn_decode_batch_kernel(float *__restrict__ out, float *part, float *part_ml,
                          unsigned int *__restrict__ counters, const float *__restrict__ q,
@@ -71,131 +74,166 @@ attn_decode_batch_kernel(float *__restrict__ out, float *part, float *part_ml,
         for (int e = 0; e < EPL; e++)
             qv[g][e] = q[((int64_t)row * n_heads + hq0 + g) * HD + lr * EPL + e] * scale;
 
-    for (int split = blockIdx.x; split < active; split += gridDim.x) {
-        const int t0 = split * chunk;
-        const int t1 = min(L, t0 + chunk);
-        float m[GB], l[GB], acc[GB][EPL];
+    /* The block's (split, 16-token step) pairs in order, each step's K/V rows loaded one step
+     * ahead (PF; across a split's end too, so the merge hides the next split's first loads).
+     * A split whose range is empty (t0 >= t1: the last splits of a short context under the S
+     * cap) takes one step of invalid rows, which changes nothing, and then its merge. */
+    constexpr int STEP = NRG * TT;
+    int split = blockIdx.x;
+    int t0 = split * chunk, t1 = min(L, t0 + chunk), base = t0;
+    uint4 kraw[TT][NV], vraw[TT][NV];
+    bool valid[TT];
+    if (PF && split < active)
+        att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, base + rg * TT, t1, t0, t0, NULL, NULL,
+                                      RV, lr, bt, bs, kc, vc, slot_stride, head_off);
+    float m[GB], l[GB], acc[GB][EPL];
 #pragma unroll
-        for (int g = 0; g < GB; g++) {
-            m[g] = -INFINITY;
-            l[g] = 0.0f;
+    for (int g = 0; g < GB; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
 #pragma unroll
-            for (int e = 0; e < EPL; e++)
-                acc[g][e] = 0.0f;
-        }
-        for (int base = t0; base < t1; base += NRG * TT) {
-            uint4 kraw[TT][NV], vraw[TT][NV];
-            bool valid[TT];
-            /* w_end = t0: no staged window, every row from the cache */
-            att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, base + rg * TT, t1, t0, t0, NULL,
-                                          NULL, RV, lr, bt, bs, kc, vc, slot_stride, head_off);
-            float sc[TT][GB];
+        for (int e = 0; e < EPL; e++)
+            acc[g][e] = 0.0f;
+    }
+    while (split < active) {
+        const bool last = base + STEP >= t1; /* this step ends its split */
+        const int nsplit = last ? split + (int)gridDim.x : split;
+        const int nt0 = last ? nsplit * chunk : t0;
+        const int nt1 = last ? min(L, nt0 + chunk) : t1;
+        const int nbase = last ? nt0 : base + STEP;
+        uint4 kcur[TT][NV], vcur[TT][NV];
+        bool vok[TT];
+        if (PF) {
 #pragma unroll
             for (int u = 0; u < TT; u++) {
-                float kf[EPL];
+                vok[u] = valid[u];
 #pragma unroll
                 for (int v = 0; v < NV; v++)
-                    vec_to_f32<T>(kraw[u][v], kf + v * VEC);
-#pragma unroll
-                for (int g = 0; g < GB; g++) {
-                    float d = 0.0f;
-#pragma unroll
-                    for (int e = 0; e < EPL; e++)
-                        d = fmaf(qv[g][e], kf[e], d);
-                    sc[u][g] = d;
-                }
+                    kcur[u][v] = kraw[u][v], vcur[u][v] = vraw[u][v];
             }
+            if (nsplit < active) /* the next step's rows, in flight during this one */
+                att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, nbase + rg * TT, nt1, nt0, nt0,
+                                              NULL, NULL, RV, lr, bt, bs, kc, vc, slot_stride,
+                                              head_off);
+        } else {
+            /* w_end = t0: no staged window, every row from the cache */
+            att_load_rows<T, TT, NV, VEC>(kcur, vcur, vok, base + rg * TT, t1, t0, t0, NULL, NULL,
+                                          RV, lr, bt, bs, kc, vc, slot_stride, head_off);
+        }
+        float sc[TT][GB];
 #pragma unroll
-            for (int u = 0; u < TT; u++)
+        for (int u = 0; u < TT; u++) {
+            float kf[EPL];
 #pragma unroll
-                for (int g = 0; g < GB; g++)
-#pragma unroll
-                    for (int o = LPR / 2; o > 0; o >>= 1)
-                        sc[u][g] += __shfl_xor_sync(CUDA_FULL_MASK, sc[u][g], o);
-
-            float vf[TT][EPL];
-#pragma unroll
-            for (int u = 0; u < TT; u++)
-#pragma unroll
-                for (int v = 0; v < NV; v++)
-                    vec_to_f32<T>(vraw[u][v], vf[u] + v * VEC);
-
+            for (int v = 0; v < NV; v++)
+                vec_to_f32<T>(kcur[u][v], kf + v * VEC);
 #pragma unroll
             for (int g = 0; g < GB; g++) {
-                float mx = -INFINITY;
+                float d = 0.0f;
+#pragma unroll
+                for (int e = 0; e < EPL; e++)
+                    d = fmaf(qv[g][e], kf[e], d);
+                sc[u][g] = d;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < TT; u++)
+#pragma unroll
+            for (int g = 0; g < GB; g++)
+#pragma unroll
+                for (int o = LPR / 2; o > 0; o >>= 1)
+                    sc[u][g] += __shfl_xor_sync(CUDA_FULL_MASK, sc[u][g], o);
+
+        float vf[TT][EPL];
+#pragma unroll
+        for (int u = 0; u < TT; u++)
+#pragma unroll
+            for (int v = 0; v < NV; v++)
+                vec_to_f32<T>(vcur[u][v], vf[u] + v * VEC);
+
+#pragma unroll
+        for (int g = 0; g < GB; g++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int u = 0; u < TT; u++)
+                if (vok[u])
+                    mx = fmaxf(mx, sc[u][g]);
+            const float mnew = fmaxf(m[g], mx);
+            if (mnew == -INFINITY)
+                continue;
+            const float corr = __expf(m[g] - mnew);
+            float p[TT], ps = 0.0f;
+#pragma unroll
+            for (int u = 0; u < TT; u++) {
+                p[u] = vok[u] ? __expf(sc[u][g] - mnew) : 0.0f;
+                ps += p[u];
+            }
+            l[g] = l[g] * corr + ps;
+            m[g] = mnew;
+#pragma unroll
+            for (int e = 0; e < EPL; e++) {
+                float a = acc[g][e] * corr;
 #pragma unroll
                 for (int u = 0; u < TT; u++)
-                    if (valid[u])
-                        mx = fmaxf(mx, sc[u][g]);
-                const float mnew = fmaxf(m[g], mx);
-                if (mnew == -INFINITY)
-                    continue;
-                const float corr = __expf(m[g] - mnew);
-                float p[TT], ps = 0.0f;
-#pragma unroll
-                for (int u = 0; u < TT; u++) {
-                    p[u] = valid[u] ? __expf(sc[u][g] - mnew) : 0.0f;
-                    ps += p[u];
-                }
-                l[g] = l[g] * corr + ps;
-                m[g] = mnew;
-#pragma unroll
-                for (int e = 0; e < EPL; e++) {
-                    float a = acc[g][e] * corr;
-#pragma unroll
-                    for (int u = 0; u < TT; u++)
-                        a = fmaf(p[u], vf[u][e], a);
-                    acc[g][e] = a;
-                }
+                    a = fmaf(p[u], vf[u][e], a);
+                acc[g][e] = a;
             }
         }
 
-        __syncthreads(); /* the previous split's merge no longer reads the shared arrays */
+        if (last) { /* the split's row groups merged, its partial (or the output) written */
+            __syncthreads(); /* the previous split's merge no longer reads the shared arrays */
 #pragma unroll
-        for (int g = 0; g < GB; g++) {
-            if (lr == 0) {
-                sm_ml[rg][g][0] = m[g];
-                sm_ml[rg][g][1] = l[g];
+            for (int g = 0; g < GB; g++) {
+                if (lr == 0) {
+                    sm_ml[rg][g][0] = m[g];
+                    sm_ml[rg][g][1] = l[g];
+                }
+#pragma unroll
+                for (int e = 0; e < EPL; e++)
+                    sm_acc[rg][g][lr * EPL + e] = acc[g][e];
+                m[g] = -INFINITY;
+                l[g] = 0.0f;
+#pragma unroll
+                for (int e = 0; e < EPL; e++)
+                    acc[g][e] = 0.0f;
             }
+            __syncthreads();
+            for (int i = threadIdx.x; i < NRG * GB; i += blockDim.x) {
+                const int r = i / GB, g = i % GB;
+                float M = -INFINITY;
 #pragma unroll
-            for (int e = 0; e < EPL; e++)
-                sm_acc[rg][g][lr * EPL + e] = acc[g][e];
-        }
-        __syncthreads();
-        for (int i = threadIdx.x; i < NRG * GB; i += blockDim.x) {
-            const int r = i / GB, g = i % GB;
-            float M = -INFINITY;
+                for (int r2 = 0; r2 < NRG; r2++)
+                    M = fmaxf(M, sm_ml[r2][g][0]);
+                sm_w[r][g] = M == -INFINITY ? 0.0f : __expf(sm_ml[r][g][0] - M);
+                if (r == 0)
+                    sm_m[g] = M;
+            }
+            __syncthreads();
+            for (int idx = threadIdx.x; idx < GB * HD; idx += blockDim.x) {
+                const int g = idx / HD, d = idx % HD;
+                const float M = sm_m[g];
+                float A = 0.0f, Ls = 0.0f;
+                if (M != -INFINITY) {
 #pragma unroll
-            for (int r2 = 0; r2 < NRG; r2++)
-                M = fmaxf(M, sm_ml[r2][g][0]);
-            sm_w[r][g] = M == -INFINITY ? 0.0f : __expf(sm_ml[r][g][0] - M);
-            if (r == 0)
-                sm_m[g] = M;
-        }
-        __syncthreads();
-        for (int idx = threadIdx.x; idx < GB * HD; idx += blockDim.x) {
-            const int g = idx / HD, d = idx % HD;
-            const float M = sm_m[g];
-            float A = 0.0f, Ls = 0.0f;
-            if (M != -INFINITY) {
-#pragma unroll
-                for (int r = 0; r < NRG; r++) {
-                    const float w = sm_w[r][g];
-                    Ls += sm_ml[r][g][1] * w;
-                    A += sm_acc[r][g][d] * w;
+                    for (int r = 0; r < NRG; r++) {
+                        const float w = sm_w[r][g];
+                        Ls += sm_ml[r][g][1] * w;
+                        A += sm_acc[r][g][d] * w;
+                    }
+                }
+                if (active == 1) {
+                    out[((int64_t)row * n_heads + hq0 + g) * HD + d] = Ls > 0.0f ? A / Ls : 0.0f;
+                } else {
+                    const int64_t pi = ((int64_t)s * n_heads + hq0 + g) * S + split;
+                    part[pi * HD + d] = A;
+                    if (d == 0) {
+                        part_ml[pi * 2] = M;
+                        part_ml[pi * 2 + 1] = Ls;
+                    }
                 }
             }
-            if (active == 1) {
-                out[((int64_t)row * n_heads + hq0 + g) * HD + d] = Ls > 0.0f ? A / Ls : 0.0f;
-            } else {
-                const int64_t pi = ((int64_t)s * n_heads + hq0 + g) * S + split;
-                part[pi * HD + d] = A;
-                if (d == 0) {
-                    part_ml[pi * 2] = M;
-                    part_ml[pi * 2 + 1] = Ls;
-                }
-            }
         }
+        split = nsplit, t0 = nt0, t1 = nt1, base = nbase;
     }
     if (active == 1)
         return;
@@ -255,7 +293,9 @@ template <typename T, int HD, int GB>
 static void atb_launch(const llmrt_backend *b, const cuda_decode_batch_args *a)
 {
     const llmrt_attn_params *p = a->p;
-    cuda_launch(b, attn_decode_batch_kernel<T, HD, GB>, a->grid, ATT_WARPS * 32, 0, a->out,
+    cuda_launch(b, a->prefetch ? attn_decode_batch_kernel<T, HD, GB, true>
+                               : attn_decode_batch_kernel<T, HD, GB, false>,
+                a->grid, ATT_WARPS * 32, 0, a->out,
                 a->part, a->part_ml, a->counters, a->q, (const T *)p->k_cache,
                 (const T *)p->v_cache, p->query_start, p->seq_lens, p->block_tables,
                 p->max_blocks_per_seq, p->block_size, p->n_heads, p->n_kv_heads, p->scale, a->S,

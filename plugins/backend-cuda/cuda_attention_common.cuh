@@ -120,6 +120,7 @@ typedef struct cuda_decode_batch_args {
     unsigned int *counters;
     const float *q;
     int S, cmin, gb;
+    int prefetch; /* each step's K/V rows loaded one step ahead (tune att_bpf=0: off) */
     dim3 grid;
 } cuda_decode_batch_args;
 llmrt_status cuda_attention_decode_batch(llmrt_backend *b, const cuda_decode_batch_args *a,

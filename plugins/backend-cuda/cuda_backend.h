@@ -52,6 +52,7 @@ typedef struct cuda_tune {
     int att_pf_mma;  /* -1: prefill attention on the fp32 FMA kernel, not the tensor cores */
     int att_inv;     /* -1: decode splits capped by the batch (the plan before the batch kernel:
                       * a token's bits then depend on its batch) */
+    int att_bpf;     /* -1: the batch decode kernel loads each step's K/V rows in that step */
     int att_mixed;   /* -1: a mixed step's decode rows through the prefill kernel too */
     int ah_rows;     /* argmax_head: most rows per call past the int8 screen's 8 (default 1024) */
     int att_pf_split; /* prefill attention: keys per split (multiple of 64; -1: one split;

@@ -149,7 +149,8 @@ static const llmrt_key cuda_keys[] = {
      "one split), "
      "att_pf_fill (split blocks below this many tile blocks per SM; -1 = never), "
      "att_inv=0 (decode splits capped by the batch size: batch-dependent rounding), "
-     "att_mixed=0 (a mixed step's decode rows through the prefill kernel), ah_rows (most "
+     "att_mixed=0 (a mixed step's decode rows through the prefill kernel), att_bpf=0 (batch "
+     "decode attention without its one-step-ahead K/V loads), ah_rows (most "
      "rows of a greedy argmax_head call), sample_full, copy_k, ah_stats; unknown knobs are "
      "ignored with a warning.",
      LLMRT_KEY_DEVELOPER},
@@ -239,6 +240,8 @@ static void parse_tune(const llmrt_host *host, const char *text, const char *whe
             t->att_inv = v > 0 ? 1 : -1;
         else if (strcmp(tok, "att_mixed") == 0)
             t->att_mixed = v > 0 ? 1 : -1;
+        else if (strcmp(tok, "att_bpf") == 0)
+            t->att_bpf = v > 0 ? 1 : -1;
         else if (strcmp(tok, "ah_rows") == 0)
             t->ah_rows = v;
         else if (strcmp(tok, "att_pf_split") == 0)

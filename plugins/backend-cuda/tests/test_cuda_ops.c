@@ -404,12 +404,12 @@ END_TEST
 /* The kernels the batch work added can be switched off ([backend.cuda] tune): prefill on the
  * fp32 kernel, decode splits capped by the batch, a mixed step's decode rows through the
  * prefill kernel; prefill keys in splits of one tile, of 512 keys, of 512 never in split
- * blocks; every case still equals the CPU. */
+ * blocks; batch decode without its one-step-ahead loads; every case still equals the CPU. */
 START_TEST(test_attention_variants)
 {
     static const char *tunes[] = {"att_pf_mma=0", "att_inv=0", "att_mixed=0",
                                   "att_mixed=0,att_pf_mma=0", "att_pf_split=64",
-                                  "att_pf_split=512", "att_pf_split=512,att_pf_fill=-1"};
+                                  "att_pf_split=512", "att_pf_split=512,att_pf_fill=-1", "att_bpf=0"};
     for (int v = 0; v < (int)(sizeof tunes / sizeof *tunes); v++) {
         llmrt_backend_ref ref = CT.cuda;
         ref.b = create_tuned(tunes[v]);
