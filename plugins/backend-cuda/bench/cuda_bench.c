@@ -482,7 +482,10 @@ static void enq_att(void *c, int i)
 static void bench_attention(int ctx_len, int batch, int bucket, int qlen, const char *tag)
 {
     const char *kind = qlen > 1 ? "attention prefill" : "attention decode";
-    if (!wanted(kind))
+    char name[64], shape[40];
+    snprintf(name, sizeof name, "%s b=%d%s%s%s", kind, batch, tag ? " [" : "", tag ? tag : "",
+             tag ? "]" : "");
+    if (!wanted(name)) /* --filter "attention decode b=32" narrows to one batch */
         return;
     att_ctx a;
     memset(&a, 0, sizeof a);
@@ -534,9 +537,6 @@ static void bench_attention(int ctx_len, int batch, int bucket, int qlen, const 
     a.out = dev_alloc((size_t)n_tok * N_HEADS * HEAD_DIM * 4);
     const double bytes = (double)batch * ctx_len * N_KV * HEAD_DIM * 2 * 2 +
                          2.0 * n_tok * N_HEADS * HEAD_DIM * 4;
-    char name[64], shape[40];
-    snprintf(name, sizeof name, "%s b=%d%s%s%s", kind, batch, tag ? " [" : "", tag ? tag : "",
-             tag ? "]" : "");
     snprintf(shape, sizeof shape, "ctx %d (bound %d)", ctx_len, bucket);
     const int in_step = !tag && qlen == 1 && batch == 1 && ctx_len == 128 && bucket == 128;
     const double us = time_us(enq_att, &a);
@@ -964,14 +964,16 @@ int main(int argc, char **argv)
         bench_attention(2048, 1, 2048, 2048, "fp32 kernel");
         for (size_t k = 0; k < sizeof bbs / sizeof *bbs; k++)
             bench_attention(384, bbs[k], 40960, 1, "att_inv=0");
-        /* LLMRT_BENCH_ATT_TUNES="att_fill=16;att_pf=0": decode attention's batch rows again
-         * on a backend with each [backend.cuda] tune */
+        /* LLMRT_BENCH_ATT_TUNES="att_fill=16;att_bpf=0": decode attention's rows (batch 1 at
+         * ctx 128 and 2048, the batch rows) again on a backend with each [backend.cuda] tune */
         static char att_buf[512];
         const char *att_env = getenv("LLMRT_BENCH_ATT_TUNES");
         snprintf(att_buf, sizeof att_buf, "%s", att_env ? att_env : "");
         for (char *save = NULL, *tok = strtok_r(att_buf, ";", &save); tok;
              tok = strtok_r(NULL, ";", &save)) {
-            backend_open(tok, NULL);
+            backend_open(strcmp(tok, "-") == 0 ? NULL : tok, NULL); /* "-": the defaults */
+            bench_attention(128, 1, 40960, 1, tok);
+            bench_attention(2048, 1, 40960, 1, tok);
             for (size_t k = 0; k < sizeof bbs / sizeof *bbs; k++)
                 bench_attention(384, bbs[k], 40960, 1, tok);
         }
