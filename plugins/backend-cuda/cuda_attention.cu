@@ -47,6 +47,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
                   NRG = G_::NRG, TT = G_::TT;
     __shared__ float sm_ml[NRG][GB][2];
     __shared__ float sm_acc[NRG][GB][HD];
+    __shared__ float sm_w[NRG][GB], sm_m[GB];
     __shared__ unsigned int s_done;
 
     const int s = blockIdx.z;
@@ -180,54 +181,11 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     }
 
     /* merge the row groups of this block */
-#pragma unroll
-    for (int g = 0; g < GB; g++) {
-        if (lr == 0) {
-            sm_ml[rg][g][0] = m[g];
-            sm_ml[rg][g][1] = l[g];
-        }
-#pragma unroll
-        for (int e = 0; e < EPL; e++)
-            sm_acc[rg][g][lr * EPL + e] = acc[g][e];
-    }
-    __syncthreads();
-    /* each row group's weight exp(m_r - M) once per head (not once per output element: the
-     * merge then is FMAs only) */
-    __shared__ float sm_w[NRG][GB], sm_m[GB];
-    for (int i = threadIdx.x; i < NRG * GB; i += blockDim.x) {
-        const int r = i / GB, g = i % GB;
-        float M = -INFINITY;
-#pragma unroll
-        for (int r2 = 0; r2 < NRG; r2++)
-            M = fmaxf(M, sm_ml[r2][g][0]);
-        sm_w[r][g] = M == -INFINITY ? 0.0f : __expf(sm_ml[r][g][0] - M); /* -inf → 0 */
-        if (r == 0)
-            sm_m[g] = M;
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < GB * HD; idx += blockDim.x) {
-        const int g = idx / HD, d = idx % HD;
-        const float M = sm_m[g];
-        float A = 0.0f, Ls = 0.0f;
-        if (M != -INFINITY) {
-#pragma unroll
-            for (int r = 0; r < NRG; r++) {
-                const float w = sm_w[r][g];
-                Ls += sm_ml[r][g][1] * w;
-                A += sm_acc[r][g][d] * w;
-            }
-        }
-        if (active == 1) { /* the whole context in this block: no partials to merge */
-            out[((int64_t)row * n_heads + hq0 + g) * HD + d] = Ls > 0.0f ? A / Ls : 0.0f;
-        } else {
-            const int64_t pi = ((int64_t)s * n_heads + hq0 + g) * S + split;
-            part[pi * HD + d] = A;
-            if (d == 0) {
-                part_ml[pi * 2] = M;
-                part_ml[pi * 2 + 1] = Ls;
-            }
-        }
-    }
+    att_merge_split<HD, GB, NRG, EPL, LPR>(
+        m, l, acc, rg, lr, sm_ml, sm_acc, sm_w, sm_m, active == 1,
+        out + ((int64_t)row * n_heads + hq0) * HD,
+        part + (((int64_t)s * n_heads + hq0) * S + split) * HD,
+        part_ml + (((int64_t)s * n_heads + hq0) * S + split) * 2, S);
     if (active == 1)
         return;
 

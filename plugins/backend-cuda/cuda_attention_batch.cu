@@ -14,9 +14,10 @@
  * it (same lanes, same order, same merge), so the bits do not depend on the batch. The cost
  * follows the KV actually read: a block only walks the splits its sequence has.
  *
- * The batch-1 kernel itself is not touched (its timing is the decode ITL); this file repeats
- * its per-split arithmetic without the K/V window it stages before its wait (a grid of many
- * blocks goes without the window there too). A block walks its (split, step) pairs as one
+ * The batch-1 kernel's timing is the decode ITL, so this file repeats its per-step arithmetic
+ * rather than sharing its loop, without the K/V window it stages before its wait (a grid of
+ * many blocks goes without the window there too); a split's merge is the helper both call
+ * (att_merge_split). A block walks its (split, step) pairs as one
  * sequence and loads the next step's K/V rows before it computes this one's (across a split's
  * end and merge too): a split is a few 16-token steps, and without that each step waited for
  * its own block-table and K/V loads. Which registers hold a row does not change any sum. With mixed = 1 only sequences with one query token
@@ -182,55 +183,18 @@ attn_decode_batch_kernel(float *__restrict__ out, float *part, float *part_ml,
 
         if (last) { /* the split's row groups merged, its partial (or the output) written */
             __syncthreads(); /* the previous split's merge no longer reads the shared arrays */
+            att_merge_split<HD, GB, NRG, EPL, LPR>(
+                m, l, acc, rg, lr, sm_ml, sm_acc, sm_w, sm_m, active == 1,
+                out + ((int64_t)row * n_heads + hq0) * HD,
+                part + (((int64_t)s * n_heads + hq0) * S + split) * HD,
+                part_ml + (((int64_t)s * n_heads + hq0) * S + split) * 2, S);
 #pragma unroll
             for (int g = 0; g < GB; g++) {
-                if (lr == 0) {
-                    sm_ml[rg][g][0] = m[g];
-                    sm_ml[rg][g][1] = l[g];
-                }
-#pragma unroll
-                for (int e = 0; e < EPL; e++)
-                    sm_acc[rg][g][lr * EPL + e] = acc[g][e];
                 m[g] = -INFINITY;
                 l[g] = 0.0f;
 #pragma unroll
                 for (int e = 0; e < EPL; e++)
                     acc[g][e] = 0.0f;
-            }
-            __syncthreads();
-            for (int i = threadIdx.x; i < NRG * GB; i += blockDim.x) {
-                const int r = i / GB, g = i % GB;
-                float M = -INFINITY;
-#pragma unroll
-                for (int r2 = 0; r2 < NRG; r2++)
-                    M = fmaxf(M, sm_ml[r2][g][0]);
-                sm_w[r][g] = M == -INFINITY ? 0.0f : __expf(sm_ml[r][g][0] - M);
-                if (r == 0)
-                    sm_m[g] = M;
-            }
-            __syncthreads();
-            for (int idx = threadIdx.x; idx < GB * HD; idx += blockDim.x) {
-                const int g = idx / HD, d = idx % HD;
-                const float M = sm_m[g];
-                float A = 0.0f, Ls = 0.0f;
-                if (M != -INFINITY) {
-#pragma unroll
-                    for (int r = 0; r < NRG; r++) {
-                        const float w = sm_w[r][g];
-                        Ls += sm_ml[r][g][1] * w;
-                        A += sm_acc[r][g][d] * w;
-                    }
-                }
-                if (active == 1) {
-                    out[((int64_t)row * n_heads + hq0 + g) * HD + d] = Ls > 0.0f ? A / Ls : 0.0f;
-                } else {
-                    const int64_t pi = ((int64_t)s * n_heads + hq0 + g) * S + split;
-                    part[pi * HD + d] = A;
-                    if (d == 0) {
-                        part_ml[pi * 2] = M;
-                        part_ml[pi * 2 + 1] = Ls;
-                    }
-                }
             }
         }
         split = nsplit, t0 = nt0, t1 = nt1, base = nbase;

@@ -110,6 +110,75 @@ __device__ __forceinline__ void att_load_rows(uint4 (&kraw)[TT][NV], uint4 (&vra
     }
 }
 
+/* One split's result from its NRG row groups (both decode kernels: the same bits): each row
+ * group's (m, l, acc) of GB heads through shared memory, weights w_r = exp(m_r - M) once per
+ * (row group, head), then per output element A = sum_r acc_r w_r and Ls = sum_r l_r w_r in
+ * row-group order from 0. A thread takes four consecutive elements of one head (one 16-byte
+ * shared load per row group), so the weights and l are read once per four outputs. Written
+ * to out_h (single: the whole context in this split, A / Ls) or to the split's partial
+ * (part_h [head][HD], part_ml_h [head][2], heads hs partials apart). Begins after the caller's
+ * last use of the shared arrays; ends with them still read by slow threads (a caller that
+ * merges again syncs first). */
+template <int HD, int GB, int NRG, int EPL, int LPR>
+__device__ __forceinline__ void att_merge_split(const float (&m)[GB], const float (&l)[GB],
+                                                const float (&acc)[GB][EPL], int rg, int lr,
+                                                float (&sm_ml)[NRG][GB][2],
+                                                float (&sm_acc)[NRG][GB][HD],
+                                                float (&sm_w)[NRG][GB], float (&sm_m)[GB],
+                                                bool single, float *out_h, float *part_h,
+                                                float *part_ml_h, int64_t hs)
+{
+    static_assert(HD % 4 == 0 && EPL % 4 == 0, "float4 pieces");
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        if (lr == 0)
+            *reinterpret_cast<float2 *>(sm_ml[rg][g]) = make_float2(m[g], l[g]);
+#pragma unroll
+        for (int e = 0; e < EPL; e += 4)
+            *reinterpret_cast<float4 *>(&sm_acc[rg][g][lr * EPL + e]) =
+                make_float4(acc[g][e], acc[g][e + 1], acc[g][e + 2], acc[g][e + 3]);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < NRG * GB; i += blockDim.x) {
+        const int r = i / GB, g = i % GB;
+        float M = -INFINITY;
+#pragma unroll
+        for (int r2 = 0; r2 < NRG; r2++)
+            M = fmaxf(M, sm_ml[r2][g][0]);
+        sm_w[r][g] = M == -INFINITY ? 0.0f : __expf(sm_ml[r][g][0] - M); /* -inf -> 0 */
+        if (r == 0)
+            sm_m[g] = M;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < GB * HD / 4; idx += blockDim.x) {
+        const int g = idx / (HD / 4), d = 4 * (idx % (HD / 4));
+        const float M = sm_m[g];
+        float4 A = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float Ls = 0.0f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int r = 0; r < NRG; r++) {
+                const float w = sm_w[r][g];
+                const float4 a = *reinterpret_cast<const float4 *>(&sm_acc[r][g][d]);
+                Ls = fmaf(sm_ml[r][g][1], w, Ls);
+                A = make_float4(fmaf(a.x, w, A.x), fmaf(a.y, w, A.y), fmaf(a.z, w, A.z),
+                                fmaf(a.w, w, A.w));
+            }
+        }
+        if (single) {
+            float *o = out_h + (int64_t)g * HD + d;
+            o[0] = Ls > 0.0f ? A.x / Ls : 0.0f;
+            o[1] = Ls > 0.0f ? A.y / Ls : 0.0f;
+            o[2] = Ls > 0.0f ? A.z / Ls : 0.0f;
+            o[3] = Ls > 0.0f ? A.w / Ls : 0.0f;
+        } else {
+            *reinterpret_cast<float4 *>(part_h + g * hs * HD + d) = A;
+            if (d == 0)
+                *reinterpret_cast<float2 *>(part_ml_h + g * hs * 2) = make_float2(M, Ls);
+        }
+    }
+}
+
 /* ---- entry points of the attention files (cuda_attention.cu dispatches) ---- */
 
 /* The batch decode kernel's launch (cuda_attention_batch.cu): grid (blocks per sequence and
