@@ -720,8 +720,17 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
         if (S < 1)
             S = 1;
         int64_t SB = S < s_fill ? S : s_fill; /* blocks per (sequence, head group) */
-        if (b->tune.att_inv < 0 && !mixed)
+        if (b->tune.att_inv < 0 && !mixed) {
             S = SB; /* the plan before the batch kernel: capped by the batch */
+        } else {
+            /* the batch kernel: no more blocks than one wave of `fill` per SM holds (each
+             * walks more splits; a second, partial wave would cost a whole split time) */
+            int64_t one_wave = (int64_t)fill * b->sm_count / ((int64_t)p->n_seqs * gy);
+            if (one_wave < 1)
+                one_wave = 1;
+            if (one_wave < SB)
+                SB = one_wave;
+        }
         const int batch_kernel = SB < S || mixed;
         a.S = (int)S;
         if (S > 1) {

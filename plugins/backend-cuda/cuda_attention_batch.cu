@@ -24,10 +24,15 @@
  * run (the decode rows of a step that also prefills; the prefill kernel takes the others). */
 #include "cuda_attention_common.cuh"
 
+/* Blocks per SM the register budget is set for: 4 (128 registers, the host's default fill)
+ * for a 16-bit cache at head_dim 64 / 128 with up to 4 query heads per block (f16: no
+ * spills; bf16: 12 bytes); the compiler's choice elsewhere, where 128 would spill more. */
+#define ATB_MIN_BLOCKS(T, HD, GB) (sizeof(T) == 2 && ((HD) == 64 || (HD) == 128) && (GB) <= 4 ? 4 : 1)
+
 /* Block (block b of gridDim.x, kv-head sub-group, sequence): splits b, b + gridDim.x, ... of
  * the plan att_active_splits(L, S, cmin); partials and merge as attn_decode_kernel. */
 template <typename T, int HD, int GB, bool PF>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
+__global__ void __launch_bounds__(ATT_WARPS * 32, ATB_MIN_BLOCKS(T, HD, GB))
 attn_decode_batch_kernel(float *__restrict__ out, float *part, float *part_ml,
                          unsigned int *__restrict__ counters, const float *__restrict__ q,
                          const T *__restrict__ kc, const T *__restrict__ vc,
