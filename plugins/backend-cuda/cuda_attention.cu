@@ -118,66 +118,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
         bool valid[TT];
         att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, base + rg * TT, t1, t0, w_end, ks, vs,
                                       RV, lr, bt, bs, kc, vc, slot_stride, head_off);
-        float sc[TT][GB];
-#pragma unroll
-        for (int u = 0; u < TT; u++) {
-            float kf[EPL];
-#pragma unroll
-            for (int v = 0; v < NV; v++)
-                vec_to_f32<T>(kraw[u][v], kf + v * VEC);
-#pragma unroll
-            for (int g = 0; g < GB; g++) {
-                float d = 0.0f;
-#pragma unroll
-                for (int e = 0; e < EPL; e++)
-                    d = fmaf(qv[g][e], kf[e], d);
-                sc[u][g] = d;
-            }
-        }
-        /* finish the dot products across the LPR lanes of each row group */
-#pragma unroll
-        for (int u = 0; u < TT; u++)
-#pragma unroll
-            for (int g = 0; g < GB; g++)
-#pragma unroll
-                for (int o = LPR / 2; o > 0; o >>= 1)
-                    sc[u][g] += __shfl_xor_sync(CUDA_FULL_MASK, sc[u][g], o);
-
-        float vf[TT][EPL];
-#pragma unroll
-        for (int u = 0; u < TT; u++)
-#pragma unroll
-            for (int v = 0; v < NV; v++)
-                vec_to_f32<T>(vraw[u][v], vf[u] + v * VEC);
-
-#pragma unroll
-        for (int g = 0; g < GB; g++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int u = 0; u < TT; u++)
-                if (valid[u])
-                    mx = fmaxf(mx, sc[u][g]);
-            const float mnew = fmaxf(m[g], mx);
-            if (mnew == -INFINITY)
-                continue; /* no valid token yet in this row group */
-            const float corr = __expf(m[g] - mnew);
-            float p[TT], ps = 0.0f;
-#pragma unroll
-            for (int u = 0; u < TT; u++) {
-                p[u] = valid[u] ? __expf(sc[u][g] - mnew) : 0.0f;
-                ps += p[u];
-            }
-            l[g] = l[g] * corr + ps;
-            m[g] = mnew;
-#pragma unroll
-            for (int e = 0; e < EPL; e++) {
-                float a = acc[g][e] * corr;
-#pragma unroll
-                for (int u = 0; u < TT; u++)
-                    a = fmaf(p[u], vf[u][e], a);
-                acc[g][e] = a;
-            }
-        }
+        att_decode_step<T, TT, NV, VEC, EPL, LPR, GB>(qv, kraw, vraw, valid, m, l, acc);
     }
 
     /* merge the row groups of this block */

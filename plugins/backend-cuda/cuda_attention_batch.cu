@@ -14,10 +14,11 @@
  * it (same lanes, same order, same merge), so the bits do not depend on the batch. The cost
  * follows the KV actually read: a block only walks the splits its sequence has.
  *
- * The batch-1 kernel's timing is the decode ITL, so this file repeats its per-step arithmetic
- * rather than sharing its loop, without the K/V window it stages before its wait (a grid of
- * many blocks goes without the window there too); a split's merge is the helper both call
- * (att_merge_split). A block walks its (split, step) pairs as one
+ * Both kernels compute a step and merge a split through the same helpers (att_decode_step,
+ * att_merge_split in cuda_attention_common.cuh), which is what makes the bits alike; this
+ * file has its own loop around them (the batch-1 kernel's timing is the decode ITL), without
+ * the K/V window that kernel stages before its wait (a grid of many blocks goes without the
+ * window there too). A block walks its (split, step) pairs as one
  * sequence and loads the next step's K/V rows before it computes this one's (across a split's
  * end and merge too): a split is a few 16-token steps, and without that each step waited for
  * its own block-table and K/V loads. Which registers hold a row does not change any sum. With mixed = 1 only sequences with one query token
@@ -126,65 +127,7 @@ attn_decode_batch_kernel(float *__restrict__ out, float *part, float *part_ml,
             att_load_rows<T, TT, NV, VEC>(kcur, vcur, vok, base + rg * TT, t1, t0, t0, NULL, NULL,
                                           RV, lr, bt, bs, kc, vc, slot_stride, head_off);
         }
-        float sc[TT][GB];
-#pragma unroll
-        for (int u = 0; u < TT; u++) {
-            float kf[EPL];
-#pragma unroll
-            for (int v = 0; v < NV; v++)
-                vec_to_f32<T>(kcur[u][v], kf + v * VEC);
-#pragma unroll
-            for (int g = 0; g < GB; g++) {
-                float d = 0.0f;
-#pragma unroll
-                for (int e = 0; e < EPL; e++)
-                    d = fmaf(qv[g][e], kf[e], d);
-                sc[u][g] = d;
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < TT; u++)
-#pragma unroll
-            for (int g = 0; g < GB; g++)
-#pragma unroll
-                for (int o = LPR / 2; o > 0; o >>= 1)
-                    sc[u][g] += __shfl_xor_sync(CUDA_FULL_MASK, sc[u][g], o);
-
-        float vf[TT][EPL];
-#pragma unroll
-        for (int u = 0; u < TT; u++)
-#pragma unroll
-            for (int v = 0; v < NV; v++)
-                vec_to_f32<T>(vcur[u][v], vf[u] + v * VEC);
-
-#pragma unroll
-        for (int g = 0; g < GB; g++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int u = 0; u < TT; u++)
-                if (vok[u])
-                    mx = fmaxf(mx, sc[u][g]);
-            const float mnew = fmaxf(m[g], mx);
-            if (mnew == -INFINITY)
-                continue;
-            const float corr = __expf(m[g] - mnew);
-            float p[TT], ps = 0.0f;
-#pragma unroll
-            for (int u = 0; u < TT; u++) {
-                p[u] = vok[u] ? __expf(sc[u][g] - mnew) : 0.0f;
-                ps += p[u];
-            }
-            l[g] = l[g] * corr + ps;
-            m[g] = mnew;
-#pragma unroll
-            for (int e = 0; e < EPL; e++) {
-                float a = acc[g][e] * corr;
-#pragma unroll
-                for (int u = 0; u < TT; u++)
-                    a = fmaf(p[u], vf[u][e], a);
-                acc[g][e] = a;
-            }
-        }
+        att_decode_step<T, TT, NV, VEC, EPL, LPR, GB>(qv, kcur, vcur, vok, m, l, acc);
 
         if (last) { /* the split's row groups merged, its partial (or the output) written */
             __syncthreads(); /* the previous split's merge no longer reads the shared arrays */

@@ -110,6 +110,79 @@ __device__ __forceinline__ void att_load_rows(uint4 (&kraw)[TT][NV], uint4 (&vra
     }
 }
 
+/* One step of a row group: TT tokens' K and V rows (kraw, vraw; valid[u] false past the
+ * split's end, rows zero) folded into its running (m, l, acc) for GB query heads (qv: this
+ * lane's EPL elements of each head, scaled). Both decode kernels step through it, so a split
+ * has the same bits whichever kernel computes it (batch invariance). */
+template <typename T, int TT, int NV, int VEC, int EPL, int LPR, int GB>
+__device__ __forceinline__ void att_decode_step(const float (&qv)[GB][EPL],
+                                                const uint4 (&kraw)[TT][NV],
+                                                const uint4 (&vraw)[TT][NV],
+                                                const bool (&valid)[TT], float (&m)[GB],
+                                                float (&l)[GB], float (&acc)[GB][EPL])
+{
+    float sc[TT][GB];
+#pragma unroll
+    for (int u = 0; u < TT; u++) {
+        float kf[EPL];
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            vec_to_f32<T>(kraw[u][v], kf + v * VEC);
+#pragma unroll
+        for (int g = 0; g < GB; g++) {
+            float d = 0.0f;
+#pragma unroll
+            for (int e = 0; e < EPL; e++)
+                d = fmaf(qv[g][e], kf[e], d);
+            sc[u][g] = d;
+        }
+    }
+    /* finish the dot products across the LPR lanes of each row group */
+#pragma unroll
+    for (int u = 0; u < TT; u++)
+#pragma unroll
+        for (int g = 0; g < GB; g++)
+#pragma unroll
+            for (int o = LPR / 2; o > 0; o >>= 1)
+                sc[u][g] += __shfl_xor_sync(CUDA_FULL_MASK, sc[u][g], o);
+
+    float vf[TT][EPL];
+#pragma unroll
+    for (int u = 0; u < TT; u++)
+#pragma unroll
+        for (int v = 0; v < NV; v++)
+            vec_to_f32<T>(vraw[u][v], vf[u] + v * VEC);
+
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int u = 0; u < TT; u++)
+            if (valid[u])
+                mx = fmaxf(mx, sc[u][g]);
+        const float mnew = fmaxf(m[g], mx);
+        if (mnew == -INFINITY)
+            continue; /* no valid token yet in this row group */
+        const float corr = __expf(m[g] - mnew);
+        float p[TT], ps = 0.0f;
+#pragma unroll
+        for (int u = 0; u < TT; u++) {
+            p[u] = valid[u] ? __expf(sc[u][g] - mnew) : 0.0f;
+            ps += p[u];
+        }
+        l[g] = l[g] * corr + ps;
+        m[g] = mnew;
+#pragma unroll
+        for (int e = 0; e < EPL; e++) {
+            float a = acc[g][e] * corr;
+#pragma unroll
+            for (int u = 0; u < TT; u++)
+                a = fmaf(p[u], vf[u][e], a);
+            acc[g][e] = a;
+        }
+    }
+}
+
 /* One split's result from its NRG row groups (both decode kernels: the same bits): each row
  * group's (m, l, acc) of GB heads through shared memory, weights w_r = exp(m_r - M) once per
  * (row group, head), then per output element A = sum_r acc_r w_r and Ls = sum_r l_r w_r in
