@@ -45,8 +45,8 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     using G_ = att_geom<T, HD>;
     constexpr int VEC = G_::VEC, LPR = G_::LPR, EPL = G_::EPL, NV = G_::NV, RPW = G_::RPW,
                   NRG = G_::NRG, TT = G_::TT;
-    __shared__ float sm_ml[NRG][GB][2];
-    __shared__ float sm_acc[NRG][GB][HD];
+    __shared__ __align__(16) float sm_ml[NRG][GB][2]; /* float2 stores (att_merge_split) */
+    __shared__ __align__(16) float sm_acc[NRG][GB][HD]; /* float4 stores and loads */
     __shared__ float sm_w[NRG][GB], sm_m[GB];
     __shared__ unsigned int s_done;
 
