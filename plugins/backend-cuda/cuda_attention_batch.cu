@@ -18,11 +18,12 @@
  * att_merge_split in cuda_attention_common.cuh), which is what makes the bits alike; this
  * file has its own loop around them (the batch-1 kernel's timing is the decode ITL), without
  * the K/V window that kernel stages before its wait (a grid of many blocks goes without the
- * window there too). A block walks its (split, step) pairs as one
- * sequence and loads the next step's K/V rows before it computes this one's (across a split's
- * end and merge too): a split is a few 16-token steps, and without that each step waited for
- * its own block-table and K/V loads. Which registers hold a row does not change any sum. With mixed = 1 only sequences with one query token
- * run (the decode rows of a step that also prefills; the prefill kernel takes the others). */
+ * window there too). A block walks its (split, step) pairs as one sequence and loads the next
+ * step's K/V rows before it computes this one's, across a split's end and merge too: a split
+ * is a few 16-token steps, and without that each step waited for its own block-table and K/V
+ * loads. Which registers hold a row does not change any sum. With mixed = 1 only sequences
+ * with one query token run (the decode rows of a step that also prefills; the prefill kernel
+ * takes the others). */
 #include "cuda_attention_common.cuh"
 
 /* Blocks per SM the register budget is set for: 4 (128 registers, the host's default fill)
