@@ -122,7 +122,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     }
 
     /* merge the row groups of this block */
-    att_merge_split<HD, GB, NRG, EPL, LPR>(
+    att_merge_split<HD, GB, NRG, EPL>(
         m, l, acc, rg, lr, sm_ml, sm_acc, sm_w, sm_m, active == 1,
         out + ((int64_t)row * n_heads + hq0) * HD,
         part + (((int64_t)s * n_heads + hq0) * S + split) * HD,

@@ -132,7 +132,7 @@ attn_decode_batch_kernel(float *__restrict__ out, float *part, float *part_ml,
 
         if (last) { /* the split's row groups merged, its partial (or the output) written */
             __syncthreads(); /* the previous split's merge no longer reads the shared arrays */
-            att_merge_split<HD, GB, NRG, EPL, LPR>(
+            att_merge_split<HD, GB, NRG, EPL>(
                 m, l, acc, rg, lr, sm_ml, sm_acc, sm_w, sm_m, active == 1,
                 out + ((int64_t)row * n_heads + hq0) * HD,
                 part + (((int64_t)s * n_heads + hq0) * S + split) * HD,

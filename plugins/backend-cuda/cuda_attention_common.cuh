@@ -192,7 +192,7 @@ __device__ __forceinline__ void att_decode_step(const float (&qv)[GB][EPL],
  * (part_h [head][HD], part_ml_h [head][2], heads hs partials apart). Begins after the caller's
  * last use of the shared arrays; ends with them still read by slow threads (a caller that
  * merges again syncs first). */
-template <int HD, int GB, int NRG, int EPL, int LPR>
+template <int HD, int GB, int NRG, int EPL>
 __device__ __forceinline__ void att_merge_split(const float (&m)[GB], const float (&l)[GB],
                                                 const float (&acc)[GB][EPL], int rg, int lr,
                                                 float (&sm_ml)[NRG][GB][2],
