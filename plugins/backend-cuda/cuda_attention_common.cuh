@@ -252,6 +252,63 @@ __device__ __forceinline__ void att_merge_split(const float (&m)[GB], const floa
     }
 }
 
+/* The end of both decode kernels, run by every thread of each of a (sequence, head group)'s
+ * `blocks` participating blocks after its splits' partials are written: the last block to
+ * arrive (counter *cnt) merges the `active` partials in split order into out — one pass with
+ * a running max (online log-sum-exp), each thread four consecutive elements of one head,
+ * eight partials' (m, l) and values in flight at a time: one round trip to L2 per eight
+ * splits — and resets the counter for the next launch (graph replay). sh0 = s * n_heads +
+ * hq0 (the partials' head index of the block's first head), rh0 = row * n_heads + hq0. */
+template <int HD, int GB>
+__device__ __forceinline__ void att_merge_partials(unsigned int *cnt, unsigned int &s_done,
+                                                   unsigned int blocks, int active, int S,
+                                                   const float *part, const float *part_ml,
+                                                   int64_t sh0, float *out, int64_t rh0)
+{
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        s_done = atomicAdd(cnt, 1u);
+    __syncthreads();
+    if (s_done != blocks - 1)
+        return;
+    __threadfence();
+    for (int idx = threadIdx.x; idx < GB * HD / 4; idx += blockDim.x) {
+        const int g = idx / (HD / 4), d = 4 * (idx % (HD / 4));
+        const int64_t pb = (sh0 + g) * S;
+        float M = -INFINITY, ls = 0.0f;
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int j0 = 0; j0 < active; j0 += 8) {
+            float2 ml[8];
+            float4 pv[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                if (j0 + u < active) {
+                    ml[u] = __ldcg(reinterpret_cast<const float2 *>(part_ml + (pb + j0 + u) * 2));
+                    pv[u] = __ldcg(reinterpret_cast<const float4 *>(part + (pb + j0 + u) * HD + d));
+                }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                if (j0 + u >= active)
+                    break;
+                const float mn = fmaxf(M, ml[u].x);
+                if (mn == -INFINITY)
+                    continue; /* nothing in this split or before */
+                const float c = __expf(M - mn), w = __expf(ml[u].x - mn);
+                ls = ls * c + w * ml[u].y;
+                a = make_float4(fmaf(w, pv[u].x, a.x * c), fmaf(w, pv[u].y, a.y * c),
+                                fmaf(w, pv[u].z, a.z * c), fmaf(w, pv[u].w, a.w * c));
+                M = mn;
+            }
+        }
+        const float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
+        float *o = out + (rh0 + g) * HD + d;
+        o[0] = a.x * inv, o[1] = a.y * inv, o[2] = a.z * inv, o[3] = a.w * inv;
+    }
+    if (threadIdx.x == 0)
+        *cnt = 0;
+}
+
 /* ---- entry points of the attention files (cuda_attention.cu dispatches) ---- */
 
 /* The batch decode kernel's launch (cuda_attention_batch.cu): grid (blocks per sequence and
