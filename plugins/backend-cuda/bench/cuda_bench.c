@@ -490,9 +490,11 @@ static void bench_attention(int ctx_len, int batch, int bucket, int qlen, const 
     att_ctx a;
     memset(&a, 0, sizeof a);
     const int bs = 16, blocks_per_seq = (bucket + bs - 1) / bs;
-    /* batch rows (> 8 sequences): blocks for the context only (a table's entries past it read
-     * nothing), and fewer layer copies once one layer's cache exceeds the rotation */
-    const int compact = batch > 8, used = (ctx_len + bs - 1) / bs;
+    /* batch rows (> 8 sequences) and rows under a graph bound past the context: blocks for
+     * the context only (a table's entries past it read nothing), and fewer layer copies once
+     * one layer's cache exceeds the rotation (a batch-1 row at bound 40960 would otherwise
+     * fill 36 layers of a 40960-token cache with random values first) */
+    const int compact = batch > 8 || bucket > ctx_len, used = (ctx_len + bs - 1) / bs;
     const size_t n_blocks = (size_t)batch * (compact ? used : blocks_per_seq);
     const size_t cache_elems = n_blocks * bs * N_KV * HEAD_DIM;
     int layers = LAYERS;
