@@ -104,14 +104,7 @@ attn_decode_kernel(float *__restrict__ out, float *part, float *part_ml,
     __syncthreads();
 
     float m[GB], l[GB], acc[GB][EPL];
-#pragma unroll
-    for (int g = 0; g < GB; g++) {
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-#pragma unroll
-        for (int e = 0; e < EPL; e++)
-            acc[g][e] = 0.0f;
-    }
+    att_state_init<GB, EPL>(m, l, acc);
 
     for (int base = t0; base < t1; base += NRG * TT) {
         uint4 kraw[TT][NV], vraw[TT][NV];

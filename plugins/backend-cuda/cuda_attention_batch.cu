@@ -96,14 +96,7 @@ attn_decode_batch_kernel(float *__restrict__ out, float *part, float *part_ml,
         att_load_rows<T, TT, NV, VEC>(kraw, vraw, valid, base + rg * TT, t1, t0, t0, NULL, NULL,
                                       RV, lr, bt, bs, kc, vc, slot_stride, head_off);
     float m[GB], l[GB], acc[GB][EPL];
-#pragma unroll
-    for (int g = 0; g < GB; g++) {
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-#pragma unroll
-        for (int e = 0; e < EPL; e++)
-            acc[g][e] = 0.0f;
-    }
+    att_state_init<GB, EPL>(m, l, acc);
     while (split < active) {
         const bool last = base + STEP >= t1; /* this step ends its split */
         const int nsplit = last ? split + (int)gridDim.x : split;
@@ -138,14 +131,7 @@ attn_decode_batch_kernel(float *__restrict__ out, float *part, float *part_ml,
                 out + ((int64_t)row * n_heads + hq0) * HD,
                 part + (((int64_t)s * n_heads + hq0) * S + split) * HD,
                 part_ml + (((int64_t)s * n_heads + hq0) * S + split) * 2, S);
-#pragma unroll
-            for (int g = 0; g < GB; g++) {
-                m[g] = -INFINITY;
-                l[g] = 0.0f;
-#pragma unroll
-                for (int e = 0; e < EPL; e++)
-                    acc[g][e] = 0.0f;
-            }
+            att_state_init<GB, EPL>(m, l, acc); /* the next split starts empty */
         }
         split = nsplit, t0 = nt0, t1 = nt1, base = nbase;
     }

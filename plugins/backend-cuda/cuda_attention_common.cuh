@@ -110,6 +110,21 @@ __device__ __forceinline__ void att_load_rows(uint4 (&kraw)[TT][NV], uint4 (&vra
     }
 }
 
+/* A row group's running softmax state for GB query heads, empty: max -inf, sum 0, acc 0. */
+template <int GB, int EPL>
+__device__ __forceinline__ void att_state_init(float (&m)[GB], float (&l)[GB],
+                                               float (&acc)[GB][EPL])
+{
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < EPL; e++)
+            acc[g][e] = 0.0f;
+    }
+}
+
 /* One step of a row group: TT tokens' K and V rows (kraw, vraw; valid[u] false past the
  * split's end, rows zero) folded into its running (m, l, acc) for GB query heads (qv: this
  * lane's EPL elements of each head, scaled). Both decode kernels step through it, so a split
