@@ -592,6 +592,8 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
         int gb = pow2_divisor(group, 8);
         if (gb > gb_max)
             gb = gb_max;
+        while (b->tune.att_gb > 0 && gb > b->tune.att_gb)
+            gb /= 2; /* a head's arithmetic is the same whatever gb: only speed changes */
         const int gy = p->n_kv_heads * (group / gb);
         /* Splits: enough to give the GPU ~4 blocks per SM, none shorter than one step of a
          * block (tpi tokens) unless [tune] says otherwise. Each split reads its first stage_t

@@ -144,6 +144,7 @@ static const llmrt_key cuda_keys[] = {
     {"tune", LLMRT_KEY_STRING, "", NULL,
      "Kernel tuning knobs for benchmark sweeps, \"key=value,...\" (0 = the built-in choice): "
      "att_cmin, att_fill, att_maxs, att_win (decode attention splits and K/V staging), "
+     "att_gb (decode attention: most query heads per block, 1, 2, 4 or 8), "
      "att_pf_mma=0 (prefill attention on the fp32 kernel instead of the tensor cores), "
      "att_pf_split (prefill attention's keys per split, a multiple of 64, default 512; -1 = "
      "one split), "
@@ -248,6 +249,8 @@ static void parse_tune(const llmrt_host *host, const char *text, const char *whe
             t->att_pf_split = v;
         else if (strcmp(tok, "att_pf_fill") == 0)
             t->att_pf_fill = v;
+        else if (strcmp(tok, "att_gb") == 0)
+            t->att_gb = v;
         else if (host && host->log)
             host->log(host->ctx, LLMRT_LOG_WARN, "cuda",
                       "[backend.cuda] tune (%s): unknown knob '%s' ignored", where, tok);
