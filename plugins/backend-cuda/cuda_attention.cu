@@ -592,8 +592,12 @@ llmrt_status cuda_attention(llmrt_backend *b, float *out, const float *q,
         int gb = pow2_divisor(group, 8);
         if (gb > gb_max)
             gb = gb_max;
-        while (b->tune.att_gb > 0 && gb > b->tune.att_gb)
-            gb /= 2; /* a head's arithmetic is the same whatever gb: only speed changes */
+        /* At most ATT_GB_CAP query heads per block unless [tune] att_gb says otherwise: a
+         * head's arithmetic is the same whatever gb, only the length of a block's chain
+         * (and how often K/V rows are re-read) changes. */
+        const int gb_cap = b->tune.att_gb > 0 ? b->tune.att_gb : ATT_GB_CAP;
+        while (gb > gb_cap && gb > 1)
+            gb /= 2;
         const int gy = p->n_kv_heads * (group / gb);
         /* Splits: enough to give the GPU ~4 blocks per SM, none shorter than one step of a
          * block (tpi tokens) unless [tune] says otherwise. Each split reads its first stage_t

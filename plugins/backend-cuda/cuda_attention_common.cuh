@@ -19,6 +19,9 @@
 #define ATT_DEFAULT_SPLITS 32 /* decode: most splits unless [backend.cuda] tune att_maxs says */
 #define ATT_COUNTERS (1 << 20) /* decode: completion counters at the start of the scratch */
 #define ATT_WINDOW_BYTES 32768 /* decode: K/V a block copies to shared memory before its wait */
+#define ATT_GB_CAP 4         /* decode: most query heads per block by default (tune att_gb; H200,
+                              * GQA groups of 8: eight heads per block were slower at every
+                              * context, BENCHMARKS.md 2026-12-04) */
 
 /* Splits a context of L tokens uses, out of at most S, none shorter than cmin tokens. */
 __device__ __forceinline__ int att_active_splits(int L, int S, int cmin)

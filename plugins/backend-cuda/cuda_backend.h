@@ -59,7 +59,8 @@ typedef struct cuda_tune {
                        * default PFM_SPLIT_KEYS) */
     int att_pf_fill;  /* prefill attention: split blocks while the tiles are fewer than this
                        * many blocks per SM (default 2; -1: never, one block walks all splits) */
-    int att_gb;       /* decode attention: most query heads one block serves (1, 2, 4, 8) */
+    int att_gb;       /* decode attention: most query heads one block serves (1, 2, 4, 8;
+                       * default ATT_GB_CAP) */
 } cuda_tune;
 
 struct llmrt_backend {

@@ -11,14 +11,17 @@
 #define GEMV_MAX_N 8
 #define GEMV_WARPS 4 /* warps per block */
 #define GEMV_UNROLL 4 /* 16-byte loads in flight per row and lane */
+#define GEMV_UNROLL_SHORT 8 /* the same where the grid is short of the SMs (a MoE router's 128
+                             * rows): one row per warp, twice the loads in flight */
 
 /* ---- GEMV, vector path: in % VEC == 0, w and x 16-byte aligned ---- */
 
 /* Each warp owns R consecutive rows of w; lane l reads elements [l*VEC, l*VEC + VEC) of each
- * 32*VEC-element stretch, GEMV_UNROLL stretches per iteration, so every lane has R*UNROLL
- * independent 16-byte loads in flight before it touches any of them. x (tiny, reused by
- * every warp) comes through L1; w streams past it. */
-template <typename T, int N, int R>
+ * 32*VEC-element stretch, U stretches per iteration, so every lane has R*U independent
+ * 16-byte loads in flight before it touches any of them. x (tiny, reused by every warp) comes
+ * through L1; w streams past it. A lane sums its elements in input order whatever R and U, so
+ * the result's bits do not depend on them. */
+template <typename T, int N, int R, int U>
 __global__ void __launch_bounds__(GEMV_WARPS * 32)
 gemv_vec_kernel(float *__restrict__ y, const float *__restrict__ x, const T *__restrict__ w,
                 int32_t out, int32_t in)
@@ -44,15 +47,15 @@ gemv_vec_kernel(float *__restrict__ y, const float *__restrict__ x, const T *__r
 
     const int step = 32 * VEC;
     int k = lane * VEC;
-    for (; k + (GEMV_UNROLL - 1) * step < in; k += GEMV_UNROLL * step) {
-        uint4 wv[GEMV_UNROLL][R];
+    for (; k + (U - 1) * step < in; k += U * step) {
+        uint4 wv[U][R];
 #pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++)
+        for (int u = 0; u < U; u++)
 #pragma unroll
             for (int r = 0; r < R; r++)
                 wv[u][r] = ld_stream16(wr[r] + k + u * step);
 #pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++) {
+        for (int u = 0; u < U; u++) {
             const int kk = k + u * step;
             float xv[N][VEC];
 #pragma unroll
@@ -75,7 +78,7 @@ gemv_vec_kernel(float *__restrict__ y, const float *__restrict__ x, const T *__r
             }
         }
     }
-    for (; k < in; k += step) { /* the last < GEMV_UNROLL stretches */
+    for (; k < in; k += step) { /* the last < U stretches */
         float xv[N][VEC];
 #pragma unroll
         for (int j = 0; j < N; j++)
@@ -144,8 +147,13 @@ static void launch_gemv_n(const llmrt_backend *s, float *y, const float *x, cons
                           int32_t out, int32_t in)
 {
     constexpr int R = N >= 4 ? 4 : 2; /* more rows per warp at larger n: x reuse from registers */
-    const unsigned blocks = (unsigned)ceil_div64(out, (int64_t)GEMV_WARPS * R);
-    cuda_launch(s, gemv_vec_kernel<T, N, R>, blocks, GEMV_WARPS * 32, 0, y, x, w, out, in);
+    const int64_t blocks = ceil_div64(out, (int64_t)GEMV_WARPS * R);
+    if (blocks < s->sm_count) /* short: all of a row's loads in flight, more warps */
+        cuda_launch(s, gemv_vec_kernel<T, N, 1, GEMV_UNROLL_SHORT>,
+                    (unsigned)ceil_div64(out, GEMV_WARPS), GEMV_WARPS * 32, 0, y, x, w, out, in);
+    else
+        cuda_launch(s, gemv_vec_kernel<T, N, R, GEMV_UNROLL>, (unsigned)blocks, GEMV_WARPS * 32, 0,
+                    y, x, w, out, in);
 }
 
 template <typename T>

@@ -34,10 +34,24 @@ static llmrt_status host_sync(llmrt_model *m, llmrt_error *err)
     return llmrt_fail(err, LLMRT_ERR_INTERNAL, MOE_PLUGIN ": a CUDA target in a build without CUDA")
 #endif
 
+/* Rows a CUDA step leaves unsorted: the grouped kernels run a block per row up to here in
+ * any case (awq_cuda_grouped.cu, moe_cuda.cu), so the sort would only cost time. */
+#define MOE_UNSORTED_ROWS 8
+
+/* Whether this step's rows stay in (token, choice) order (no expert ranges). */
+static int rows_unsorted(const llmrt_model *m, int32_t T)
+{
+    return m->target != MOE_ON_CPU && (int64_t)T * m->cfg.top_k <= MOE_UNSORTED_ROWS;
+}
+
 static llmrt_status route_and_sort(llmrt_model *m, int32_t T, llmrt_error *err)
 {
     const moe_config *c = &m->cfg;
     const moe_scratch *s = &m->ms;
+    if (rows_unsorted(m, T))
+        ON_CUDA(moe_cuda_route_rows(m->cuda, s->router_logits, T, c->n_experts, c->top_k,
+                                    c->norm_topk, s->topk_id, s->topk_w, s->row_expert,
+                                    s->row_src, s->row_of, err));
     if (m->target == MOE_ON_CPU) {
         llmrt_status st = host_sync(m, err);
         if (st)
@@ -84,9 +98,11 @@ static llmrt_status quant_loop_cpu(llmrt_model *m, const moe_experts *x, float *
 
 /* y [N, out or out/2] for every row: the quantized experts through the quant plugin, the
  * dense ones through the plugin's own grouped linear. glu: SwiGLU folded in (only when
- * every quantized part folds it: the caller checked). */
+ * every quantized part folds it: the caller checked). starts: the experts' row ranges, NULL
+ * when the rows are not sorted. */
 static llmrt_status grouped(llmrt_model *m, const moe_experts *x, float *y, const float *in,
-                            const int32_t *row_src, int32_t N, int glu, llmrt_error *err)
+                            const int32_t *row_src, const int32_t *starts, int32_t N, int glu,
+                            llmrt_error *err)
 {
     const qwen3_rt *rt = &m->d.rt;
     const moe_scratch *s = &m->ms;
@@ -94,7 +110,7 @@ static llmrt_status grouped(llmrt_model *m, const moe_experts *x, float *y, cons
     if (x->n_quant > 0) {
         if (x->qgroup)
             st = rt->quant.vt->linear_forward_grouped(rt->quant.q, x->qgroup, y, in, s->row_expert,
-                                                      row_src, s->expert_start, N,
+                                                      row_src, starts, N,
                                                       glu ? LLMRT_FUSE_OUT_SWIGLU : 0, err);
         else
             st = quant_loop_cpu(m, x, y, in, row_src, glu, err);
@@ -107,7 +123,7 @@ static llmrt_status grouped(llmrt_model *m, const moe_experts *x, float *y, cons
         return moe_cpu_dense_grouped(&rt->be, x, y, in, row_src, s->expert_start, glu, s->xg,
                                      s->yg, err);
     ON_CUDA(moe_cuda_dense_grouped(m->cuda, x->dense_table, x->dense_dtype, x->out, x->in, y, in,
-                                   s->row_expert, row_src, s->expert_start, N, x->n, glu, err));
+                                   s->row_expert, row_src, starts, N, x->n, glu, err));
 }
 
 static llmrt_status swiglu(llmrt_model *m, float *out, const float *gu, int32_t n, int32_t d,
@@ -140,6 +156,7 @@ static llmrt_status block_forward(llmrt_model *m, const moe_block *B, int32_t T,
     qwen3_rt *rt = &m->d.rt;
     const int32_t N = T * c->top_k, I = c->moe_inter;
     const float *xn = m->d.s.xn;
+    const int32_t *starts = rows_unsorted(m, T) ? NULL : s->expert_start;
     llmrt_status st;
     if ((st = rt->be.vt->gemm(rt->be.b, s->router_logits, xn, &B->router, T, err)) ||
         (st = route_and_sort(m, T, err)))
@@ -148,15 +165,16 @@ static llmrt_status block_forward(llmrt_model *m, const moe_block *B, int32_t T,
         /* SwiGLU in the grouped linears unless a quantized part cannot fold it */
         const int fold = B->gate_up.n_quant == 0 || !B->gate_up.qgroup ||
                          (B->gate_up.qflags & LLMRT_FUSE_OUT_SWIGLU);
-        if ((st = grouped(m, &B->gate_up, fold ? s->act : s->gu, xn, s->row_src, N, fold, err)) ||
+        if ((st = grouped(m, &B->gate_up, fold ? s->act : s->gu, xn, s->row_src, starts, N, fold,
+                          err)) ||
             (!fold && (st = swiglu(m, s->act, s->gu, N, I, err))))
             return st;
-    } else if ((st = grouped(m, &B->gate, s->gate, xn, s->row_src, N, 0, err)) ||
-               (st = grouped(m, &B->up, s->up, xn, s->row_src, N, 0, err)) ||
+    } else if ((st = grouped(m, &B->gate, s->gate, xn, s->row_src, starts, N, 0, err)) ||
+               (st = grouped(m, &B->up, s->up, xn, s->row_src, starts, N, 0, err)) ||
                (st = rt->be.vt->silu_mul(rt->be.b, s->act, s->gate, s->up, (int64_t)N * I, err))) {
         return st;
     }
-    if ((st = grouped(m, &B->down, s->rows, s->act, NULL, N, 0, err)))
+    if ((st = grouped(m, &B->down, s->rows, s->act, NULL, starts, N, 0, err)))
         return st;
     return combine(m, m->d.s.proj, T, err);
 }

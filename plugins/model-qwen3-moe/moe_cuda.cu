@@ -15,6 +15,9 @@
  *            start, then every row placed at its expert's next slot (atomics: within an
  *            expert the order may vary, and no row's value depends on it)
  *   route_sort  both in one block for small steps (decode): one launch instead of two
+ *   route_rows  routing alone, the rows left in (token, choice) order, for steps of so few
+ *            rows that the grouped linears run a block per row and need no sort (batch-1
+ *            decode: the sort was most of route_sort's time)
  *   dense grouped GEMV  bf16/f16/f32 experts: a block takes 8 output rows (4 warps, 2 each)
  *            of one expert, the expert's weight pointer read from a device table at the row's
  *            expert; per row (decode) or per expert (rows sorted by expert: the weights read
@@ -70,11 +73,15 @@ __device__ __forceinline__ float warp_sum(float v)
     return v;
 }
 
-/* Route token t with the calling warp (EPL = experts per lane, E <= 32 EPL). */
+/* Route token t with the calling warp (EPL = experts per lane, E <= 32 EPL). With row_expert
+ * (route_rows), the token's rows in (token, choice) order too. */
 template <int EPL>
 __device__ __forceinline__ void route_token(const float *__restrict__ logits, int t, int E, int K,
                                             int norm_topk, int *__restrict__ topk_id,
-                                            float *__restrict__ topk_w)
+                                            float *__restrict__ topk_w,
+                                            int *__restrict__ row_expert = nullptr,
+                                            int *__restrict__ row_src = nullptr,
+                                            int *__restrict__ row_of = nullptr)
 {
     const int lane = threadIdx.x & 31;
     const float *l = logits + (int64_t)t * E;
@@ -114,8 +121,14 @@ __device__ __forceinline__ void route_token(const float *__restrict__ logits, in
         if ((be & 31) == lane)
             taken |= 1u << (be >> 5);
         if (lane == k) {
+            const int64_t r = (int64_t)t * K + k;
             mine = expf(bv - mx) / s;
-            topk_id[(int64_t)t * K + k] = be;
+            topk_id[r] = be;
+            if (row_expert) {
+                row_expert[r] = be;
+                row_src[r] = t;
+                row_of[r] = (int)r;
+            }
         }
     }
     if (norm_topk) {
@@ -136,6 +149,21 @@ moe_route_kernel(const float *__restrict__ logits, int T, int E, int K, int norm
     const int t = blockIdx.x * ROUTE_WARPS + (threadIdx.x >> 5);
     if (t < T)
         route_token<EPL>(logits, t, E, K, norm_topk, topk_id, topk_w);
+}
+
+/* Steps whose rows need no sort: routing, and the rows in (token, choice) order. */
+template <int EPL>
+__global__ void __launch_bounds__(ROUTE_WARPS * 32)
+moe_route_rows_kernel(const float *__restrict__ logits, int T, int E, int K, int norm_topk,
+                      int *__restrict__ topk_id, float *__restrict__ topk_w,
+                      int *__restrict__ row_expert, int *__restrict__ row_src,
+                      int *__restrict__ row_of)
+{
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
+    const int t = blockIdx.x * ROUTE_WARPS + (threadIdx.x >> 5);
+    if (t < T)
+        route_token<EPL>(logits, t, E, K, norm_topk, topk_id, topk_w, row_expert, row_src, row_of);
 }
 
 /* The block's sort of the N = T·K rows (topk_id [N]); sh: shared [2 E]. */
@@ -492,17 +520,35 @@ extern "C" void moe_cuda_destroy(moe_cuda *c)
 typedef void (*route_fn)(const float *, int, int, int, int, int *, float *);
 typedef void (*route_sort_fn)(const float *, int, int, int, int, int *, float *, int *, int *,
                               int *, int *);
+typedef void (*route_rows_fn)(const float *, int, int, int, int, int *, float *, int *, int *,
+                              int *);
 
-template <int EPL> static void pick_route(int E, route_fn *r, route_sort_fn *rs)
+struct route_fns {
+    route_fn route;
+    route_sort_fn route_sort;
+    route_rows_fn route_rows;
+};
+
+template <int EPL> static void pick_route(int E, route_fns *f)
 {
     if constexpr (EPL < 32) {
         if (E > 32 * EPL) {
-            pick_route<EPL * 2>(E, r, rs);
+            pick_route<EPL * 2>(E, f);
             return;
         }
     }
-    *r = moe_route_kernel<EPL>;
-    *rs = moe_route_sort_kernel<EPL>;
+    f->route = moe_route_kernel<EPL>;
+    f->route_sort = moe_route_sort_kernel<EPL>;
+    f->route_rows = moe_route_rows_kernel<EPL>;
+}
+
+static llmrt_status check_routing(int32_t E, int32_t K, llmrt_error *err)
+{
+    if (E < 1 || E > MOE_CUDA_MAX_EXPERTS || K < 1 || K > MOE_CUDA_MAX_TOPK || K > E)
+        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
+                          "qwen3_moe cuda: routing %d experts, top %d (1..%d experts, top 1..%d)",
+                          E, K, MOE_CUDA_MAX_EXPERTS, MOE_CUDA_MAX_TOPK);
+    return LLMRT_OK;
 }
 
 extern "C" llmrt_status moe_cuda_route(moe_cuda *c, const float *logits, int32_t T, int32_t E,
@@ -511,19 +557,34 @@ extern "C" llmrt_status moe_cuda_route(moe_cuda *c, const float *logits, int32_t
 {
     if (T <= 0)
         return LLMRT_OK;
-    if (E < 1 || E > MOE_CUDA_MAX_EXPERTS || K < 1 || K > MOE_CUDA_MAX_TOPK || K > E)
-        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "qwen3_moe cuda: routing %d experts, top %d (1..%d experts, top 1..%d)",
-                          E, K, MOE_CUDA_MAX_EXPERTS, MOE_CUDA_MAX_TOPK);
-    llmrt_status st = use_device(c, err);
-    if (st)
+    llmrt_status st = check_routing(E, K, err);
+    if (st || (st = use_device(c, err)))
         return st;
-    route_fn r;
-    route_sort_fn rs;
-    pick_route<1>(E, &r, &rs);
-    llmrt_cuda_launch(c->stream, c->pdl, r, dim3((unsigned)((T + ROUTE_WARPS - 1) / ROUTE_WARPS)),
+    route_fns f;
+    pick_route<1>(E, &f);
+    llmrt_cuda_launch(c->stream, c->pdl, f.route,
+                      dim3((unsigned)((T + ROUTE_WARPS - 1) / ROUTE_WARPS)),
                       dim3(ROUTE_WARPS * 32), 0, logits, T, E, K, norm_topk, topk_id, topk_w);
     return check(err, "moe_route_kernel");
+}
+
+extern "C" llmrt_status moe_cuda_route_rows(moe_cuda *c, const float *logits, int32_t T,
+                                            int32_t E, int32_t K, int norm_topk,
+                                            int32_t *topk_id, float *topk_w, int32_t *row_expert,
+                                            int32_t *row_src, int32_t *row_of, llmrt_error *err)
+{
+    if (T <= 0)
+        return LLMRT_OK;
+    llmrt_status st = check_routing(E, K, err);
+    if (st || (st = use_device(c, err)))
+        return st;
+    route_fns f;
+    pick_route<1>(E, &f);
+    llmrt_cuda_launch(c->stream, c->pdl, f.route_rows,
+                      dim3((unsigned)((T + ROUTE_WARPS - 1) / ROUTE_WARPS)),
+                      dim3(ROUTE_WARPS * 32), 0, logits, T, E, K, norm_topk, topk_id, topk_w,
+                      row_expert, row_src, row_of);
+    return check(err, "moe_route_rows_kernel");
 }
 
 extern "C" llmrt_status moe_cuda_sort(moe_cuda *c, const int32_t *topk_id, int32_t T, int32_t K,
@@ -556,17 +617,12 @@ extern "C" llmrt_status moe_cuda_route_sort(moe_cuda *c, const float *logits, in
                   : moe_cuda_sort(c, topk_id, T, K, E, row_expert, row_src, expert_start, row_of,
                                   err);
     }
-    if (E < 1 || E > MOE_CUDA_MAX_EXPERTS || K < 1 || K > MOE_CUDA_MAX_TOPK || K > E)
-        return llmrt_fail(err, LLMRT_ERR_INVALID_ARG,
-                          "qwen3_moe cuda: routing %d experts, top %d (1..%d experts, top 1..%d)",
-                          E, K, MOE_CUDA_MAX_EXPERTS, MOE_CUDA_MAX_TOPK);
-    llmrt_status st = use_device(c, err);
-    if (st)
+    llmrt_status st = check_routing(E, K, err);
+    if (st || (st = use_device(c, err)))
         return st;
-    route_fn r;
-    route_sort_fn rs;
-    pick_route<1>(E, &r, &rs);
-    llmrt_cuda_launch(c->stream, c->pdl, rs, dim3(1), dim3(ROUTE_SORT_THREADS),
+    route_fns f;
+    pick_route<1>(E, &f);
+    llmrt_cuda_launch(c->stream, c->pdl, f.route_sort, dim3(1), dim3(ROUTE_SORT_THREADS),
                       (size_t)2 * E * sizeof(int), logits, T, E, K, norm_topk, topk_id, topk_w,
                       row_expert, row_src, expert_start, row_of);
     return check(err, "moe_route_sort_kernel");

@@ -42,6 +42,13 @@ llmrt_status moe_cuda_route_sort(moe_cuda *c, const float *logits, int32_t T, in
                                  int32_t K, int norm_topk, int32_t *topk_id, float *topk_w,
                                  int32_t *row_expert, int32_t *row_src, int32_t *expert_start,
                                  int32_t *row_of, llmrt_error *err);
+/* Routing for a step whose rows need no sort (the grouped linears given no expert ranges run
+ * a block per row): topk_id / topk_w as moe_cuda_route, and the T·K rows in (token, choice)
+ * order: row_expert[r] = topk_id[r], row_src[r] = r / K, row_of[r] = r. One launch. */
+llmrt_status moe_cuda_route_rows(moe_cuda *c, const float *logits, int32_t T, int32_t E,
+                                 int32_t K, int norm_topk, int32_t *topk_id, float *topk_w,
+                                 int32_t *row_expert, int32_t *row_src, int32_t *row_of,
+                                 llmrt_error *err);
 /* The dense experts' rows: for every row r with a weight w_table[row_expert[r]] != NULL,
  *   y[r] = x[row_src ? row_src[r] : r] · Wᵀ     W [w_rows, in] of dtype dt (F32/F16/BF16)
  * (glu: W = [gate; up], y [.., w_rows / 2] = silu(gate) * up); other rows untouched.

@@ -213,14 +213,8 @@ awq_grouped_kernel(float *__restrict__ y, const float *__restrict__ x,
         mbase[mt] = ex.meta + (m * n_grp) * 8 + g;
     }
     const int kq = kpad / 4;
-    uint4 wv[MT][ITK / 64];
-    uint2 mv[MT][ITK / GROUP];
     for (int c0 = r0; c0 < r1; c0 += ntok_max) {
         const int nt = r1 - c0 < ntok_max ? r1 - c0 : ntok_max;
-        /* the warp's first iteration of weights in flight while the block stages x (at decode
-         * that is all of its weights: one iteration per warp) */
-        if (w < n_iters)
-            load_iter<GROUP>(wv, mv, wbase, mbase, w);
         __syncthreads(); /* the previous chunk is done with grp_xs and red */
         for (int i = threadIdx.x; i < nt * kq; i += KW * 32) {
             const int tok = i / kq, c = i - tok * kq;
@@ -239,9 +233,10 @@ awq_grouped_kernel(float *__restrict__ y, const float *__restrict__ x,
 #pragma unroll
             for (int c = 0; c < 4; c++)
                 acc[mt][c] = 0.0f;
+        uint4 wv[MT][ITK / 64];
+        uint2 mv[MT][ITK / GROUP];
         for (int it = w; it < n_iters; it += KW) {
-            if (it != w)
-                load_iter<GROUP>(wv, mv, wbase, mbase, it);
+            load_iter<GROUP>(wv, mv, wbase, mbase, it);
             compute_iter<GROUP>(acc, wv, mv, it, g, t, grp_xs, xstride, nt);
         }
 #pragma unroll

@@ -115,6 +115,27 @@ static void route_case(int T, int E, int K, int norm, int ties)
         ck_assert_int_eq(rsrc[p], i / K);
         ck_assert(p >= start_gpu[e] && p < start_gpu[e + 1]);
     }
+    /* routing alone, the rows left in (token, choice) order: the same choices and weights
+     * (every output overwritten first, so nothing the sort left can pass for it) */
+    memset(re, 0xff, (size_t)N * 4);
+    up(did, re, (size_t)N * 4), up(dre, re, (size_t)N * 4), up(drs, re, (size_t)N * 4);
+    up(dro, re, (size_t)N * 4), up(dw, re, (size_t)N * 4);
+    OK(moe_cuda_route_rows(mc, dl, T, E, K, norm, did, dw, dre, drs, dro, &err));
+    down(id_gpu, did, (size_t)N * 4);
+    down(w_gpu, dw, (size_t)N * 4);
+    down(re, dre, (size_t)N * 4);
+    down(rsrc, drs, (size_t)N * 4);
+    down(ro, dro, (size_t)N * 4);
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(id_gpu[i] == id_cpu[i] && re[i] == id_cpu[i],
+                      "route_rows T %d E %d K %d: row %d: expert %d / row expert %d, CPU %d", T,
+                      E, K, i, id_gpu[i], re[i], id_cpu[i]);
+        ck_assert_msg(fabsf(w_gpu[i] - w_cpu[i]) <= 1e-6f + 1e-6f * fabsf(w_cpu[i]),
+                      "route_rows T %d E %d K %d: row %d: weight %.9g vs %.9g", T, E, K, i,
+                      w_gpu[i], w_cpu[i]);
+        ck_assert_int_eq(rsrc[i], i / K);
+        ck_assert_int_eq(ro[i], i);
+    }
     void *d[] = {dl, dw, did, dre, drs, dst, dro};
     for (size_t i = 0; i < sizeof d / sizeof *d; i++)
         dfree(d[i]);
