@@ -14,8 +14,7 @@
  *
  * How a step runs a block (moe_block.c): the router gemm (backend), routing (the plugin's own
  * code: moe_cpu.c, moe_cuda.cu), which also lays out the T·K (token, expert) rows sorted by
- * expert, with each expert's range (on CUDA, a step of at most 8 rows leaves them in token
- * order, and its router and routing are one launch of the plugin's); the experts' gate/up and down projections as grouped
+ * expert, with each expert's range; the experts' gate/up and down projections as grouped
  * linears over those rows — the quant plugin's linear_forward_grouped for quantized experts,
  * the plugin's own grouped GEMV for dense ones — reading each row's expert on the device; the
  * weighted combine back to tokens. Nothing synchronises with the host or allocates. */

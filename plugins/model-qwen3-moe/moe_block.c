@@ -3,7 +3,6 @@
  * (moe.h has its math). For T tokens, K experts each, N = T·K rows:
  *   router_logits [T, E] = xn · Wrᵀ                       backend gemm
  *   topk_id, topk_w [T, K]; rows sorted by expert          the plugin's route + sort
- *   (CUDA, at most 8 rows: both in one launch of the plugin's, the rows in token order)
  *   act [N, I] = silu(gate_e(xn[src])) * up_e(xn[src])     grouped: quant plugin / own GEMV
  *   rows [N, H] = down_e(act)                              grouped, the same way
  *   proj [T, H] = Σ_k topk_w[t, k] · rows[row_of[t, k]]    the plugin's combine
@@ -66,29 +65,6 @@ static llmrt_status route_and_sort(llmrt_model *m, int32_t T, llmrt_error *err)
     ON_CUDA(moe_cuda_route_sort(m->cuda, s->router_logits, T, c->n_experts, c->top_k,
                                 c->norm_topk, s->topk_id, s->topk_w, s->row_expert, s->row_src,
                                 s->expert_start, s->row_of, err));
-}
-
-/* The router's logits and the routing: on CUDA one launch where the plugin's kernel takes the
- * step (unsorted rows, [model.qwen3_moe] fuse not off), else the backend's gemm and then
- * route_and_sort. */
-static llmrt_status router_and_route(llmrt_model *m, const moe_block *B, const float *xn,
-                                     int32_t T, llmrt_error *err)
-{
-    const moe_scratch *s = &m->ms;
-    qwen3_rt *rt = &m->d.rt;
-#ifdef MOE_HAVE_CUDA
-    const moe_config *c = &m->cfg;
-    const llmrt_tensor *w = &B->router;
-    if (m->fuse && rows_unsorted(m, T) &&
-        moe_cuda_router_route_ok(m->cuda, w->dtype, w->shape[0], w->shape[1], T, c->top_k,
-                                 w->data, xn))
-        return moe_cuda_router_route_rows(m->cuda, w->data, w->dtype, (int32_t)w->shape[0],
-                                          (int32_t)w->shape[1], xn, T, c->top_k, c->norm_topk,
-                                          s->router_logits, s->topk_id, s->topk_w, s->row_expert,
-                                          s->row_src, s->row_of, err);
-#endif
-    llmrt_status st = rt->be.vt->gemm(rt->be.b, s->router_logits, xn, &B->router, T, err);
-    return st ? st : route_and_sort(m, T, err);
 }
 
 /* The CPU without the quant plugin's grouped linears (a plugin built before ABI 1.2): each
@@ -182,7 +158,8 @@ static llmrt_status block_forward(llmrt_model *m, const moe_block *B, int32_t T,
     const float *xn = m->d.s.xn;
     const int32_t *starts = rows_unsorted(m, T) ? NULL : s->expert_start;
     llmrt_status st;
-    if ((st = router_and_route(m, B, xn, T, err)))
+    if ((st = rt->be.vt->gemm(rt->be.b, s->router_logits, xn, &B->router, T, err)) ||
+        (st = route_and_sort(m, T, err)))
         return st;
     if (B->fused_gate_up) {
         /* SwiGLU in the grouped linears unless a quantized part cannot fold it */

@@ -17,7 +17,7 @@
  *   route_sort  both in one block for small steps (decode): one launch instead of two
  *   route_rows  routing alone, the rows left in (token, choice) order, for steps of so few
  *            rows that the grouped linears run a block per row and need no sort (batch-1
- *            decode)
+ *            decode: the sort was most of route_sort's time)
  *   dense grouped GEMV  bf16/f16/f32 experts: a block takes 8 output rows (4 warps, 2 each)
  *            of one expert, the expert's weight pointer read from a device table at the row's
  *            expert; per row (decode) or per expert (rows sorted by expert: the weights read
@@ -33,7 +33,6 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <float.h>
 #include <stdint.h>
@@ -45,7 +44,6 @@ struct moe_cuda {
     llmrt_backend_ref be;
     cudaStream_t stream;
     int device, pdl, sm_count;
-    int clusters; /* the device launches thread-block clusters (sm_90) */
 };
 
 namespace {
@@ -248,8 +246,9 @@ moe_route_sort_kernel(const float *__restrict__ logits, int T, int E, int K, int
 template <typename W> struct wload;
 template <> struct wload<__nv_bfloat16> {
     static constexpr int VEC = 8;
-    static __device__ __forceinline__ void cvt(const uint4 &u, float (&f)[8])
+    static __device__ __forceinline__ void get(const __nv_bfloat16 *p, float (&f)[8])
     {
+        const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
         const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -257,25 +256,18 @@ template <> struct wload<__nv_bfloat16> {
             f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
         }
     }
-    static __device__ __forceinline__ void get(const __nv_bfloat16 *p, float (&f)[8])
-    {
-        cvt(__ldg(reinterpret_cast<const uint4 *>(p)), f);
-    }
 };
 template <> struct wload<__half> {
     static constexpr int VEC = 8;
-    static __device__ __forceinline__ void cvt(const uint4 &u, float (&f)[8])
+    static __device__ __forceinline__ void get(const __half *p, float (&f)[8])
     {
+        const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
         const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const float2 v = __half22float2(*reinterpret_cast<const __half2 *>(&w[i]));
             f[2 * i] = v.x, f[2 * i + 1] = v.y;
         }
-    }
-    static __device__ __forceinline__ void get(const __half *p, float (&f)[8])
-    {
-        cvt(__ldg(reinterpret_cast<const uint4 *>(p)), f);
     }
 };
 template <> struct wload<float> {
@@ -286,113 +278,6 @@ template <> struct wload<float> {
         f[0] = u.x, f[1] = u.y, f[2] = u.z, f[3] = u.w;
     }
 };
-
-/* ---- router logits and routing in one launch (sm_90: a thread-block cluster) ----
- * Steps of at most RR_MAX_T tokens whose rows stay unsorted. The cluster's RR_BLOCKS x
- * RR_WARPS warps each take expert rows e = warp, warp + RR_BLOCKS * RR_WARPS, ...: their first
- * RR_U 16-byte loads per lane are in flight before the wait (the router's weights, which no
- * kernel writes), then each row's logit for every token is summed exactly as the backend's
- * GEMV sums it (a lane's elements in input order with fmaf, then the warp's xor tree: the same
- * bits as the router gemm it replaces) and written into block 0's shared memory; after the
- * cluster barrier block 0 routes them (route_token) with the rows in (token, choice) order. */
-constexpr int RR_BLOCKS = 8;   /* blocks of the cluster (the portable cluster size) */
-constexpr int RR_WARPS = 8;    /* warps per block */
-constexpr int RR_ROWS = 2;     /* expert rows per warp: up to RR_BLOCKS * RR_WARPS * 2 experts */
-constexpr int RR_U = 8;        /* 16-byte loads per row and lane in flight at once */
-constexpr int RR_MAX_T = 8;    /* tokens per step */
-constexpr int RR_MAX_E = RR_BLOCKS * RR_WARPS * RR_ROWS;
-
-template <typename W, int EPL>
-__global__ void __launch_bounds__(RR_WARPS * 32)
-moe_router_route_kernel(const float *__restrict__ x, const W *__restrict__ wr, int T, int E,
-                        int H, int K, int norm_topk, float *__restrict__ logits,
-                        int *__restrict__ topk_id, float *__restrict__ topk_w,
-                        int *__restrict__ row_expert, int *__restrict__ row_src,
-                        int *__restrict__ row_of)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int VEC = wload<W>::VEC, STEP = 32 * VEC;
-    __shared__ float s_logits[RR_MAX_T * RR_MAX_E];
-    namespace cg = cooperative_groups;
-    cg::cluster_group cl = cg::this_cluster();
-    const int lane = threadIdx.x & 31;
-    const int gw = (int)cl.block_rank() * RR_WARPS + (threadIdx.x >> 5);
-    const int k0 = lane * VEC;
-    uint4 wv[RR_ROWS][RR_U];
-    auto load = [&](int kb) {
-#pragma unroll
-        for (int i = 0; i < RR_ROWS; i++) {
-            const int e = gw + i * RR_BLOCKS * RR_WARPS;
-#pragma unroll
-            for (int u = 0; u < RR_U; u++) {
-                const int k = kb + k0 + u * STEP;
-                wv[i][u] = e < E && k < H ? __ldg(reinterpret_cast<const uint4 *>(wr + (int64_t)e * H + k))
-                                          : make_uint4(0, 0, 0, 0);
-            }
-        }
-    };
-    load(0);
-    llmrt_cuda_pdl_wait();
-    llmrt_cuda_pdl_trigger();
-    float acc[RR_ROWS][RR_MAX_T];
-#pragma unroll
-    for (int i = 0; i < RR_ROWS; i++)
-#pragma unroll
-        for (int t = 0; t < RR_MAX_T; t++)
-            acc[i][t] = 0.0f;
-    for (int kb = 0; kb < H; kb += RR_U * STEP) {
-        if (kb > 0)
-            load(kb);
-#pragma unroll
-        for (int u = 0; u < RR_U; u++) {
-            const int k = kb + k0 + u * STEP;
-            if (k >= H)
-                break;
-            float wf[RR_ROWS][VEC];
-#pragma unroll
-            for (int i = 0; i < RR_ROWS; i++)
-                wload<W>::cvt(wv[i][u], wf[i]);
-#pragma unroll
-            for (int t = 0; t < RR_MAX_T; t++) {
-                if (t >= T)
-                    break;
-                float xv[VEC];
-#pragma unroll
-                for (int e = 0; e < VEC; e += 4) {
-                    const float4 q = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)t * H + k + e));
-                    xv[e] = q.x, xv[e + 1] = q.y, xv[e + 2] = q.z, xv[e + 3] = q.w;
-                }
-#pragma unroll
-                for (int i = 0; i < RR_ROWS; i++)
-#pragma unroll
-                    for (int e = 0; e < VEC; e++)
-                        acc[i][t] = fmaf(wf[i][e], xv[e], acc[i][t]);
-            }
-        }
-    }
-    float *lead = cl.map_shared_rank(s_logits, 0);
-#pragma unroll
-    for (int i = 0; i < RR_ROWS; i++) {
-        const int e = gw + i * RR_BLOCKS * RR_WARPS;
-#pragma unroll
-        for (int t = 0; t < RR_MAX_T; t++) {
-            if (t >= T)
-                break;
-            const float v = warp_sum(acc[i][t]);
-            if (lane == 0 && e < E) {
-                lead[t * E + e] = v;
-                logits[(int64_t)t * E + e] = v;
-            }
-        }
-    }
-    cl.sync(); /* block 0's s_logits complete */
-    if (cl.block_rank() != 0)
-        return;
-    for (int t = threadIdx.x >> 5; t < T; t += RR_WARPS)
-        route_token<EPL>(s_logits, t, E, K, norm_topk, topk_id, topk_w, row_expert, row_src,
-                         row_of);
-#endif
-}
 
 /* Rows [r0, r0 + nr) (nr <= GEMV_ROWS) of expert weight w: each warp its GEMV_OPW outputs
  * (GLU: one output from weight rows o and o + half). */
@@ -619,12 +504,6 @@ extern "C" llmrt_status moe_cuda_create(const llmrt_backend_ref *be, moe_cuda **
     cudaError_t e = cudaSetDevice(c->device);
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, c->device);
-    int major = 0;
-    if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
-    if (e == cudaSuccess)
-        e = cudaDeviceGetAttribute(&c->clusters, cudaDevAttrClusterLaunch, c->device);
-    c->clusters = c->clusters && major >= 9;
     if (e != cudaSuccess) {
         free(c);
         return mfail(err, e, "selecting the backend's device");
@@ -747,68 +626,6 @@ extern "C" llmrt_status moe_cuda_route_sort(moe_cuda *c, const float *logits, in
                       (size_t)2 * E * sizeof(int), logits, T, E, K, norm_topk, topk_id, topk_w,
                       row_expert, row_src, expert_start, row_of);
     return check(err, "moe_route_sort_kernel");
-}
-
-extern "C" int moe_cuda_router_route_ok(const moe_cuda *c, llmrt_dtype dt, int64_t E, int64_t H,
-                                        int32_t T, int32_t K, const void *w, const float *x)
-{
-    return c->clusters && (dt == LLMRT_DTYPE_F16 || dt == LLMRT_DTYPE_BF16) && E >= 1 &&
-           E <= RR_MAX_E && K >= 1 && K <= E && K <= MOE_CUDA_MAX_TOPK && T >= 1 &&
-           T <= RR_MAX_T && H >= 8 && H % 8 == 0 && H <= INT32_MAX / RR_MAX_E &&
-           ((uintptr_t)w & 15u) == 0 && ((uintptr_t)x & 15u) == 0;
-}
-
-template <typename W>
-static llmrt_status launch_router_route(moe_cuda *c, const W *w, int E, int H, const float *x,
-                                        int T, int K, int norm_topk, float *logits, int *topk_id,
-                                        float *topk_w, int *row_expert, int *row_src, int *row_of)
-{
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(RR_BLOCKS);
-    cfg.blockDim = dim3(RR_WARPS * 32);
-    cfg.stream = c->stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = RR_BLOCKS;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = c->pdl ? 2 : 1;
-    void (*k)(const float *, const W *, int, int, int, int, int, float *, int *, float *, int *,
-              int *, int *) = E <= 32   ? moe_router_route_kernel<W, 1>
-                              : E <= 64 ? moe_router_route_kernel<W, 2>
-                                        : moe_router_route_kernel<W, 4>;
-    cudaLaunchKernelEx(&cfg, k, x, w, T, E, H, K, norm_topk, logits, topk_id, topk_w, row_expert,
-                       row_src, row_of);
-    return LLMRT_OK;
-}
-
-extern "C" llmrt_status moe_cuda_router_route_rows(moe_cuda *c, const void *w, llmrt_dtype dt,
-                                                   int32_t E, int32_t H, const float *x,
-                                                   int32_t T, int32_t K, int norm_topk,
-                                                   float *logits, int32_t *topk_id,
-                                                   float *topk_w, int32_t *row_expert,
-                                                   int32_t *row_src, int32_t *row_of,
-                                                   llmrt_error *err)
-{
-    if (!moe_cuda_router_route_ok(c, dt, E, H, T, K, w, x))
-        return llmrt_fail(err, LLMRT_ERR_UNSUPPORTED,
-                          "qwen3_moe cuda: the one-launch router takes f16/bf16 routers of up to "
-                          "%d experts, hidden a multiple of 8, steps of up to %d tokens, on sm_90 "
-                          "(got %s [%d, %d], %d tokens)",
-                          RR_MAX_E, RR_MAX_T, llmrt_dtype_name(dt), E, H, T);
-    llmrt_status st = use_device(c, err);
-    if (st)
-        return st;
-    if (dt == LLMRT_DTYPE_F16)
-        launch_router_route(c, static_cast<const __half *>(w), E, H, x, T, K, norm_topk, logits,
-                            topk_id, topk_w, row_expert, row_src, row_of);
-    else
-        launch_router_route(c, static_cast<const __nv_bfloat16 *>(w), E, H, x, T, K, norm_topk,
-                            logits, topk_id, topk_w, row_expert, row_src, row_of);
-    return check(err, "moe_router_route_kernel");
 }
 
 typedef void (*gemv_fn)(float *, const float *, const void *const *, const int *, const int *,

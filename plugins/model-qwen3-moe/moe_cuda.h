@@ -49,19 +49,6 @@ llmrt_status moe_cuda_route_rows(moe_cuda *c, const float *logits, int32_t T, in
                                  int32_t K, int norm_topk, int32_t *topk_id, float *topk_w,
                                  int32_t *row_expert, int32_t *row_src, int32_t *row_of,
                                  llmrt_error *err);
-/* Whether moe_cuda_router_route_rows takes this step: a device with thread-block clusters
- * (sm_90), an f16/bf16 router w [E, H] of at most 128 experts, H a multiple of 8, at most 8
- * tokens, w and x 16-byte aligned. */
-int moe_cuda_router_route_ok(const moe_cuda *c, llmrt_dtype dt, int64_t E, int64_t H, int32_t T,
-                             int32_t K, const void *w, const float *x);
-/* logits [T, E] = x [T, H] · wᵀ, with the bits of the backend's GEMV for it, and the routing
- * of moe_cuda_route_rows, in one launch (the router's weights in flight before it waits for
- * x). LLMRT_ERR_UNSUPPORTED where moe_cuda_router_route_ok says no. */
-llmrt_status moe_cuda_router_route_rows(moe_cuda *c, const void *w, llmrt_dtype dt, int32_t E,
-                                        int32_t H, const float *x, int32_t T, int32_t K,
-                                        int norm_topk, float *logits, int32_t *topk_id,
-                                        float *topk_w, int32_t *row_expert, int32_t *row_src,
-                                        int32_t *row_of, llmrt_error *err);
 /* The dense experts' rows: for every row r with a weight w_table[row_expert[r]] != NULL,
  *   y[r] = x[row_src ? row_src[r] : r] · Wᵀ     W [w_rows, in] of dtype dt (F32/F16/BF16)
  * (glu: W = [gate; up], y [.., w_rows / 2] = silu(gate) * up); other rows untouched.
