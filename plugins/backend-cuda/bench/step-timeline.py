@@ -10,10 +10,14 @@ its argmax/sample kernel or argmax_head's finish), prints per kernel kind: launc
 step time it accounts for (end of the kernel minus end of the kernel before it, so the rows add
 up to the step time: a kernel that finishes inside its predecessor's shadow costs nothing).
 
-usage: step-timeline.py trace.csv [STEPS]
+usage: step-timeline.py trace.csv [STEPS] [--kernels]
+  --kernels  then per kernel (the demangled name, template arguments kept): launches per step
+             and the median duration — with a trace taken under [backend.cuda] pdl = off, each
+             kernel's own time, where the kind table's shares are the chain's
 """
 import csv
 import re
+import subprocess
 import sys
 from collections import OrderedDict
 
@@ -50,8 +54,10 @@ def kind(name):
 
 
 def main():
-    path = sys.argv[1]
-    steps_wanted = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+    args = [a for a in sys.argv[1:] if a != "--kernels"]
+    by_kernel = len(args) < len(sys.argv) - 1
+    path = args[0]
+    steps_wanted = int(args[1]) if len(args) > 1 else 8
     with open(path, newline="") as f:
         lines = f.read().splitlines()
     head = next(i for i, l in enumerate(lines) if "Start" in l and "Duration" in l and "Name" in l)
@@ -99,6 +105,26 @@ def main():
         tot_busy += dur / n
         tot_share += share / n
     print("%-22s %9s %12s %14.1f %14.1f" % ("total", "", "", tot_busy, tot_share))
+    if by_kernel:
+        print_kernels(ks[ends[0] + 1:ends[-1] + 1], n)
+
+
+def print_kernels(ks, n):
+    """Per kernel of the steps' launches ks: launches per step, median and total duration."""
+    durs = OrderedDict()
+    for s, e, name in ks:
+        durs.setdefault(name, []).append((e - s) / 1e3)
+    names = list(durs)
+    try:
+        out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True,
+                             text=True, check=True).stdout.split("\n")
+    except (OSError, subprocess.CalledProcessError):
+        out = names
+    print("%-64s %7s %10s %10s" % ("kernel", "/step", "median us", "us/step"))
+    for name, shown in sorted(zip(names, out), key=lambda p: -sum(durs[p[0]])):
+        v = sorted(durs[name])
+        shown = re.sub(r"\(.*", "", shown.replace("(anonymous namespace)::", ""))
+        print("%-64.64s %7.1f %10.2f %10.1f" % (shown, len(v) / n, v[len(v) // 2], sum(v) / n))
 
 
 if __name__ == "__main__":
