@@ -246,18 +246,20 @@ __device__ __forceinline__ void mma_store(const awq_mma_args &a, const float (&a
  * written: the last block to arrive adds the tile's partials — y rows of its W units, token
  * columns col0 .. col0 + ncols - 1 — in the GEMV's order, slot 0 (the first range's sum) and
  * then slots w1 .. kw - 1 (the later slices' own sums); with GLU, silu(gate) * up. Resets the
- * tile's counter for the next launch (graph replay). */
+ * tile's counter for the next launch (graph replay). ticket: a word of the block's dynamic
+ * shared memory nobody reads any more (a static __shared__ would push the block past the
+ * dynamic size the kernels are allowed, which is the device's whole opt-in limit). */
 template <bool GLU, int W>
-__device__ __forceinline__ void mma_reduce_tile(const awq_mma_args &a, int col0, int ncols)
+__device__ __forceinline__ void mma_reduce_tile(const awq_mma_args &a, int col0, int ncols,
+                                                unsigned int *ticket)
 {
-    __shared__ unsigned int s_ticket;
     unsigned int *cnt = a.counters + blockIdx.y * gridDim.x + blockIdx.x;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0)
-        s_ticket = atomicAdd(cnt, 1u);
+        *ticket = atomicAdd(cnt, 1u);
     __syncthreads();
-    if (s_ticket != (unsigned int)a.split - 1)
+    if (*ticket != (unsigned int)a.split - 1)
         return;
     __threadfence();
     const int64_t ss = (int64_t)a.n * a.out; /* slot stride */
@@ -456,8 +458,8 @@ awq_mma_kernel(const awq_mma_args a)
     }
     if (valid && !to_slots)
         mma_store<NT, GLU>(a, acc, tw, mtile, u, col0, ncols, g, t, plain_single);
-    if (a.split > 1)
-        mma_reduce_tile<GLU, W>(a, col0, ncols);
+    if (a.split > 1) /* the x stage is done with: its first word takes the ticket */
+        mma_reduce_tile<GLU, W>(a, col0, ncols, xh0);
 }
 
 /* ---- host side ---- */
