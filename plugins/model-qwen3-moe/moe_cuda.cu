@@ -15,9 +15,9 @@
  *            start, then every row placed at its expert's next slot (atomics: within an
  *            expert the order may vary, and no row's value depends on it)
  *   route_sort  both in one block for small steps (decode): one launch instead of two
- *   route_rows  routing alone, the rows left in (token, choice) order, for steps of so few
- *            rows that the grouped linears run a block per row and need no sort (batch-1
- *            decode: the sort was most of route_sort's time)
+ *   route_rows  the routing kernel writing the rows too, left in (token, choice) order, for
+ *            steps of so few rows that the grouped linears run a block per row and need no
+ *            sort (batch-1 decode)
  *   dense grouped GEMV  bf16/f16/f32 experts: a block takes 8 output rows (4 warps, 2 each)
  *            of one expert, the expert's weight pointer read from a device table at the row's
  *            expert; per row (decode) or per expert (rows sorted by expert: the weights read
@@ -139,22 +139,11 @@ __device__ __forceinline__ void route_token(const float *__restrict__ logits, in
         topk_w[(int64_t)t * K + lane] = mine;
 }
 
+/* Routing, a warp per token; with row_expert (steps whose rows need no sort), the rows in
+ * (token, choice) order too. */
 template <int EPL>
 __global__ void __launch_bounds__(ROUTE_WARPS * 32)
 moe_route_kernel(const float *__restrict__ logits, int T, int E, int K, int norm_topk,
-                 int *__restrict__ topk_id, float *__restrict__ topk_w)
-{
-    llmrt_cuda_pdl_wait();
-    llmrt_cuda_pdl_trigger();
-    const int t = blockIdx.x * ROUTE_WARPS + (threadIdx.x >> 5);
-    if (t < T)
-        route_token<EPL>(logits, t, E, K, norm_topk, topk_id, topk_w);
-}
-
-/* Steps whose rows need no sort: routing, and the rows in (token, choice) order. */
-template <int EPL>
-__global__ void __launch_bounds__(ROUTE_WARPS * 32)
-moe_route_rows_kernel(const float *__restrict__ logits, int T, int E, int K, int norm_topk,
                       int *__restrict__ topk_id, float *__restrict__ topk_w,
                       int *__restrict__ row_expert, int *__restrict__ row_src,
                       int *__restrict__ row_of)
@@ -517,16 +506,13 @@ extern "C" void moe_cuda_destroy(moe_cuda *c)
     free(c);
 }
 
-typedef void (*route_fn)(const float *, int, int, int, int, int *, float *);
+typedef void (*route_fn)(const float *, int, int, int, int, int *, float *, int *, int *, int *);
 typedef void (*route_sort_fn)(const float *, int, int, int, int, int *, float *, int *, int *,
                               int *, int *);
-typedef void (*route_rows_fn)(const float *, int, int, int, int, int *, float *, int *, int *,
-                              int *);
 
 struct route_fns {
     route_fn route;
     route_sort_fn route_sort;
-    route_rows_fn route_rows;
 };
 
 template <int EPL> static void pick_route(int E, route_fns *f)
@@ -539,7 +525,6 @@ template <int EPL> static void pick_route(int E, route_fns *f)
     }
     f->route = moe_route_kernel<EPL>;
     f->route_sort = moe_route_sort_kernel<EPL>;
-    f->route_rows = moe_route_rows_kernel<EPL>;
 }
 
 static llmrt_status check_routing(int32_t E, int32_t K, llmrt_error *err)
@@ -551,9 +536,11 @@ static llmrt_status check_routing(int32_t E, int32_t K, llmrt_error *err)
     return LLMRT_OK;
 }
 
-extern "C" llmrt_status moe_cuda_route(moe_cuda *c, const float *logits, int32_t T, int32_t E,
-                                       int32_t K, int norm_topk, int32_t *topk_id,
-                                       float *topk_w, llmrt_error *err)
+/* The routing kernel over T tokens (row_expert NULL: topk only). */
+static llmrt_status launch_route(moe_cuda *c, const float *logits, int32_t T, int32_t E,
+                                 int32_t K, int norm_topk, int32_t *topk_id, float *topk_w,
+                                 int32_t *row_expert, int32_t *row_src, int32_t *row_of,
+                                 llmrt_error *err)
 {
     if (T <= 0)
         return LLMRT_OK;
@@ -564,8 +551,16 @@ extern "C" llmrt_status moe_cuda_route(moe_cuda *c, const float *logits, int32_t
     pick_route<1>(E, &f);
     llmrt_cuda_launch(c->stream, c->pdl, f.route,
                       dim3((unsigned)((T + ROUTE_WARPS - 1) / ROUTE_WARPS)),
-                      dim3(ROUTE_WARPS * 32), 0, logits, T, E, K, norm_topk, topk_id, topk_w);
+                      dim3(ROUTE_WARPS * 32), 0, logits, T, E, K, norm_topk, topk_id, topk_w,
+                      row_expert, row_src, row_of);
     return check(err, "moe_route_kernel");
+}
+
+extern "C" llmrt_status moe_cuda_route(moe_cuda *c, const float *logits, int32_t T, int32_t E,
+                                       int32_t K, int norm_topk, int32_t *topk_id,
+                                       float *topk_w, llmrt_error *err)
+{
+    return launch_route(c, logits, T, E, K, norm_topk, topk_id, topk_w, NULL, NULL, NULL, err);
 }
 
 extern "C" llmrt_status moe_cuda_route_rows(moe_cuda *c, const float *logits, int32_t T,
@@ -573,18 +568,8 @@ extern "C" llmrt_status moe_cuda_route_rows(moe_cuda *c, const float *logits, in
                                             int32_t *topk_id, float *topk_w, int32_t *row_expert,
                                             int32_t *row_src, int32_t *row_of, llmrt_error *err)
 {
-    if (T <= 0)
-        return LLMRT_OK;
-    llmrt_status st = check_routing(E, K, err);
-    if (st || (st = use_device(c, err)))
-        return st;
-    route_fns f;
-    pick_route<1>(E, &f);
-    llmrt_cuda_launch(c->stream, c->pdl, f.route_rows,
-                      dim3((unsigned)((T + ROUTE_WARPS - 1) / ROUTE_WARPS)),
-                      dim3(ROUTE_WARPS * 32), 0, logits, T, E, K, norm_topk, topk_id, topk_w,
-                      row_expert, row_src, row_of);
-    return check(err, "moe_route_rows_kernel");
+    return launch_route(c, logits, T, E, K, norm_topk, topk_id, topk_w, row_expert, row_src,
+                        row_of, err);
 }
 
 extern "C" llmrt_status moe_cuda_sort(moe_cuda *c, const int32_t *topk_id, int32_t T, int32_t K,
