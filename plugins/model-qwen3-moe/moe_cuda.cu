@@ -144,9 +144,8 @@ __device__ __forceinline__ void route_token(const float *__restrict__ logits, in
 template <int EPL>
 __global__ void __launch_bounds__(ROUTE_WARPS * 32)
 moe_route_kernel(const float *__restrict__ logits, int T, int E, int K, int norm_topk,
-                      int *__restrict__ topk_id, float *__restrict__ topk_w,
-                      int *__restrict__ row_expert, int *__restrict__ row_src,
-                      int *__restrict__ row_of)
+                 int *__restrict__ topk_id, float *__restrict__ topk_w,
+                 int *__restrict__ row_expert, int *__restrict__ row_src, int *__restrict__ row_of)
 {
     llmrt_cuda_pdl_wait();
     llmrt_cuda_pdl_trigger();
