@@ -44,11 +44,12 @@ static int rows_unsorted(const llmrt_model *m, int32_t T)
     return m->target != MOE_ON_CPU && (int64_t)T * m->cfg.top_k <= MOE_UNSORTED_ROWS;
 }
 
-static llmrt_status route_and_sort(llmrt_model *m, int32_t T, llmrt_error *err)
+/* Routing, then the rows sorted by expert unless `unsorted` (rows_unsorted: CUDA only). */
+static llmrt_status route_and_sort(llmrt_model *m, int32_t T, int unsorted, llmrt_error *err)
 {
     const moe_config *c = &m->cfg;
     const moe_scratch *s = &m->ms;
-    if (rows_unsorted(m, T))
+    if (unsorted)
         ON_CUDA(moe_cuda_route_rows(m->cuda, s->router_logits, T, c->n_experts, c->top_k,
                                     c->norm_topk, s->topk_id, s->topk_w, s->row_expert,
                                     s->row_src, s->row_of, err));
@@ -156,10 +157,11 @@ static llmrt_status block_forward(llmrt_model *m, const moe_block *B, int32_t T,
     qwen3_rt *rt = &m->d.rt;
     const int32_t N = T * c->top_k, I = c->moe_inter;
     const float *xn = m->d.s.xn;
-    const int32_t *starts = rows_unsorted(m, T) ? NULL : s->expert_start;
+    const int unsorted = rows_unsorted(m, T);
+    const int32_t *starts = unsorted ? NULL : s->expert_start;
     llmrt_status st;
     if ((st = rt->be.vt->gemm(rt->be.b, s->router_logits, xn, &B->router, T, err)) ||
-        (st = route_and_sort(m, T, err)))
+        (st = route_and_sort(m, T, unsorted, err)))
         return st;
     if (B->fused_gate_up) {
         /* SwiGLU in the grouped linears unless a quantized part cannot fold it */
