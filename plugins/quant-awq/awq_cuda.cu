@@ -291,7 +291,7 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const 
     }
     llmrt_status st = awq_mma_init(ctx, err);
     if (st) {
-        free(ctx);
+        awq_cuda_destroy(ctx);
         return st;
     }
     *out = ctx;
@@ -304,7 +304,7 @@ extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
         return;
     cudaSetDevice(ctx->device);
     cudaStreamSynchronize(ctx->stream);
-    void *bufs[] = {ctx->staging, ctx->deq, ctx->mma_part};
+    void *bufs[] = {ctx->staging, ctx->deq, ctx->mma_part, ctx->mma_counters};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             ctx->be.vt->dev_free(ctx->be.b, bufs[i]);

@@ -70,6 +70,7 @@ struct awq_cuda_ctx {
     size_t deq_bytes;
     float *mma_part;          /* batch kernel's split-K partial sums (grown at load) */
     size_t mma_part_bytes;
+    unsigned int *mma_counters; /* its split-K tiles' completion counters (zero between launches) */
     int mma_w8;               /* its 8-row-warp blocks fit the device's shared memory */
     awq_mma_shape mma_shapes[AWQ_MMA_CACHE]; /* launch shapes timed at load */
     int n_mma_shapes;
@@ -152,7 +153,7 @@ __device__ __forceinline__ float awq_silu_mul(float gate, float up)
 
 /* ---- the batch kernel (awq_cuda_mma.cu) ---- */
 
-/* Set the kernels' shared-memory limits (once, at create). */
+/* Set the kernels' shared-memory limits and allocate the split-K counters (once, at create). */
 llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err);
 /* 1 when the batch kernel serves n rows of l (tune, K split, alignment of x). */
 int awq_mma_serves(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n, const float *x);

@@ -28,8 +28,9 @@
  * (as the GEMV's shared-memory sum; a single slice is stored as it is). Here one warp walks
  * the slices one after the other (their running sum, T, lives in shared memory), or, where the
  * grid would otherwise be too small, blocks take contiguous ranges of slices (split-K): the
- * first range's sum and the later slices' sums go to a partial buffer and a second small
- * kernel adds them in the same order. SwiGLU (the GLU fold) pairs a gate m-tile with its up
+ * first range's sum and the later slices' sums go to a partial buffer, and the last of a
+ * tile's blocks to finish (a counter per tile) adds them in the same order (a second kernel
+ * did, one launch more per split linear: at batch 32 the 8B model's step ran 108 of them). SwiGLU (the GLU fold) pairs a gate m-tile with its up
  * m-tile in one warp, as the GLU GEMV does, so silu(gate) * up is a per-lane epilogue. */
 #include "awq_cuda_internal.cuh"
 
@@ -43,6 +44,7 @@
 #define MMA_STAGES 2                   /* default ring depth (tune mma_stages, 2..5): as fast as
                                           deeper rings, and the least shared memory */
 #define MMA_XDB 2                      /* default x stages (tune mma_xdb, 1 or 2) */
+#define MMA_COUNTERS (1 << 16)         /* split-K tiles one launch may have (a counter each) */
 
 /* Shared memory of one block: the f16 stages of x in fragment order [xdb][BN][MMA_XS_WORDS],
  * the warps' slice sums T [W][NV][32], then each warp's weight ring [W][stages][MMA_SLOT]. */
@@ -58,6 +60,8 @@ template <int NT, int W> struct mma_smem {
 typedef struct awq_mma_args {
     float *y;              /* [n, out] (GLU: [n, out / 2]) */
     float *part;           /* split-K partials [kw][n][out] */
+    unsigned int *counters; /* split-K: blocks done per (column block, row block); zero between
+                             * launches (the last block resets its tile's) */
     const float *x;        /* [n, in], 16-byte aligned */
     const uint32_t *wq, *meta;
     int n, out, in, kpad;
@@ -238,6 +242,51 @@ __device__ __forceinline__ void mma_store(const awq_mma_args &a, const float (&a
         }
 }
 
+/* Split-K, run by every thread of each of a tile's a.split blocks once its partials are
+ * written: the last block to arrive adds the tile's partials — y rows of its W units, token
+ * columns col0 .. col0 + ncols - 1 — in the GEMV's order, slot 0 (the first range's sum) and
+ * then slots w1 .. kw - 1 (the later slices' own sums); with GLU, silu(gate) * up. Resets the
+ * tile's counter for the next launch (graph replay). ticket: a word of the block's dynamic
+ * shared memory nobody reads any more (a static __shared__ would push the block past the
+ * dynamic size the kernels are allowed, which is the device's whole opt-in limit). */
+template <bool GLU, int W>
+__device__ __forceinline__ void mma_reduce_tile(const awq_mma_args &a, int col0, int ncols,
+                                                unsigned int *ticket)
+{
+    unsigned int *cnt = a.counters + blockIdx.y * gridDim.x + blockIdx.x;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        *ticket = atomicAdd(cnt, 1u);
+    __syncthreads();
+    if (*ticket != (unsigned int)a.split - 1)
+        return;
+    __threadfence();
+    const int64_t ss = (int64_t)a.n * a.out; /* slot stride */
+    const int w1 = a.kw / a.split;
+    const int ow = GLU ? a.out / 2 : a.out;
+    const int rpu = GLU ? 16 : 32; /* y rows per unit */
+    const int u0 = blockIdx.y * W, u1 = min(u0 + W, a.units);
+    const int r0 = rpu * u0, nr = min(rpu * u1, ow) - r0;
+    for (int i = threadIdx.x; i < nr * ncols; i += W * 32) {
+        const int64_t tok = col0 + i / nr;
+        const int r = r0 + i % nr;
+        const float *p = a.part + tok * a.out + r;
+        float v = __ldcg(p);
+        for (int w = w1; w < a.kw; w++)
+            v += __ldcg(p + w * ss);
+        if (GLU) {
+            float up = __ldcg(p + ow);
+            for (int w = w1; w < a.kw; w++)
+                up += __ldcg(p + w * ss + ow);
+            v = awq_silu_mul(v, up);
+        }
+        a.y[tok * ow + r] = v;
+    }
+    if (threadIdx.x == 0)
+        *cnt = 0;
+}
+
 /* Block (column block, row block of W units, slice range). */
 template <int GROUP, int NT, int W, bool GLU>
 __global__ void __launch_bounds__(W * 32, W == 8 ? 1 : NT <= 2 ? 3 : 2)
@@ -409,33 +458,8 @@ awq_mma_kernel(const awq_mma_args a)
     }
     if (valid && !to_slots)
         mma_store<NT, GLU>(a, acc, tw, mtile, u, col0, ncols, g, t, plain_single);
-}
-
-/* Split-K: y from the partials in the GEMV's order, slot 0 (the first range's sum) and then
- * slots w1 .. kw - 1 (the later slices' own sums); with glu, silu(gate) * up. */
-__global__ void awq_mma_reduce_kernel(float *__restrict__ y, const float *__restrict__ part,
-                                      int n, int out, int kw, int w1, int glu)
-{
-    llmrt_cuda_pdl_wait();
-    llmrt_cuda_pdl_trigger();
-    const int64_t ss = (int64_t)n * out; /* slot stride */
-    const int ow = glu ? out / 2 : out;
-    const int64_t total = (int64_t)n * ow;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t col = i / ow, r = i % ow;
-        const float *p = part + col * out + r;
-        float v = __ldcg(p);
-        for (int w = w1; w < kw; w++)
-            v += __ldcg(p + w * ss);
-        if (glu) {
-            float up = __ldcg(p + ow);
-            for (int w = w1; w < kw; w++)
-                up += __ldcg(p + w * ss + ow);
-            v = awq_silu_mul(v, up);
-        }
-        y[col * ow + r] = v;
-    }
+    if (a.split > 1) /* the x stage is done with: its first word takes the ticket */
+        mma_reduce_tile<GLU, W>(a, col0, ncols, xh0);
 }
 
 /* ---- host side ---- */
@@ -540,6 +564,8 @@ static mma_plan plan_shape(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, in
         while (p.split < l->kw && (int64_t)p.rb * p.cb * p.split < target)
             p.split *= 2;
     }
+    if ((int64_t)p.rb * p.cb > MMA_COUNTERS)
+        p.split = 1; /* more tiles than split-K counters (no linear of a released model) */
     return p;
 }
 
@@ -610,8 +636,16 @@ llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err)
         /* a device with less shared memory per block: the batch kernel is off, the rest runs */
         cudaGetLastError();
         ctx->tune.mma = -1;
+        return LLMRT_OK;
     }
-    (void)err;
+    const size_t cbytes = (size_t)MMA_COUNTERS * sizeof(unsigned int);
+    llmrt_status st = ctx->be.vt->dev_alloc(ctx->be.b, cbytes, (void **)&ctx->mma_counters, err);
+    if (st)
+        return st;
+    if ((e = cudaMemsetAsync(ctx->mma_counters, 0, cbytes, ctx->stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess)
+        return llmrt_cuda_fail(err, LLMRT_ERR_DEVICE, e, "awq cuda",
+                               "zeroing the batch kernel's split-K counters");
     return LLMRT_OK;
 }
 
@@ -761,6 +795,7 @@ static llmrt_status mma_launch(awq_cuda_ctx *ctx, const awq_cuda_linear *l, cons
     awq_mma_args a;
     a.y = y;
     a.part = ctx->mma_part;
+    a.counters = ctx->mma_counters;
     a.x = x;
     a.wq = l->wq;
     a.meta = l->meta;
@@ -782,16 +817,7 @@ static llmrt_status mma_launch(awq_cuda_ctx *ctx, const awq_cuda_linear *l, cons
     llmrt_cuda_launch(ctx->stream, ctx->pdl, mma_kernel_for((int)l->group, p.w, p.nt, glu),
                       dim3((unsigned)p.cb, (unsigned)p.rb, (unsigned)p.split), p.w * 32,
                       mma_smem_bytes(p.w, p.nt, a.stages, a.xdb), a);
-    llmrt_status st = llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_kernel");
-    if (st || p.split == 1)
-        return st;
-    const int64_t total = (int64_t)n * (glu ? l->out / 2 : l->out);
-    int64_t blocks = (total + 255) / 256;
-    if (blocks > (int64_t)ctx->sm_count * 8)
-        blocks = (int64_t)ctx->sm_count * 8;
-    llmrt_cuda_launch(ctx->stream, ctx->pdl, awq_mma_reduce_kernel, (unsigned)blocks, 256, 0, y,
-                      (const float *)ctx->mma_part, n, (int)l->out, l->kw, l->kw / p.split, glu);
-    return llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_reduce_kernel");
+    return llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_kernel");
 }
 
 llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
