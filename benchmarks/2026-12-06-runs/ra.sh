@@ -3,7 +3,8 @@
 # each tile (the ticket in the x stage's first word), against main's quant-awq.so before it
 # (.device/oldq.tgz) in one run: the quant plugin's and batch invariance's CUDA tests first, then
 # decode under load at 1/32/64, the batch kernel from 4 or 2 rows
-# (tune mma_min; the same bits as the GEMV) against the GEMV's 8 at concurrency 4 and 8, the batch-32 step traced, and a 2048-token prefill traced.
+# (tune mma_min; the same bits as the GEMV) and the GEMV staging x
+# for every row count (tune sx_kb=224) against the defaults at concurrency 4 and 8, the batch-32 step traced, and a 2048-token prefill traced.
 set -uo pipefail
 DEADLINE=${DEADLINE:-540}; source "$(dirname "$0")/prelude.sh"
 say "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) commit $LLMRT_BENCH_COMMIT"
@@ -17,7 +18,8 @@ P=conf/pinned.ini
 bench 8b-awq-ticket-load-a 120 --model $A8 -c $P -c "$L/oldq.ini" --allow-diff --set cache.kv_tokens=131072 \
   --input-len 128 --output-len 256 --concurrency 1,32,64 --rounds 2 --requests 1 --warmup 1
 for m in 2 4; do { cat $P; printf '[quant.awq]\ntune = mma_min=%s\n' $m; } > "$L/mmamin$m.ini"; done
-bench 8b-awq-mmamin-load-a 90 --model $A8 -c $P -c "$L/mmamin4.ini" -c "$L/mmamin2.ini" --allow-diff \
+{ cat $P; printf '[quant.awq]\ntune = sx_kb=224\n'; } > "$L/sxkb.ini"
+bench 8b-awq-mmamin-load-a 100 --model $A8 -c $P -c "$L/mmamin4.ini" -c "$L/mmamin2.ini" -c "$L/sxkb.ini" --allow-diff \
   --set cache.kv_tokens=131072 --input-len 128 --output-len 256 --concurrency 4,8 --rounds 2 --requests 1 --warmup 1
 ptrace p2048-a $A8 2048
 (( $(left) > 60 )) && { OUT=$L/tl timeout 50 plugins/backend-cuda/bench/gpu-sweep.sh timeline32 > "$L/timeline32.txt" 2>&1

@@ -224,6 +224,8 @@ static unsigned grid_for(const awq_cuda_ctx *ctx, int64_t total, int threads)
     return (unsigned)(b > 0 ? b : 1);
 }
 
+static llmrt_status sx_init(awq_cuda_ctx *ctx, llmrt_error *err); /* below gemv_fn */
+
 extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const char *tune,
                                         awq_cuda_ctx **out, llmrt_error *err)
 {
@@ -263,6 +265,8 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const 
                 ctx->tune.kw = v;
             else if (strcmp(tok, "sx") == 0)
                 ctx->tune.sx = v > 0 ? 1 : -1;
+            else if (strcmp(tok, "sx_kb") == 0)
+                ctx->tune.sx_kb = v;
             else if (strcmp(tok, "fx") == 0)
                 ctx->tune.fx = v > 0 ? 1 : -1;
             else if (strcmp(tok, "mma") == 0)
@@ -290,6 +294,8 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const 
         }
     }
     llmrt_status st = awq_mma_init(ctx, err);
+    if (!st)
+        st = sx_init(ctx, err);
     if (st) {
         awq_cuda_destroy(ctx);
         return st;
@@ -819,6 +825,45 @@ template <int GROUP, int NT, int KW, bool SX = false, bool GLU = false> static a
 }
 
 
+/* The decode GEMV's x staging limit: AWQ_SX_MAX_BYTES, or tune sx_kb up to the device's
+ * opt-in shared memory per block (every staging kernel then allowed that much). */
+template <int GROUP, bool GLU> static cudaError_t sx_allow(int bytes)
+{
+    const awq_gemv_fn fns[5] = {gemv_fn<GROUP, 1, 1, true, GLU>(), gemv_fn<GROUP, 1, 2, true, GLU>(),
+                                gemv_fn<GROUP, 1, 4, true, GLU>(), gemv_fn<GROUP, 1, 8, true, GLU>(),
+                                gemv_fn<GROUP, 1, 16, true, GLU>()};
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < 5 && e == cudaSuccess; i++)
+        e = cudaFuncSetAttribute(fns[i], cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    return e;
+}
+
+static llmrt_status sx_init(awq_cuda_ctx *ctx, llmrt_error *err)
+{
+    ctx->sx_max_bytes = AWQ_SX_MAX_BYTES;
+    if ((size_t)ctx->tune.sx_kb * 1024 <= AWQ_SX_MAX_BYTES)
+        return LLMRT_OK;
+    int optin = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                           ctx->device);
+    /* the reduction array's static shared memory (16 warps of 8 x 32 floats) stays beside it */
+    const int bytes = (int)((size_t)ctx->tune.sx_kb * 1024 < (size_t)optin - 16384
+                                ? (size_t)ctx->tune.sx_kb * 1024
+                                : (size_t)optin - 16384);
+    if (e == cudaSuccess)
+        e = sx_allow<32, false>(bytes);
+    if (e == cudaSuccess)
+        e = sx_allow<64, false>(bytes);
+    if (e == cudaSuccess)
+        e = sx_allow<128, false>(bytes);
+    if (e == cudaSuccess)
+        e = sx_allow<128, true>(bytes);
+    if (e != cudaSuccess)
+        return cfail(err, e, "allowing the decode GEMV's x staging more shared memory");
+    ctx->sx_max_bytes = (size_t)bytes;
+    return LLMRT_OK;
+}
+
 /* Words per token row of the staged x (f16 pairs up to kpad), padded so token rows start 8
  * banks apart: the occupancy estimate and the launch must agree. */
 static int awq_xs_words(int64_t kpad)
@@ -880,7 +925,7 @@ static void launch_gemv_kw(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, fl
 {
     const int xstride = awq_xs_words(l->kpad);
     const size_t xs_bytes = (size_t)n * (size_t)xstride * 4;
-    if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= AWQ_SX_MAX_BYTES && ((uintptr_t)x & 15u) == 0) {
+    if (NT == 1 && ctx->tune.sx >= 0 && xs_bytes <= ctx->sx_max_bytes && ((uintptr_t)x & 15u) == 0) {
         llmrt_cuda_launch(ctx->stream, ctx->pdl, gemv_fn<GROUP, NT, KW, true, GLU>(),
                           (unsigned)(l->n_mtiles / AWQ_MT), KW * 32, xs_bytes, y, x, l->wq,
                           l->meta, n, (int)l->out, (int)l->in, (int)l->kpad, xstride);

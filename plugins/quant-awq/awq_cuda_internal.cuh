@@ -27,6 +27,7 @@
 typedef struct awq_tune {
     int kw;       /* force K-splitting warps per block (1..16, a power of two) */
     int sx;       /* -1: never stage x in shared memory (sx=0); default: when it fits */
+    int sx_kb;    /* stage x in shared memory up to this many KB (default AWQ_SX_MAX_BYTES) */
     int fx;       /* -1: no folds (fx=0: awq_cuda_fused_max_rows says 0) */
     int mma;      /* -1: no batch tensor-core kernel (mma=0): GEMV to 32 rows, then cuBLAS */
     int mma_min;  /* fewest rows for the batch kernel (default 9: the GEMV below) */
@@ -72,6 +73,7 @@ struct awq_cuda_ctx {
     size_t mma_part_bytes;
     unsigned int *mma_counters; /* its split-K tiles' completion counters (zero between launches) */
     int mma_w8;               /* its 8-row-warp blocks fit the device's shared memory */
+    size_t sx_max_bytes;      /* the decode GEMV stages x in shared memory up to this size */
     awq_mma_shape mma_shapes[AWQ_MMA_CACHE]; /* launch shapes timed at load */
     int n_mma_shapes;
 };

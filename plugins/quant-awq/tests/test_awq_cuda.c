@@ -547,6 +547,59 @@ START_TEST(test_awq_swiglu)
 }
 END_TEST
 
+/* x staged in more shared memory (tune sx_kb: every decode row count of these shapes staged,
+ * where by default only a few rows fit) gives the bits of x read from global memory, plain
+ * and with the SwiGLU fold: staging changes where B fragments come from, not their values. */
+START_TEST(test_awq_sx_kb)
+{
+    static const struct {
+        int64_t in, out;
+        int glu;
+    } sk[] = {{12288, 512, 0}, {4096, 3072, 1}};
+    const int64_t in = sk[_i].in, out = sk[_i].out, yw = sk[_i].glu ? out / 2 : out;
+    llmrt_error err = {0};
+    at_linear lin = at_linear_random(in, out, 128, 6100 + (uint64_t)_i);
+    at_ckpt *ck = at_ckpt_new();
+    at_linear_add(ck, "l", &lin);
+    const llmrt_quant_vtable *qv = at_awq();
+    llmrt_quant *qs[2] = {at_quant_tune(&cuda, 128, "mma=0"),
+                          at_quant_tune(&cuda, 128, "mma=0,sx_kb=224")};
+    llmrt_qlinear *ls[2] = {NULL, NULL};
+    for (int v = 0; v < 2; v++)
+        CT_OK(qv->linear_load(qs[v], at_ckpt_view(ck), "l", in, out, &ls[v], &err));
+    ct_rng r = {91 + (uint64_t)_i};
+    static const int ns[] = {1, 2, 5, 8};
+    for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+        const int n = ns[ni];
+        float *x = ct_rand_f32(&r, (size_t)(n * in), -2, 2);
+        float *dx = ct_dup(&cuda, x, (size_t)(n * in) * sizeof(float));
+        float *dy = ct_alloc(&cuda, (size_t)(n * yw) * sizeof(float));
+        float *got[2];
+        for (int v = 0; v < 2; v++) {
+            got[v] = malloc((size_t)(n * yw) * sizeof(float));
+            ct_poison(&cuda, dy, (size_t)(n * yw));
+            if (sk[_i].glu)
+                CT_OK(qv->linear_forward_fused(qs[v], ls[v], dy, dx, n, LLMRT_FUSE_OUT_SWIGLU,
+                                               &err));
+            else
+                CT_OK(qv->linear_forward(qs[v], ls[v], dy, dx, n, &err));
+            ct_download(&cuda, got[v], dy, (size_t)(n * yw) * sizeof(float));
+        }
+        for (int64_t i = 0; i < n * yw; i++)
+            ck_assert_msg(memcmp(&got[0][i], &got[1][i], sizeof(float)) == 0,
+                          "[%lld x %lld]%s n=%d: output %lld is %.9g with sx_kb=224, %.9g without",
+                          (long long)out, (long long)in, sk[_i].glu ? " swiglu" : "", n,
+                          (long long)i, got[1][i], got[0][i]);
+        free(got[0]), free(got[1]), free(x);
+        ct_free(&cuda, dx), ct_free(&cuda, dy);
+    }
+    for (int v = 0; v < 2; v++)
+        qv->linear_free(qs[v], ls[v]), qv->destroy(qs[v]);
+    at_ckpt_free(ck);
+    at_linear_free(&lin);
+}
+END_TEST
+
 /* ---- the batch kernel (9..256 rows) ---- */
 
 /* Shapes with partial tiles: rows not a multiple of a block's 128 or 256, inputs not a
@@ -780,6 +833,7 @@ int main(void)
     tcase_add_loop_test(tc, test_awq_fused, 0, 3);
     tcase_add_loop_test(tc, test_awq_configs, 0, 6);
     tcase_add_loop_test(tc, test_awq_swiglu, 0, (int)(sizeof glu_cases / sizeof *glu_cases));
+    tcase_add_loop_test(tc, test_awq_sx_kb, 0, 2);
     tcase_add_loop_test(tc, test_awq_mma_vs_cpu, 0, (int)(sizeof mma_cases / sizeof *mma_cases));
     tcase_add_loop_test(tc, test_awq_mma_invariant, 0, (int)(sizeof inv_cases / sizeof *inv_cases));
     tcase_add_loop_test(tc, test_awq_mma_two_instances, 0,
