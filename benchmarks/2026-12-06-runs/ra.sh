@@ -6,7 +6,7 @@
 # (tune mma_min; the same bits as the GEMV) and the GEMV staging x
 # for every row count (tune sx_kb=224) against the defaults at concurrency 4 and 8, the batch-32 step traced, and a 2048-token prefill traced.
 set -uo pipefail
-DEADLINE=${DEADLINE:-470}; source "$(dirname "$0")/prelude.sh"
+DEADLINE=${DEADLINE:-420}; source "$(dirname "$0")/prelude.sh"
 say "gpu $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) commit $LLMRT_BENCH_COMMIT"
 A8=/tmp/qwen3-8b-awq
 timeout 100 "$B" mkmodel --preset qwen3-8b --quant awq --group-size 128 --seed 1 -q -o $A8 > "$L/mk-awq.log" 2>&1 &
@@ -15,7 +15,7 @@ tests 'quant-awq|batch_invariance_cuda|generate_cuda' 150
 wait
 P=conf/pinned.ini
 { cat $P; printf '[runtime]\nplugin_dir = /tmp/oldq\n'; } > "$L/oldq.ini"
-bench 8b-awq-ticket-load-a 100 --model $A8 -c $P -c "$L/oldq.ini" --allow-diff --set cache.kv_tokens=131072 \
+bench 8b-awq-ticket-load-a 90 --model $A8 -c $P -c "$L/oldq.ini" --allow-diff --set cache.kv_tokens=131072 \
   --input-len 128 --output-len 256 --concurrency 1,32,64 --rounds 2 --requests 1 --warmup 1
 for m in 2 4; do { cat $P; printf '[quant.awq]\ntune = mma_min=%s\n' $m; } > "$L/mmamin$m.ini"; done
 { cat $P; printf '[quant.awq]\ntune = sx_kb=224\n'; } > "$L/sxkb.ini"
