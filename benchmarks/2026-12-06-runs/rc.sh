@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# GPU-machine call "C" of 2026-12-06, CPU only (issue 28): the CPU backend against llama.cpp on
-# the H200 host's 16-core Xeon at 16 threads, tools/cpu-bench.sh with two interleaved rounds.
+# GPU-machine call "C" of 2026-12-06 — prepared, never run (no machine started). CPU only
+# (issue 28): the CPU backend against llama.cpp on the H200 host's 16-core Xeon at 16 threads,
+# tools/cpu-bench.sh with two interleaved rounds.
 # llama.cpp d32676d comes prebuilt from the dev machine (.device/llama-bin.tgz: llama-bench,
 # llama-quantize and their libraries, GGML_NATIVE=OFF with AVX-512 F/VBMI/VNNI/BF16 and
 # AVX-VNNI, AMX off), since building it here would cost minutes of device time.

@@ -291,6 +291,8 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const 
                 ctx->tune.mma_xdb = v;
             else if (strcmp(tok, "mma_tune") == 0)
                 ctx->tune.mma_tune = v > 0 ? 1 : -1;
+            else if (strcmp(tok, "mma_ticket") == 0)
+                ctx->tune.mma_ticket = v;
         }
     }
     llmrt_status st = awq_mma_init(ctx, err);

@@ -28,9 +28,11 @@
  * (as the GEMV's shared-memory sum; a single slice is stored as it is). Here one warp walks
  * the slices one after the other (their running sum, T, lives in shared memory), or, where the
  * grid would otherwise be too small, blocks take contiguous ranges of slices (split-K): the
- * first range's sum and the later slices' sums go to a partial buffer, and the last of a
- * tile's blocks to finish (a counter per tile) adds them in the same order (a second kernel
- * did, one launch more per split linear: at batch 32 the 8B model's step ran 108 of them). SwiGLU (the GLU fold) pairs a gate m-tile with its up
+ * first range's sum and the later slices' sums go to a partial buffer and a second small
+ * kernel adds them in the same order — or, with tune mma_ticket=1 (an experiment not yet run
+ * on a GPU), the last of a tile's blocks to finish (a counter per tile) adds them in that
+ * order, one launch less per split linear (at batch 32 the 8B model's step runs 108 reduce
+ * launches, BENCHMARKS.md 2026-12-03). SwiGLU (the GLU fold) pairs a gate m-tile with its up
  * m-tile in one warp, as the GLU GEMV does, so silu(gate) * up is a per-lane epilogue. */
 #include "awq_cuda_internal.cuh"
 
@@ -60,8 +62,9 @@ template <int NT, int W> struct mma_smem {
 typedef struct awq_mma_args {
     float *y;              /* [n, out] (GLU: [n, out / 2]) */
     float *part;           /* split-K partials [kw][n][out] */
-    unsigned int *counters; /* split-K: blocks done per (column block, row block); zero between
-                             * launches (the last block resets its tile's) */
+    unsigned int *counters; /* split-K with ticket: blocks done per (column block, row block);
+                             * zero between launches (the last block resets its tile's) */
+    int ticket;            /* split-K: the last block of a tile adds the partials (mma_ticket) */
     const float *x;        /* [n, in], 16-byte aligned */
     const uint32_t *wq, *meta;
     int n, out, in, kpad;
@@ -458,8 +461,36 @@ awq_mma_kernel(const awq_mma_args a)
     }
     if (valid && !to_slots)
         mma_store<NT, GLU>(a, acc, tw, mtile, u, col0, ncols, g, t, plain_single);
-    if (a.split > 1) /* the x stage is done with: its first word takes the ticket */
+    if (a.split > 1 && a.ticket) /* the x stage is done with: its first word takes the ticket */
         mma_reduce_tile<GLU, W>(a, col0, ncols, xh0);
+}
+
+/* Split-K without the ticket: y from the partials in the GEMV's order, slot 0 (the first
+ * range's sum) and then slots w1 .. kw - 1 (the later slices' own sums); with glu,
+ * silu(gate) * up. */
+__global__ void awq_mma_reduce_kernel(float *__restrict__ y, const float *__restrict__ part,
+                                      int n, int out, int kw, int w1, int glu)
+{
+    llmrt_cuda_pdl_wait();
+    llmrt_cuda_pdl_trigger();
+    const int64_t ss = (int64_t)n * out; /* slot stride */
+    const int ow = glu ? out / 2 : out;
+    const int64_t total = (int64_t)n * ow;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t col = i / ow, r = i % ow;
+        const float *p = part + col * out + r;
+        float v = __ldcg(p);
+        for (int w = w1; w < kw; w++)
+            v += __ldcg(p + w * ss);
+        if (glu) {
+            float up = __ldcg(p + ow);
+            for (int w = w1; w < kw; w++)
+                up += __ldcg(p + w * ss + ow);
+            v = awq_silu_mul(v, up);
+        }
+        y[col * ow + r] = v;
+    }
 }
 
 /* ---- host side ---- */
@@ -564,7 +595,7 @@ static mma_plan plan_shape(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, in
         while (p.split < l->kw && (int64_t)p.rb * p.cb * p.split < target)
             p.split *= 2;
     }
-    if ((int64_t)p.rb * p.cb > MMA_COUNTERS)
+    if (ctx->tune.mma_ticket > 0 && (int64_t)p.rb * p.cb > MMA_COUNTERS)
         p.split = 1; /* more tiles than split-K counters (no linear of a released model) */
     return p;
 }
@@ -638,6 +669,8 @@ llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err)
         ctx->tune.mma = -1;
         return LLMRT_OK;
     }
+    if (ctx->tune.mma_ticket <= 0)
+        return LLMRT_OK;
     const size_t cbytes = (size_t)MMA_COUNTERS * sizeof(unsigned int);
     llmrt_status st = ctx->be.vt->dev_alloc(ctx->be.b, cbytes, (void **)&ctx->mma_counters, err);
     if (st)
@@ -796,6 +829,7 @@ static llmrt_status mma_launch(awq_cuda_ctx *ctx, const awq_cuda_linear *l, cons
     a.y = y;
     a.part = ctx->mma_part;
     a.counters = ctx->mma_counters;
+    a.ticket = ctx->tune.mma_ticket > 0 && ctx->mma_counters != NULL;
     a.x = x;
     a.wq = l->wq;
     a.meta = l->meta;
@@ -817,7 +851,16 @@ static llmrt_status mma_launch(awq_cuda_ctx *ctx, const awq_cuda_linear *l, cons
     llmrt_cuda_launch(ctx->stream, ctx->pdl, mma_kernel_for((int)l->group, p.w, p.nt, glu),
                       dim3((unsigned)p.cb, (unsigned)p.rb, (unsigned)p.split), p.w * 32,
                       mma_smem_bytes(p.w, p.nt, a.stages, a.xdb), a);
-    return llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_kernel");
+    llmrt_status st = llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_kernel");
+    if (st || p.split == 1 || a.ticket)
+        return st;
+    const int64_t total = (int64_t)n * (glu ? l->out / 2 : l->out);
+    int64_t blocks = (total + 255) / 256;
+    if (blocks > (int64_t)ctx->sm_count * 8)
+        blocks = (int64_t)ctx->sm_count * 8;
+    llmrt_cuda_launch(ctx->stream, ctx->pdl, awq_mma_reduce_kernel, (unsigned)blocks, 256, 0, y,
+                      (const float *)ctx->mma_part, n, (int)l->out, l->kw, l->kw / p.split, glu);
+    return llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_reduce_kernel");
 }
 
 llmrt_status awq_mma_forward(awq_cuda_ctx *ctx, const awq_cuda_linear *l, float *y,
