@@ -3,8 +3,9 @@
 # machine started one. What it runs, all by [quant.awq] tune knobs against the defaults in one
 # bench process each: the quant plugin's and batch invariance's CUDA tests first (they cover
 # both knobs below), then
-#  - the batch kernel's split-K partials added by each tile's last block (mma_ticket=1) instead
-#    of a second kernel, decode under load at 1/32/64;
+#  - (on commit 4c564c4 only, whose quant-awq has the knob) the batch kernel's split-K partials
+#    added by each tile's last block (mma_ticket=1) instead of a second kernel, decode under
+#    load at 1/32/64 — where the knob is unknown it is ignored and both configs are the same;
 #  - the batch kernel from 4 or 2 rows (mma_min; its bits are the GEMV's) and the GEMV staging
 #    x for every row count (sx_kb=224) against the defaults at concurrency 4 and 8;
 #  - a 2048-token prefill traced (prefill-kinds.py) and the batch-32 step traced.

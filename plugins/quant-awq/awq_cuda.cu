@@ -291,8 +291,6 @@ extern "C" llmrt_status awq_cuda_create(const llmrt_backend_ref *backend, const 
                 ctx->tune.mma_xdb = v;
             else if (strcmp(tok, "mma_tune") == 0)
                 ctx->tune.mma_tune = v > 0 ? 1 : -1;
-            else if (strcmp(tok, "mma_ticket") == 0)
-                ctx->tune.mma_ticket = v;
         }
     }
     llmrt_status st = awq_mma_init(ctx, err);
@@ -312,7 +310,7 @@ extern "C" void awq_cuda_destroy(awq_cuda_ctx *ctx)
         return;
     cudaSetDevice(ctx->device);
     cudaStreamSynchronize(ctx->stream);
-    void *bufs[] = {ctx->staging, ctx->deq, ctx->mma_part, ctx->mma_counters};
+    void *bufs[] = {ctx->staging, ctx->deq, ctx->mma_part};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i])
             ctx->be.vt->dev_free(ctx->be.b, bufs[i]);

@@ -40,7 +40,6 @@ typedef struct awq_tune {
     int mma_smem_kb; /* cap its shared memory per block at this many KB (a smaller GPU's) */
     int mma_xdb;  /* its x stages: 2 = double-buffered, one barrier per iteration; 1 = one */
     int mma_tune; /* -1 (mma_tune=0): its launch shapes by the built-in rule, not timed at load */
-    int mma_ticket; /* 1: its split-K partials added by each tile's last block, not a second kernel */
 } awq_tune;
 
 /* The batch kernel's launch shape chosen for the rows of one bucket (awq_cuda_mma.cu): token
@@ -72,8 +71,6 @@ struct awq_cuda_ctx {
     size_t deq_bytes;
     float *mma_part;          /* batch kernel's split-K partial sums (grown at load) */
     size_t mma_part_bytes;
-    unsigned int *mma_counters; /* with mma_ticket: its split-K tiles' completion counters (zero
-                                 * between launches) */
     int mma_w8;               /* its 8-row-warp blocks fit the device's shared memory */
     size_t sx_max_bytes;      /* the decode GEMV stages x in shared memory up to this size */
     awq_mma_shape mma_shapes[AWQ_MMA_CACHE]; /* launch shapes timed at load */
@@ -157,8 +154,7 @@ __device__ __forceinline__ float awq_silu_mul(float gate, float up)
 
 /* ---- the batch kernel (awq_cuda_mma.cu) ---- */
 
-/* Set the kernels' shared-memory limits and, with mma_ticket, allocate the split-K counters
- * (once, at create). */
+/* Set the kernels' shared-memory limits (once, at create). */
 llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err);
 /* 1 when the batch kernel serves n rows of l (tune, K split, alignment of x). */
 int awq_mma_serves(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, int n, const float *x);

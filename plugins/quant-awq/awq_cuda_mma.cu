@@ -29,10 +29,7 @@
  * the slices one after the other (their running sum, T, lives in shared memory), or, where the
  * grid would otherwise be too small, blocks take contiguous ranges of slices (split-K): the
  * first range's sum and the later slices' sums go to a partial buffer and a second small
- * kernel adds them in the same order — or, with tune mma_ticket=1 (an experiment not yet run
- * on a GPU), the last of a tile's blocks to finish (a counter per tile) adds them in that
- * order, one launch less per split linear (at batch 32 the 8B model's step runs 108 reduce
- * launches, BENCHMARKS.md 2026-12-03). SwiGLU (the GLU fold) pairs a gate m-tile with its up
+ * kernel adds them in the same order. SwiGLU (the GLU fold) pairs a gate m-tile with its up
  * m-tile in one warp, as the GLU GEMV does, so silu(gate) * up is a per-lane epilogue. */
 #include "awq_cuda_internal.cuh"
 
@@ -46,7 +43,6 @@
 #define MMA_STAGES 2                   /* default ring depth (tune mma_stages, 2..5): as fast as
                                           deeper rings, and the least shared memory */
 #define MMA_XDB 2                      /* default x stages (tune mma_xdb, 1 or 2) */
-#define MMA_COUNTERS (1 << 16)         /* split-K tiles one launch may have (a counter each) */
 
 /* Shared memory of one block: the f16 stages of x in fragment order [xdb][BN][MMA_XS_WORDS],
  * the warps' slice sums T [W][NV][32], then each warp's weight ring [W][stages][MMA_SLOT]. */
@@ -62,9 +58,6 @@ template <int NT, int W> struct mma_smem {
 typedef struct awq_mma_args {
     float *y;              /* [n, out] (GLU: [n, out / 2]) */
     float *part;           /* split-K partials [kw][n][out] */
-    unsigned int *counters; /* split-K with ticket: blocks done per (column block, row block);
-                             * zero between launches (the last block resets its tile's) */
-    int ticket;            /* split-K: the last block of a tile adds the partials (mma_ticket) */
     const float *x;        /* [n, in], 16-byte aligned */
     const uint32_t *wq, *meta;
     int n, out, in, kpad;
@@ -245,51 +238,6 @@ __device__ __forceinline__ void mma_store(const awq_mma_args &a, const float (&a
         }
 }
 
-/* Split-K, run by every thread of each of a tile's a.split blocks once its partials are
- * written: the last block to arrive adds the tile's partials — y rows of its W units, token
- * columns col0 .. col0 + ncols - 1 — in the GEMV's order, slot 0 (the first range's sum) and
- * then slots w1 .. kw - 1 (the later slices' own sums); with GLU, silu(gate) * up. Resets the
- * tile's counter for the next launch (graph replay). ticket: a word of the block's dynamic
- * shared memory nobody reads any more (a static __shared__ would push the block past the
- * dynamic size the kernels are allowed, which is the device's whole opt-in limit). */
-template <bool GLU, int W>
-__device__ __forceinline__ void mma_reduce_tile(const awq_mma_args &a, int col0, int ncols,
-                                                unsigned int *ticket)
-{
-    unsigned int *cnt = a.counters + blockIdx.y * gridDim.x + blockIdx.x;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-        *ticket = atomicAdd(cnt, 1u);
-    __syncthreads();
-    if (*ticket != (unsigned int)a.split - 1)
-        return;
-    __threadfence();
-    const int64_t ss = (int64_t)a.n * a.out; /* slot stride */
-    const int w1 = a.kw / a.split;
-    const int ow = GLU ? a.out / 2 : a.out;
-    const int rpu = GLU ? 16 : 32; /* y rows per unit */
-    const int u0 = blockIdx.y * W, u1 = min(u0 + W, a.units);
-    const int r0 = rpu * u0, nr = min(rpu * u1, ow) - r0;
-    for (int i = threadIdx.x; i < nr * ncols; i += W * 32) {
-        const int64_t tok = col0 + i / nr;
-        const int r = r0 + i % nr;
-        const float *p = a.part + tok * a.out + r;
-        float v = __ldcg(p);
-        for (int w = w1; w < a.kw; w++)
-            v += __ldcg(p + w * ss);
-        if (GLU) {
-            float up = __ldcg(p + ow);
-            for (int w = w1; w < a.kw; w++)
-                up += __ldcg(p + w * ss + ow);
-            v = awq_silu_mul(v, up);
-        }
-        a.y[tok * ow + r] = v;
-    }
-    if (threadIdx.x == 0)
-        *cnt = 0;
-}
-
 /* Block (column block, row block of W units, slice range). */
 template <int GROUP, int NT, int W, bool GLU>
 __global__ void __launch_bounds__(W * 32, W == 8 ? 1 : NT <= 2 ? 3 : 2)
@@ -461,13 +409,10 @@ awq_mma_kernel(const awq_mma_args a)
     }
     if (valid && !to_slots)
         mma_store<NT, GLU>(a, acc, tw, mtile, u, col0, ncols, g, t, plain_single);
-    if (a.split > 1 && a.ticket) /* the x stage is done with: its first word takes the ticket */
-        mma_reduce_tile<GLU, W>(a, col0, ncols, xh0);
 }
 
-/* Split-K without the ticket: y from the partials in the GEMV's order, slot 0 (the first
- * range's sum) and then slots w1 .. kw - 1 (the later slices' own sums); with glu,
- * silu(gate) * up. */
+/* Split-K: y from the partials in the GEMV's order, slot 0 (the first range's sum) and then
+ * slots w1 .. kw - 1 (the later slices' own sums); with glu, silu(gate) * up. */
 __global__ void awq_mma_reduce_kernel(float *__restrict__ y, const float *__restrict__ part,
                                       int n, int out, int kw, int w1, int glu)
 {
@@ -595,8 +540,6 @@ static mma_plan plan_shape(const awq_cuda_ctx *ctx, const awq_cuda_linear *l, in
         while (p.split < l->kw && (int64_t)p.rb * p.cb * p.split < target)
             p.split *= 2;
     }
-    if (ctx->tune.mma_ticket > 0 && (int64_t)p.rb * p.cb > MMA_COUNTERS)
-        p.split = 1; /* more tiles than split-K counters (no linear of a released model) */
     return p;
 }
 
@@ -667,18 +610,8 @@ llmrt_status awq_mma_init(awq_cuda_ctx *ctx, llmrt_error *err)
         /* a device with less shared memory per block: the batch kernel is off, the rest runs */
         cudaGetLastError();
         ctx->tune.mma = -1;
-        return LLMRT_OK;
     }
-    if (ctx->tune.mma_ticket <= 0)
-        return LLMRT_OK;
-    const size_t cbytes = (size_t)MMA_COUNTERS * sizeof(unsigned int);
-    llmrt_status st = ctx->be.vt->dev_alloc(ctx->be.b, cbytes, (void **)&ctx->mma_counters, err);
-    if (st)
-        return st;
-    if ((e = cudaMemsetAsync(ctx->mma_counters, 0, cbytes, ctx->stream)) != cudaSuccess ||
-        (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess)
-        return llmrt_cuda_fail(err, LLMRT_ERR_DEVICE, e, "awq cuda",
-                               "zeroing the batch kernel's split-K counters");
+    (void)err;
     return LLMRT_OK;
 }
 
@@ -828,8 +761,6 @@ static llmrt_status mma_launch(awq_cuda_ctx *ctx, const awq_cuda_linear *l, cons
     awq_mma_args a;
     a.y = y;
     a.part = ctx->mma_part;
-    a.counters = ctx->mma_counters;
-    a.ticket = ctx->tune.mma_ticket > 0 && ctx->mma_counters != NULL;
     a.x = x;
     a.wq = l->wq;
     a.meta = l->meta;
@@ -852,7 +783,7 @@ static llmrt_status mma_launch(awq_cuda_ctx *ctx, const awq_cuda_linear *l, cons
                       dim3((unsigned)p.cb, (unsigned)p.rb, (unsigned)p.split), p.w * 32,
                       mma_smem_bytes(p.w, p.nt, a.stages, a.xdb), a);
     llmrt_status st = llmrt_cuda_check_launch(err, "awq cuda", "awq_mma_kernel");
-    if (st || p.split == 1 || a.ticket)
+    if (st || p.split == 1)
         return st;
     const int64_t total = (int64_t)n * (glu ? l->out / 2 : l->out);
     int64_t blocks = (total + 255) / 256;

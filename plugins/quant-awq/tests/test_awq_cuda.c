@@ -481,7 +481,6 @@ static const struct {
     {2048, 512, "sx=0,kw=8"},  /* x from global memory */
     {2048, 512, "mma=0"},      /* the GEMV alone: 8 rows */
     {4096, 3072, "mma_split=4"}, /* the batch kernel's split-K, SwiGLU after the sum */
-    {4096, 3072, "mma_split=4,mma_ticket=1"}, /* ... in each tile's last block */
 };
 
 START_TEST(test_awq_swiglu)
@@ -624,8 +623,6 @@ static const struct {
     {4096, 6144, 128, "mma_smem_kb=99,mma_w=8"}, /* sm_86's 99 KB: 4 row warps, not 8 */
     {3008, 640, 64, "mma_stages=5,mma_w=8"}, /* the deepest, past a slice's iterations */
     {4096, 4096, 128, "mma_xdb=1"},    /* one x stage */
-    {4096, 4096, 128, "mma_ticket=1"}, /* split-K added by each tile's last block */
-    {2048, 1040, 128, "mma_w=4,mma_split=8,mma_ticket=1"}, /* with a partial row block */
 };
 
 static const int mma_ns[] = {9, 13, 16, 17, 24, 31, 32, 33, 47, 64, 65, 100, 129, 200, 256};
@@ -692,8 +689,6 @@ static const struct {
     {1024, 1024, "kw=1", 0},             /* one slice, stored without the 0 + sum */
     {1024, 1024, "kw=1", 1},             /* GLU adds from 0 even for one slice */
     {2048, 1536, "mma_stages=3", 1},     /* the ring's depth changes no sum */
-    {4096, 1024, "mma_ticket=1", 0},     /* the split-K sum in the last block: the same order */
-    {2048, 1536, "mma_w=4,mma_split=4,mma_ticket=1", 1},
     {2048, 1536, "mma_bn=8,mma_w=8", 0}, /* nor the column blocks' width */
     {2048, 1536, "mma_smem_kb=99,mma_w=8", 1}, /* sm_86's 99 KB: the kernel still serves
                                                  (4 row warps): past 32 rows the fallback,
