@@ -841,7 +841,7 @@ template <int GROUP, bool GLU> static cudaError_t sx_allow(int bytes)
 static llmrt_status sx_init(awq_cuda_ctx *ctx, llmrt_error *err)
 {
     ctx->sx_max_bytes = AWQ_SX_MAX_BYTES;
-    if ((size_t)ctx->tune.sx_kb * 1024 <= AWQ_SX_MAX_BYTES)
+    if (ctx->tune.sx_kb <= AWQ_SX_MAX_BYTES / 1024) /* unset, or no more than the default */
         return LLMRT_OK;
     int optin = 0;
     cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
