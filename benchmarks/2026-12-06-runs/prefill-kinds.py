@@ -5,7 +5,6 @@ launches, total duration and the step time each accounts for (end minus the end 
 over the kernels from the last embedding launch on.
 
 usage: prefill-kinds.py trace.csv"""
-import csv
 import importlib.util
 import os
 import sys
@@ -16,13 +15,7 @@ spec = importlib.util.spec_from_file_location(
 st = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(st)
 
-lines = open(sys.argv[1], newline="").read().splitlines()
-head = next(i for i, l in enumerate(lines) if "Start" in l and "Duration" in l and "Name" in l)
-rows = list(csv.DictReader(lines[head:]))
-c_s = next(c for c in rows[0] if c.startswith("Start"))
-c_d = next(c for c in rows[0] if c.startswith("Duration"))
-ks = sorted((int(float(r[c_s])), int(float(r[c_s])) + int(float(r[c_d])), r["Name"])
-            for r in rows if r.get("Name") and "memset" not in r["Name"].lower())
+ks = st.read_trace(sys.argv[1])
 first = max(i for i, k in enumerate(ks) if st.kind(k[2]) == "embedding")
 ks = ks[first:]
 per = {}

@@ -846,10 +846,11 @@ static llmrt_status sx_init(awq_cuda_ctx *ctx, llmrt_error *err)
     int optin = 0;
     cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                            ctx->device);
-    /* the reduction array's static shared memory (16 warps of 8 x 32 floats) stays beside it */
-    const int bytes = (int)((size_t)ctx->tune.sx_kb * 1024 < (size_t)optin - 16384
-                                ? (size_t)ctx->tune.sx_kb * 1024
-                                : (size_t)optin - 16384);
+    /* beside it the GEMV's static reduction array: at most AWQ_KW_MAX warps of one decode
+     * n-tile's accumulators (AWQ_MT * 4) per lane */
+    const size_t red = (size_t)AWQ_KW_MAX * AWQ_MT * 4 * 32 * sizeof(float);
+    const size_t want = (size_t)ctx->tune.sx_kb * 1024;
+    const int bytes = (int)(want < (size_t)optin - red ? want : (size_t)optin - red);
     if (e == cudaSuccess)
         e = sx_allow<32, false>(bytes);
     if (e == cudaSuccess)

@@ -53,11 +53,8 @@ def kind(name):
     return name[:40]
 
 
-def main():
-    args = [a for a in sys.argv[1:] if a != "--kernels"]
-    by_kernel = len(args) < len(sys.argv) - 1
-    path = args[0]
-    steps_wanted = int(args[1]) if len(args) > 1 else 8
+def read_trace(path):
+    """The trace's kernels (memsets left out) as (start ns, end ns, name), by start."""
     with open(path, newline="") as f:
         lines = f.read().splitlines()
     head = next(i for i, l in enumerate(lines) if "Start" in l and "Duration" in l and "Name" in l)
@@ -72,6 +69,15 @@ def main():
         s = int(float(r[col_start]))
         ks.append((s, s + int(float(r[col_dur])), name))
     ks.sort()
+    return ks
+
+
+def main():
+    args = [a for a in sys.argv[1:] if a != "--kernels"]
+    by_kernel = len(args) < len(sys.argv) - 1
+    path = args[0]
+    steps_wanted = int(args[1]) if len(args) > 1 else 8
+    ks = read_trace(path)
     ends = [i for i, k in enumerate(ks)
             if kind(k[2]) in ("argmax", "sample", "argmax_head finish")]
     if len(ends) < 3:
